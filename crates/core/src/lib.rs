@@ -1,0 +1,14 @@
+//! mpio's multipath core: the dm table grammar, the map / priority group /
+//! path model, the path selectors and the failover engine.
+//!
+//! The core opens no socket or file, starts no thread and never reads a
+//! clock: transports and frontends plug in through [`queue::PathQueue`],
+//! and time comes in as `now_ns` arguments, so the deterministic simulator
+//! drives the very code that runs in production.
+
+pub mod io;
+pub mod numa;
+pub mod path;
+pub mod selector;
+mod sync;
+pub mod table;

@@ -1,0 +1,281 @@
+//! Path selectors: the policy that picks one path of a priority group for
+//! each I/O. One file per selector, one trait, one registration line.
+//!
+//! # Contract
+//! The engine owns path health and group membership. A selector never sees
+//! a failed, standby or unavailable path: [`Pick::candidates`] holds only
+//! usable paths of the best access class (optimized, else non-optimized),
+//! is sorted by position and is never empty. `select` must return one of
+//! them. A selector is pure policy over that view, the per-path atomics in
+//! [`PathShared`] and its own per-thread state.
+//!
+//! # Concurrency
+//! A selector instance is shared by every I/O thread (`&self`); state one
+//! thread reads and writes (a cursor, a cache) lives in its
+//! [`PathSelector::ThreadState`], owned by that thread's queue; state all
+//! threads share lives in per-path atomics.
+//!
+//! # Adding a selector
+//! Write `selector/<name>.rs` with a type implementing [`PathSelector`],
+//! then add one line to the `selectors!` invocation at the bottom of this
+//! file.
+
+use crate::numa::NumaTopology;
+use crate::path::PathShared;
+
+/// Why a selector refused its arguments.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ArgError {
+    /// `None` for a selector argument, `Some(i)` for the arguments of the
+    /// path at group position `i`.
+    pub path: Option<usize>,
+    /// Index of the offending argument within its list.
+    pub index: usize,
+    /// What was wrong, for a human.
+    pub message: String,
+}
+
+impl ArgError {
+    /// An error about selector argument `index`.
+    pub fn selector(index: usize, message: impl Into<String>) -> Self {
+        ArgError {
+            path: None,
+            index,
+            message: message.into(),
+        }
+    }
+
+    /// An error about argument `index` of the path at group position `path`.
+    pub fn path(path: usize, index: usize, message: impl Into<String>) -> Self {
+        ArgError {
+            path: Some(path),
+            index,
+            message: message.into(),
+        }
+    }
+}
+
+/// What a selector is told about one path when it is built.
+#[derive(Clone, Copy, Debug)]
+pub struct PathSetup<'a> {
+    /// The per-path arguments from the table.
+    pub args: &'a [String],
+    /// The NUMA node the path's transport is attached to, if known.
+    pub node: Option<u16>,
+}
+
+/// Everything a selector is built from.
+#[derive(Clone, Copy, Debug)]
+pub struct Setup<'a> {
+    /// The selector arguments from the table.
+    pub args: &'a [String],
+    /// One entry per path, in group order.
+    pub paths: &'a [PathSetup<'a>],
+    /// The host's NUMA layout.
+    pub numa: &'a NumaTopology,
+}
+
+/// What a selector sees when it picks a path for one I/O.
+#[derive(Clone, Copy, Debug)]
+pub struct Pick<'a> {
+    /// Group positions of the usable paths of the best access class:
+    /// sorted, never empty.
+    pub candidates: &'a [u16],
+    /// `usable[position]` is true exactly for the positions in `candidates`.
+    pub usable: &'a [bool],
+    /// Shared counters of every path of the group, by position.
+    pub paths: &'a [PathShared],
+    /// Bytes the I/O moves (0 for flush).
+    pub bytes: u64,
+    /// The CPU the submitting thread runs on.
+    pub cpu: u32,
+    /// The NUMA node of `cpu`.
+    pub node: u16,
+    /// The caller's clock, in ns.
+    pub now_ns: u64,
+    /// Generation of the topology snapshot: it changes whenever the
+    /// candidates may have, so per-thread caches key on it.
+    pub generation: u64,
+}
+
+/// A path selection policy. See the module docs for the contract.
+pub trait PathSelector: Sized + Send + Sync + std::fmt::Debug + 'static {
+    /// The name used in tables (`round-robin`, ...).
+    const NAME: &'static str;
+    /// How many per-path arguments the canonical table prints per path
+    /// (dm's `table_info_args`).
+    const TABLE_PATH_ARGS: usize;
+    /// How many values [`PathSelector::status_path_info`] prints per path
+    /// (dm's `info_args`).
+    const STATUS_INFO_ARGS: usize;
+    /// State owned by one I/O thread.
+    type ThreadState: Default + Send + std::fmt::Debug;
+
+    /// Builds the selector for one group.
+    ///
+    /// # Errors
+    /// An [`ArgError`] naming the argument that is malformed, out of range,
+    /// or too many.
+    fn new(setup: &Setup<'_>) -> Result<Self, ArgError>;
+
+    /// Picks one of `pick.candidates` and returns its position.
+    fn select(&self, thread: &mut Self::ThreadState, pick: &Pick<'_>) -> u16;
+
+    /// An I/O of `bytes` was dispatched to `path`. Default: nothing.
+    #[inline]
+    fn start_io(&self, _path: &PathShared, _bytes: u64) {}
+
+    /// An I/O that `start_io` counted has finished on `path`, dispatched at
+    /// `start_ns` (the caller's clock). Default: nothing.
+    #[inline]
+    fn end_io(&self, _path: &PathShared, _bytes: u64, _start_ns: u64, _now_ns: u64) {}
+
+    /// The canonical selector arguments (dm's table output).
+    fn table_args(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The canonical arguments of the path at `position`; exactly
+    /// `TABLE_PATH_ARGS` of them.
+    fn table_path_args(&self, position: usize) -> Vec<String>;
+
+    /// The selector's live information about the path at `position`
+    /// (dm's status info); exactly `STATUS_INFO_ARGS` values.
+    fn status_path_info(&self, _position: usize, _path: &PathShared) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Declares the registered selectors: the [`Selector`] and
+/// [`SelectorThreadState`] enums and their dispatch. Each arm is matched
+/// once per I/O on a value that never changes for a group, so the branch
+/// is perfectly predicted and the callee is monomorphised (no `dyn`).
+macro_rules! selectors {
+    ($($variant:ident => $module:ident :: $type:ident,)+) => {
+        $(pub mod $module;)+
+        $(pub use $module::$type;)+
+
+        /// A built selector of any registered kind.
+        #[derive(Debug)]
+        pub enum Selector {
+            $(
+                #[doc = concat!("`", stringify!($module), "`")]
+                $variant($type),
+            )+
+        }
+
+        /// The per-thread state of a [`Selector`] of the same kind.
+        #[derive(Debug)]
+        pub enum SelectorThreadState {
+            $(
+                #[doc = concat!("`", stringify!($module), "`")]
+                $variant(<$type as PathSelector>::ThreadState),
+            )+
+        }
+
+        /// The names of every registered selector, in registration order.
+        pub const SELECTOR_NAMES: &[&str] = &[$(<$type as PathSelector>::NAME),+];
+
+        impl Selector {
+            /// Builds the selector called `name`.
+            ///
+            /// # Errors
+            /// `Ok(Err(..))` for bad arguments; `Err(())` if no selector has
+            /// that name.
+            #[allow(clippy::result_unit_err)]
+            pub fn build(name: &str, setup: &Setup<'_>) -> Result<Result<Self, ArgError>, ()> {
+                $(
+                    if name == <$type as PathSelector>::NAME {
+                        return Ok(<$type as PathSelector>::new(setup).map(Selector::$variant));
+                    }
+                )+
+                Err(())
+            }
+
+            /// The selector's table name.
+            pub fn name(&self) -> &'static str {
+                match self { $(Selector::$variant(_) => <$type as PathSelector>::NAME,)+ }
+            }
+
+            /// Per-path argument count in the canonical table.
+            pub fn table_path_arg_count(&self) -> usize {
+                match self { $(Selector::$variant(_) => <$type as PathSelector>::TABLE_PATH_ARGS,)+ }
+            }
+
+            /// Per-path value count in status output.
+            pub fn status_info_arg_count(&self) -> usize {
+                match self { $(Selector::$variant(_) => <$type as PathSelector>::STATUS_INFO_ARGS,)+ }
+            }
+
+            /// A fresh per-thread state for this selector.
+            pub fn new_thread_state(&self) -> SelectorThreadState {
+                match self { $(Selector::$variant(_) => SelectorThreadState::$variant(Default::default()),)+ }
+            }
+
+            /// See [`PathSelector::select`].
+            ///
+            /// # Panics
+            /// If `thread` was made by a selector of another kind.
+            #[inline]
+            pub fn select(&self, thread: &mut SelectorThreadState, pick: &Pick<'_>) -> u16 {
+                match (self, thread) {
+                    $((Selector::$variant(selector), SelectorThreadState::$variant(state)) => selector.select(state, pick),)+
+                    #[allow(unreachable_patterns)]
+                    _ => panic!("selector thread state of another kind"),
+                }
+            }
+
+            /// See [`PathSelector::start_io`].
+            #[inline]
+            pub fn start_io(&self, path: &PathShared, bytes: u64) {
+                match self { $(Selector::$variant(selector) => selector.start_io(path, bytes),)+ }
+            }
+
+            /// See [`PathSelector::end_io`].
+            #[inline]
+            pub fn end_io(&self, path: &PathShared, bytes: u64, start_ns: u64, now_ns: u64) {
+                match self { $(Selector::$variant(selector) => selector.end_io(path, bytes, start_ns, now_ns),)+ }
+            }
+
+            /// See [`PathSelector::table_args`].
+            pub fn table_args(&self) -> Vec<String> {
+                match self { $(Selector::$variant(selector) => selector.table_args(),)+ }
+            }
+
+            /// See [`PathSelector::table_path_args`].
+            pub fn table_path_args(&self, position: usize) -> Vec<String> {
+                match self { $(Selector::$variant(selector) => selector.table_path_args(position),)+ }
+            }
+
+            /// See [`PathSelector::status_path_info`].
+            pub fn status_path_info(&self, position: usize, path: &PathShared) -> Vec<String> {
+                match self { $(Selector::$variant(selector) => selector.status_path_info(position, path),)+ }
+            }
+        }
+    };
+}
+
+/// Parses a decimal `u32` argument, naming it in the error.
+pub fn parse_u32_arg(word: &str, what: &str, min: u32, max: u32) -> Result<u32, String> {
+    let value: u32 = word
+        .parse()
+        .map_err(|_| format!("{what} must be a whole number, not {word:?}"))?;
+    if !(min..=max).contains(&value) {
+        return Err(format!("{what} must be in {min}..={max}, not {value}"));
+    }
+    Ok(value)
+}
+
+selectors! {
+    RoundRobin => round_robin::RoundRobin,
+    QueueLength => queue_length::QueueLength,
+    ServiceTime => service_time::ServiceTime,
+    HistoricalServiceTime => historical_service_time::HistoricalServiceTime,
+    IoAffinity => io_affinity::IoAffinity,
+    Numa => numa::Numa,
+    QueueDepth => queue_depth::QueueDepth,
+}
+
+#[cfg(test)]
+pub(crate) mod testing;
