@@ -12,3 +12,8 @@ pub mod path;
 pub mod selector;
 mod sync;
 pub mod table;
+pub mod map;
+pub mod message;
+pub mod queue;
+pub mod snapshot;
+pub mod status;

@@ -127,8 +127,9 @@ mod tests {
         harness.set_usable(&[0, 2]);
         let picks: Vec<u16> = (0..4).map(|_| harness.pick(&selector)).collect();
         assert_eq!(picks, [0, 2, 0, 2]);
-        // The current path fails mid-repeat: move on at once.
+        // The current path (2) fails: move on to the next after it.
         harness.set_usable(&[1, 3]);
+        assert_eq!(harness.pick(&selector), 3);
         assert_eq!(harness.pick(&selector), 1);
     }
 
@@ -140,7 +141,8 @@ mod tests {
             io_count in 0usize..200,
         ) {
             let repeat_word = repeat.to_string();
-            let args: Vec<&[&str]> = vec![std::slice::from_ref(&repeat_word.as_str()); path_count];
+            let path_args = [repeat_word.as_str()];
+            let args: Vec<&[&str]> = vec![&path_args[..]; path_count];
             let selector: RoundRobin = build(&[], &args).unwrap();
             let mut harness = Harness::new(path_count);
             let mut counts = vec![0u32; path_count];

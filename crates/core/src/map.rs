@@ -1,0 +1,430 @@
+//! A multipath map: its priority groups, their paths and selectors, and the
+//! control state dm keeps per device (current group, bypassed groups,
+//! `queue_if_no_path`).
+//!
+//! # Concurrency
+//! Control operations (messages, path failures, access-state changes) take
+//! the map's control lock, change the state, and publish a new immutable
+//! [`Snapshot`]. I/O threads never take that lock on their fast path: they
+//! compare [`Map::generation`] with the generation they routed by and only
+//! fetch the new snapshot when it moved. A path error takes the control
+//! lock once per path that is failed; threads that see the path already
+//! failed ([`PathShared::is_failed`]) skip it.
+
+use crate::io::{PathError, SECTOR_SIZE};
+use crate::message::Message;
+use crate::numa::NumaTopology;
+use crate::path::{AccessState, PathShared};
+use crate::selector::{PathSetup, Selector, Setup};
+use crate::snapshot::{choose_route, PathHealth, Snapshot};
+use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
+use crate::table::{Table, TableError};
+
+/// Most paths in one map, over all its groups.
+pub const MAX_PATHS: usize = 1024;
+
+/// How a map behaves, beyond what its table says.
+#[derive(Clone, Debug)]
+pub struct MapOptions {
+    /// The map's name (`mpatha`).
+    pub name: String,
+    /// The host's NUMA layout, for `io-affinity` and `numa`.
+    pub numa: NumaTopology,
+    /// An I/O not completed by its path within this time fails the path
+    /// and is retried elsewhere. `None`: never time out.
+    pub io_timeout_ns: Option<u64>,
+    /// With `queue_if_no_path`, an I/O that has waited this long for a
+    /// path fails. `None`: wait until a path returns or `fail_if_no_path`.
+    pub no_path_timeout_ns: Option<u64>,
+    /// Most attempts of one I/O (the first and its retries after path
+    /// errors) before it fails with [`crate::io::IoError::RetryLimit`].
+    pub max_attempts: u32,
+}
+
+impl Default for MapOptions {
+    fn default() -> Self {
+        MapOptions {
+            name: "mpatha".into(),
+            numa: NumaTopology::default(),
+            io_timeout_ns: Some(30_000_000_000),
+            no_path_timeout_ns: None,
+            max_attempts: 64,
+        }
+    }
+}
+
+/// What the map is told about each path when it is built.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PathInfo {
+    /// NUMA node of the path's transport, if known.
+    pub node: Option<u16>,
+    /// Initial ALUA/ANA access state.
+    pub access: AccessState,
+}
+
+/// A map that cannot be built, or a control operation that cannot be done.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MapError {
+    /// The table is malformed.
+    #[error("table: {0}")]
+    Table(#[from] TableError),
+    /// The caller described a different number of paths than the table has.
+    #[error("the table has {table} paths but {given} were described")]
+    PathCount {
+        /// Paths in the table.
+        table: usize,
+        /// Paths described.
+        given: usize,
+    },
+    /// Too many paths.
+    #[error("the table has {0} paths; a map holds at most {MAX_PATHS}")]
+    TooManyPaths(usize),
+    /// A message names a path the map does not have.
+    #[error("no path named {0:?} in this map")]
+    NoSuchPath(String),
+    /// A message names a group the map does not have.
+    #[error("no group {group}: the map has {count}")]
+    NoSuchGroup {
+        /// The group asked for (1-based).
+        group: u32,
+        /// Groups in the map.
+        count: usize,
+    },
+}
+
+/// One priority group.
+#[derive(Debug)]
+pub struct Group {
+    /// The group's selector instance, shared by every I/O thread.
+    pub selector: Selector,
+    /// Index in [`Map::paths`] of the group's first path; its paths are
+    /// contiguous.
+    pub first_path: usize,
+    /// Number of paths in the group.
+    pub path_count: usize,
+}
+
+impl Group {
+    /// The group's paths' indices in [`Map::paths`].
+    pub fn path_range(&self) -> std::ops::Range<usize> {
+        self.first_path..self.first_path + self.path_count
+    }
+}
+
+/// Control state, changed only under the control lock.
+#[derive(Debug)]
+struct Control {
+    current: Option<usize>,
+    requested: Option<usize>,
+    bypassed: Vec<bool>,
+    access: Vec<AccessState>,
+    last_error: Vec<Option<PathError>>,
+    queue_if_no_path: bool,
+    generation: u64,
+    path_failures: u64,
+}
+
+/// One multipath device.
+#[derive(Debug)]
+pub struct Map {
+    options: MapOptions,
+    table: Table,
+    groups: Box<[Group]>,
+    paths: Box<[PathShared]>,
+    path_names: Box<[String]>,
+    generation: AtomicU64,
+    published: Mutex<Arc<Snapshot>>,
+    control: Mutex<Control>,
+}
+
+impl Map {
+    /// Builds a map from a table and one [`PathInfo`] per path, in table
+    /// order (group by group).
+    ///
+    /// # Errors
+    /// A [`MapError`] naming what is wrong with the table or the paths.
+    pub fn new(table: &Table, paths: &[PathInfo], options: MapOptions) -> Result<Map, MapError> {
+        let table = table.canonical(&options.numa)?;
+        let path_count: usize = table.groups.iter().map(|group| group.paths.len()).sum();
+        if path_count > MAX_PATHS {
+            return Err(MapError::TooManyPaths(path_count));
+        }
+        if path_count != paths.len() {
+            return Err(MapError::PathCount {
+                table: path_count,
+                given: paths.len(),
+            });
+        }
+        let mut groups = Vec::with_capacity(table.groups.len());
+        let mut first_path = 0;
+        for spec in &table.groups {
+            let setups: Vec<PathSetup<'_>> = spec
+                .paths
+                .iter()
+                .zip(&paths[first_path..])
+                .map(|(path, info)| PathSetup {
+                    args: &path.args,
+                    node: info.node,
+                })
+                .collect();
+            let setup = Setup {
+                args: &spec.selector_args,
+                paths: &setups,
+                numa: &options.numa,
+            };
+            let selector = match Selector::build(&spec.selector, &setup) {
+                Ok(Ok(selector)) => selector,
+                // `canonical` built this very selector from these arguments.
+                _ => unreachable!("a canonical table's selector builds"),
+            };
+            groups.push(Group {
+                selector,
+                first_path,
+                path_count: spec.paths.len(),
+            });
+            first_path += spec.paths.len();
+        }
+        let path_names = table
+            .groups
+            .iter()
+            .flat_map(|group| group.paths.iter().map(|path| path.name.clone()))
+            .collect();
+        let requested = table.initial_group.checked_sub(1).map(|group| group as usize);
+        let control = Control {
+            current: None,
+            requested,
+            bypassed: vec![false; groups.len()],
+            access: paths.iter().map(|info| info.access).collect(),
+            last_error: vec![None; path_count],
+            queue_if_no_path: table.features.queue_if_no_path,
+            generation: 0,
+            path_failures: 0,
+        };
+        let map = Map {
+            options,
+            table,
+            groups: groups.into_boxed_slice(),
+            paths: (0..path_count).map(|_| PathShared::default()).collect(),
+            path_names,
+            generation: AtomicU64::new(0),
+            published: Mutex::new(Arc::new(Snapshot {
+                generation: 0,
+                queue_if_no_path: false,
+                route: None,
+            })),
+            control: Mutex::new(control),
+        };
+        map.publish(&mut lock(&map.control));
+        Ok(map)
+    }
+
+    /// The map's name.
+    pub fn name(&self) -> &str {
+        &self.options.name
+    }
+
+    /// The options the map was built with.
+    pub fn options(&self) -> &MapOptions {
+        &self.options
+    }
+
+    /// Size of the device in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.table.length_sectors * SECTOR_SIZE
+    }
+
+    /// The priority groups.
+    pub fn groups(&self) -> &[Group] {
+        &self.groups
+    }
+
+    /// Every path's shared counters, group by group.
+    pub fn paths(&self) -> &[PathShared] {
+        &self.paths
+    }
+
+    /// The path word of path `index` as the table names it.
+    pub fn path_name(&self, index: usize) -> &str {
+        &self.path_names[index]
+    }
+
+    /// The group path `index` belongs to.
+    pub fn group_of_path(&self, index: usize) -> usize {
+        self.groups
+            .partition_point(|group| group.first_path + group.path_count <= index)
+    }
+
+    /// The canonical table, with the current `queue_if_no_path` setting.
+    pub fn table(&self) -> Table {
+        let mut table = self.table.clone();
+        table.features.queue_if_no_path = lock(&self.control).queue_if_no_path;
+        table
+    }
+
+    /// The generation of the newest snapshot. I/O threads poll this.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        // Acquire pairs with the Release store in `publish`: whoever sees
+        // the new number finds the snapshot that carries it published.
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The newest snapshot. Takes a lock held only for an `Arc` clone;
+    /// I/O threads call it only when [`Map::generation`] has moved.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        Arc::clone(&lock(&self.published))
+    }
+
+    /// Applies a control message.
+    ///
+    /// # Errors
+    /// [`MapError::NoSuchPath`] or [`MapError::NoSuchGroup`].
+    pub fn message(&self, message: &Message) -> Result<(), MapError> {
+        let mut control = lock(&self.control);
+        match message {
+            Message::FailPath(name) => {
+                for index in self.paths_named(name)? {
+                    self.paths[index].set_failed(true);
+                }
+            }
+            Message::ReinstatePath(name) => {
+                for index in self.paths_named(name)? {
+                    self.reinstate(&mut control, index);
+                }
+            }
+            Message::SwitchGroup(number) => {
+                let group = self.group_index(*number)?;
+                control.bypassed.iter_mut().for_each(|bypassed| *bypassed = false);
+                control.current = None;
+                control.requested = Some(group);
+            }
+            Message::EnableGroup(number) | Message::DisableGroup(number) => {
+                let group = self.group_index(*number)?;
+                control.bypassed[group] = matches!(message, Message::DisableGroup(_));
+                control.current = None;
+            }
+            Message::QueueIfNoPath => control.queue_if_no_path = true,
+            Message::FailIfNoPath => control.queue_if_no_path = false,
+        }
+        self.publish(&mut control);
+        Ok(())
+    }
+
+    /// Fails path `index` because an I/O on it ended with `error`. Returns
+    /// false (and takes no lock) if the path was already failed.
+    pub fn fail_path(&self, index: usize, error: PathError) -> bool {
+        if self.paths[index].is_failed() {
+            return false;
+        }
+        let mut control = lock(&self.control);
+        if !self.paths[index].set_failed(true) {
+            return false;
+        }
+        control.last_error[index] = Some(error);
+        control.path_failures += 1;
+        self.publish(&mut control);
+        true
+    }
+
+    /// Puts path `index` back in use (a checker found it healthy). Returns
+    /// false if it was not failed.
+    pub fn reinstate_path(&self, index: usize) -> bool {
+        let mut control = lock(&self.control);
+        let changed = self.reinstate(&mut control, index);
+        if changed {
+            self.publish(&mut control);
+        }
+        changed
+    }
+
+    /// Sets the ALUA/ANA access state of path `index`.
+    pub fn set_access_state(&self, index: usize, access: AccessState) {
+        let mut control = lock(&self.control);
+        if control.access[index] != access {
+            control.access[index] = access;
+            self.publish(&mut control);
+        }
+    }
+
+    fn reinstate(&self, control: &mut Control, index: usize) -> bool {
+        let changed = self.paths[index].set_failed(false);
+        if changed {
+            control.last_error[index] = None;
+        }
+        changed
+    }
+
+    fn paths_named(&self, name: &str) -> Result<Vec<usize>, MapError> {
+        let indices: Vec<usize> = (0..self.paths.len())
+            .filter(|&index| self.path_names[index] == name)
+            .collect();
+        if indices.is_empty() {
+            return Err(MapError::NoSuchPath(name.to_string()));
+        }
+        Ok(indices)
+    }
+
+    fn group_index(&self, number: u32) -> Result<usize, MapError> {
+        let count = self.groups.len();
+        match (number as usize).checked_sub(1) {
+            Some(group) if group < count => Ok(group),
+            _ => Err(MapError::NoSuchGroup {
+                group: number,
+                count,
+            }),
+        }
+    }
+
+    /// Recomputes the route from the control state and publishes it.
+    fn publish(&self, control: &mut Control) {
+        let health: Vec<PathHealth> = (0..self.paths.len())
+            .map(|index| PathHealth {
+                failed: self.paths[index].is_failed(),
+                access: control.access[index],
+            })
+            .collect();
+        let views: Vec<&[PathHealth]> = self
+            .groups
+            .iter()
+            .map(|group| &health[group.path_range()])
+            .collect();
+        let route = choose_route(&views, &control.bypassed, control.current, control.requested);
+        control.current = route.as_ref().map(|route| route.group);
+        if route.is_some() {
+            control.requested = None;
+        }
+        control.generation += 1;
+        let snapshot = Arc::new(Snapshot {
+            generation: control.generation,
+            queue_if_no_path: control.queue_if_no_path,
+            route,
+        });
+        *lock(&self.published) = snapshot;
+        // Release: see `generation`.
+        self.generation.store(control.generation, Ordering::Release);
+    }
+
+    /// A consistent view of the control state, for status output.
+    pub(crate) fn control_view(&self) -> ControlView {
+        let control = lock(&self.control);
+        ControlView {
+            current: control.current,
+            bypassed: control.bypassed.clone(),
+            access: control.access.clone(),
+            last_error: control.last_error.clone(),
+            queue_if_no_path: control.queue_if_no_path,
+            path_failures: control.path_failures,
+        }
+    }
+}
+
+/// A copy of the control state for status output.
+#[derive(Debug)]
+pub(crate) struct ControlView {
+    pub(crate) current: Option<usize>,
+    pub(crate) bypassed: Vec<bool>,
+    pub(crate) access: Vec<AccessState>,
+    pub(crate) last_error: Vec<Option<PathError>>,
+    pub(crate) queue_if_no_path: bool,
+    pub(crate) path_failures: u64,
+}

@@ -1,0 +1,500 @@
+//! The per-thread I/O queue: route, dispatch, complete, fail over.
+//!
+//! Each I/O thread owns one [`Queue`] per map (blk-mq's hardware context,
+//! SPDK's I/O channel), holding its own transport queue per path. An I/O
+//! is submitted once and completes exactly once, whatever its paths do:
+//!
+//! - a path error (transport error, timeout, connection lost, unknown)
+//!   fails the path and retries the I/O on another usable path;
+//! - a target error goes back to the caller unchanged;
+//! - with no usable path, the I/O waits (`queue_if_no_path`, bounded by
+//!   [`MapOptions::no_path_timeout_ns`]) or fails with [`IoError::NoPath`].
+//!
+//! # Concurrency
+//! A queue is used by one thread. Submit and completion touch no lock that
+//! another thread takes: routing reads the snapshot this queue holds and
+//! one atomic (the map's generation); selectors touch per-path atomics and
+//! this queue's own selector state. The map's control lock is taken only
+//! to fail a path, once per path failure, or to fetch a new snapshot after
+//! a change.
+//!
+//! # Allocation
+//! None per I/O: slots, free list, waiting list and completion lists are
+//! sized to the queue depth when the queue is built, and buffers travel
+//! with their I/Os.
+//!
+//! [`MapOptions::no_path_timeout_ns`]: crate::map::MapOptions::no_path_timeout_ns
+
+use crate::io::{Buffer, Completion, Io, IoError, Op, PathOutcome};
+use crate::map::Map;
+use crate::selector::{Pick, SelectorThreadState};
+use crate::snapshot::Snapshot;
+use crate::sync::Arc;
+use std::collections::VecDeque;
+
+/// Largest queue depth (I/Os in flight on one queue).
+pub const MAX_QUEUE_DEPTH: usize = 1 << 16;
+
+/// One attempt of an I/O, as a transport receives it.
+#[derive(Debug)]
+pub struct PathIo {
+    /// Opaque tag; the transport returns it in the completion.
+    pub tag: u64,
+    /// What to do.
+    pub op: Op,
+    /// Byte offset on the device.
+    pub offset: u64,
+    /// Byte length.
+    pub len: u32,
+    /// Data for writes, space for reads.
+    pub buf: Buffer,
+}
+
+/// How one attempt ended, as a transport reports it.
+#[derive(Debug)]
+pub struct PathCompletion {
+    /// The tag of the [`PathIo`].
+    pub tag: u64,
+    /// The buffer, given back (filled for a successful read).
+    pub buf: Buffer,
+    /// Success, path error or target error.
+    pub outcome: PathOutcome,
+}
+
+/// One thread's queue to one path: what a transport implements.
+///
+/// # Contract
+/// - `submit` accepts every I/O: the [`Queue`] never has more than its
+///   depth in flight, and a transport queues internally what it cannot
+///   send at once.
+/// - Every submitted I/O comes back exactly once, through `poll` or
+///   `abort`.
+/// - `abort` gives back an I/O that has not completed, if the transport
+///   can guarantee it will never take effect (never reach the disk) nor
+///   complete later; otherwise it returns `None` and the I/O completes
+///   through `poll` in time.
+pub trait PathQueue {
+    /// Starts `io`. `now_ns` is the caller's clock.
+    fn submit(&mut self, io: PathIo, now_ns: u64);
+    /// Appends finished I/Os to `completions`.
+    fn poll(&mut self, now_ns: u64, completions: &mut Vec<PathCompletion>);
+    /// Takes back I/O `tag` if it can; see the trait docs.
+    fn abort(&mut self, tag: u64) -> Option<PathIo>;
+}
+
+/// What one queue counted on one path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathStats {
+    /// Attempts dispatched to the path.
+    pub dispatched: u64,
+    /// Bytes of reads and writes dispatched to the path.
+    pub bytes: u64,
+    /// Attempts that ended in a path error (timeouts included).
+    pub path_errors: u64,
+}
+
+/// What one queue counted over all paths.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Attempts re-dispatched after a path error.
+    pub retries: u64,
+    /// I/Os that waited for a path to come back.
+    pub queued_for_path: u64,
+    /// Completions whose tag matched no I/O in flight (ignored).
+    pub stray_completions: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    Free,
+    /// On path `path` (index in `Map::paths`); `timed_out` once its
+    /// timeout fired and the transport could not hand it back.
+    OnPath { path: u32, timed_out: bool },
+    /// Waiting for a usable path since `since_ns`.
+    Waiting { since_ns: u64 },
+}
+
+#[derive(Debug)]
+struct Slot {
+    /// Bumped on every reuse, so a late completion cannot hit a new I/O.
+    generation: u32,
+    state: SlotState,
+    user_data: u64,
+    op: Op,
+    offset: u64,
+    len: u32,
+    buf: Buffer,
+    start_ns: u64,
+    attempts: u32,
+}
+
+impl Slot {
+    fn tag(&self, index: u32) -> u64 {
+        u64::from(self.generation) << 32 | u64::from(index)
+    }
+
+    /// Bytes a selector should account for this I/O.
+    fn io_bytes(&self) -> u64 {
+        match self.op {
+            Op::Read | Op::Write => u64::from(self.len),
+            Op::Flush | Op::Discard | Op::WriteZeroes => 0,
+        }
+    }
+}
+
+/// One thread's queue to one map. See the module docs.
+#[derive(Debug)]
+pub struct Queue<P: PathQueue> {
+    map: Arc<Map>,
+    snapshot: Arc<Snapshot>,
+    path_queues: Box<[P]>,
+    selector_states: Box<[SelectorThreadState]>,
+    slots: Box<[Slot]>,
+    free: Vec<u32>,
+    waiting: VecDeque<u32>,
+    ready: Vec<Completion>,
+    scratch: Vec<PathCompletion>,
+    path_stats: Box<[PathStats]>,
+    stats: QueueStats,
+    cpu: u32,
+    node: u16,
+    next_timeout_scan_ns: u64,
+}
+
+impl<P: PathQueue> Queue<P> {
+    /// A queue of `depth` I/Os over `map`, with one transport queue per
+    /// path of the map (in [`Map::paths`] order), for a thread on `cpu`.
+    ///
+    /// # Panics
+    /// If `path_queues` does not have one queue per path, or `depth` is 0
+    /// or above [`MAX_QUEUE_DEPTH`].
+    pub fn new(map: Arc<Map>, path_queues: Vec<P>, depth: usize, cpu: u32) -> Self {
+        assert_eq!(path_queues.len(), map.paths().len(), "one transport queue per path");
+        assert!((1..=MAX_QUEUE_DEPTH).contains(&depth), "queue depth {depth} out of range");
+        let slots = (0..depth)
+            .map(|_| Slot {
+                generation: 0,
+                state: SlotState::Free,
+                user_data: 0,
+                op: Op::Read,
+                offset: 0,
+                len: 0,
+                buf: Buffer::empty(),
+                start_ns: 0,
+                attempts: 0,
+            })
+            .collect();
+        let selector_states = map
+            .groups()
+            .iter()
+            .map(|group| group.selector.new_thread_state())
+            .collect();
+        let path_count = map.paths().len();
+        let node = map.options().numa.node_of_cpu(cpu);
+        Queue {
+            snapshot: map.snapshot(),
+            map,
+            path_queues: path_queues.into_boxed_slice(),
+            selector_states,
+            slots,
+            free: (0..depth as u32).rev().collect(),
+            waiting: VecDeque::with_capacity(depth),
+            ready: Vec::with_capacity(depth),
+            scratch: Vec::with_capacity(depth),
+            path_stats: vec![PathStats::default(); path_count].into_boxed_slice(),
+            stats: QueueStats::default(),
+            cpu,
+            node,
+            next_timeout_scan_ns: 0,
+        }
+    }
+
+    /// The map this queue feeds.
+    pub fn map(&self) -> &Arc<Map> {
+        &self.map
+    }
+
+    /// Tells the queue its thread now runs on `cpu` (for `io-affinity` and
+    /// `numa`).
+    pub fn set_cpu(&mut self, cpu: u32) {
+        self.cpu = cpu;
+        self.node = self.map.options().numa.node_of_cpu(cpu);
+    }
+
+    /// I/Os submitted and not yet finished (finished ones wait in the
+    /// queue until [`Queue::poll`] hands them over).
+    pub fn in_flight(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// I/Os waiting for a usable path.
+    pub fn waiting_for_path(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// What this queue counted per path, in [`Map::paths`] order.
+    pub fn path_stats(&self) -> &[PathStats] {
+        &self.path_stats
+    }
+
+    /// What this queue counted over all paths.
+    pub fn stats(&self) -> QueueStats {
+        self.stats
+    }
+
+    /// The transport queues, in [`Map::paths`] order.
+    pub fn path_queues_mut(&mut self) -> &mut [P] {
+        &mut self.path_queues
+    }
+
+    /// Submits `io`; its completion comes from a later [`Queue::poll`].
+    /// A malformed request (range, buffer length) completes with
+    /// [`IoError::Invalid`] and reaches no path.
+    ///
+    /// # Errors
+    /// Gives `io` back if the queue already holds its depth of I/Os.
+    pub fn submit(&mut self, io: Io, now_ns: u64) -> Result<(), Io> {
+        let Some(index) = self.free.pop() else {
+            return Err(io);
+        };
+        let invalid = self.validate(&io);
+        let slot = &mut self.slots[index as usize];
+        debug_assert_eq!(slot.state, SlotState::Free);
+        slot.user_data = io.user_data;
+        slot.op = io.op;
+        slot.offset = io.offset;
+        slot.len = io.len;
+        slot.buf = io.buf;
+        slot.attempts = 0;
+        if let Some(reason) = invalid {
+            self.finish(index, Err(IoError::Invalid(reason)));
+            return Ok(());
+        }
+        self.refresh(now_ns);
+        self.dispatch(index, now_ns);
+        Ok(())
+    }
+
+    /// Collects completions from every path, fails over what failed,
+    /// times out what hung, and hands finished I/Os to `sink`. Returns how
+    /// many it handed.
+    pub fn poll(&mut self, now_ns: u64, sink: &mut impl FnMut(Completion)) -> usize {
+        self.refresh(now_ns);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        for path in 0..self.path_queues.len() {
+            self.path_queues[path].poll(now_ns, &mut scratch);
+            for completion in scratch.drain(..) {
+                self.complete_attempt(path, completion, now_ns);
+            }
+        }
+        self.scratch = scratch;
+        self.expire(now_ns);
+        let handed = self.ready.len();
+        for completion in self.ready.drain(..) {
+            sink(completion);
+        }
+        handed
+    }
+
+    fn validate(&self, io: &Io) -> Option<&'static str> {
+        let size = self.map.size_bytes();
+        match io.op {
+            Op::Read | Op::Write if io.buf.len() != io.len as usize => {
+                Some("buffer length differs from the request length")
+            }
+            Op::Flush => None,
+            _ if io.offset.checked_add(u64::from(io.len)).is_none_or(|end| end > size) => {
+                Some("range beyond the end of the device")
+            }
+            _ => None,
+        }
+    }
+
+    /// Fetches the newest snapshot if the map changed, then releases or
+    /// fails the I/Os waiting for a path as it now allows.
+    #[inline]
+    fn refresh(&mut self, now_ns: u64) {
+        if self.map.generation() == self.snapshot.generation {
+            return;
+        }
+        self.snapshot = self.map.snapshot();
+        if self.waiting.is_empty() {
+            return;
+        }
+        if self.snapshot.route.is_some() {
+            while let Some(index) = self.waiting.pop_front() {
+                self.dispatch(index, now_ns);
+            }
+        } else if !self.snapshot.queue_if_no_path {
+            while let Some(index) = self.waiting.pop_front() {
+                self.finish(index, Err(IoError::NoPath));
+            }
+        }
+    }
+
+    /// Sends slot `index` down a path of the current route, or parks or
+    /// fails it if there is none.
+    fn dispatch(&mut self, index: u32, now_ns: u64) {
+        let snapshot = &*self.snapshot;
+        let slot = &mut self.slots[index as usize];
+        let Some(route) = &snapshot.route else {
+            if snapshot.queue_if_no_path {
+                slot.state = SlotState::Waiting { since_ns: now_ns };
+                self.stats.queued_for_path += 1;
+                self.waiting.push_back(index);
+            } else {
+                self.finish(index, Err(IoError::NoPath));
+            }
+            return;
+        };
+        let group = &self.map.groups()[route.group];
+        let group_paths = &self.map.paths()[group.path_range()];
+        let bytes = slot.io_bytes();
+        let pick = Pick {
+            candidates: &route.candidates,
+            usable: &route.usable,
+            paths: group_paths,
+            bytes,
+            cpu: self.cpu,
+            node: self.node,
+            now_ns,
+            generation: snapshot.generation,
+        };
+        let position = usize::from(
+            group
+                .selector
+                .select(&mut self.selector_states[route.group], &pick),
+        );
+        assert!(route.usable[position], "selector picked a path that is not a candidate");
+        let path = group.first_path + position;
+        group.selector.start_io(&group_paths[position], bytes);
+        slot.state = SlotState::OnPath {
+            path: path as u32,
+            timed_out: false,
+        };
+        slot.start_ns = now_ns;
+        slot.attempts += 1;
+        let stats = &mut self.path_stats[path];
+        stats.dispatched += 1;
+        stats.bytes += bytes;
+        let io = PathIo {
+            tag: slot.tag(index),
+            op: slot.op,
+            offset: slot.offset,
+            len: slot.len,
+            buf: std::mem::replace(&mut slot.buf, Buffer::empty()),
+        };
+        self.path_queues[path].submit(io, now_ns);
+    }
+
+    /// Handles the end of one attempt reported by the queue of `path`.
+    fn complete_attempt(&mut self, path: usize, completion: PathCompletion, now_ns: u64) {
+        let index = completion.tag as u32;
+        let generation = (completion.tag >> 32) as u32;
+        let Some(slot) = self.slots.get_mut(index as usize) else {
+            self.stats.stray_completions += 1;
+            return;
+        };
+        let on_this_path = matches!(slot.state, SlotState::OnPath { path: on, .. } if on as usize == path);
+        if slot.generation != generation || !on_this_path {
+            self.stats.stray_completions += 1;
+            return;
+        }
+        slot.buf = completion.buf;
+        self.end_attempt(index, path, now_ns);
+        match completion.outcome {
+            PathOutcome::Ok => self.finish(index, Ok(())),
+            PathOutcome::Target(error) => self.finish(index, Err(IoError::Target(error))),
+            PathOutcome::Path(error) => {
+                self.path_stats[path].path_errors += 1;
+                self.map.fail_path(path, error);
+                self.retry(index, now_ns);
+            }
+        }
+    }
+
+    /// Balances the selector's `start_io` for the attempt of slot `index`.
+    fn end_attempt(&mut self, index: u32, path: usize, now_ns: u64) {
+        let slot = &self.slots[index as usize];
+        let group = &self.map.groups()[self.map.group_of_path(path)];
+        group
+            .selector
+            .end_io(&self.map.paths()[path], slot.io_bytes(), slot.start_ns, now_ns);
+    }
+
+    /// Dispatches slot `index` again after a path error, within the map's
+    /// attempt limit.
+    fn retry(&mut self, index: u32, now_ns: u64) {
+        if self.slots[index as usize].attempts >= self.map.options().max_attempts {
+            self.finish(index, Err(IoError::RetryLimit));
+            return;
+        }
+        self.stats.retries += 1;
+        self.refresh(now_ns);
+        self.dispatch(index, now_ns);
+    }
+
+    /// Times out hung attempts and I/Os that waited too long for a path.
+    fn expire(&mut self, now_ns: u64) {
+        if let Some(limit) = self.map.options().no_path_timeout_ns {
+            while let Some(&index) = self.waiting.front() {
+                match self.slots[index as usize].state {
+                    SlotState::Waiting { since_ns } if now_ns.saturating_sub(since_ns) >= limit => {
+                        self.waiting.pop_front();
+                        self.finish(index, Err(IoError::NoPathTimeout));
+                    }
+                    _ => break,
+                }
+            }
+        }
+        let Some(timeout) = self.map.options().io_timeout_ns else {
+            return;
+        };
+        if now_ns < self.next_timeout_scan_ns {
+            return;
+        }
+        // Scanning costs one pass over the slots: do it a few times per
+        // timeout period, not on every poll.
+        self.next_timeout_scan_ns = now_ns.saturating_add((timeout / 4).max(1_000_000));
+        for index in 0..self.slots.len() as u32 {
+            let slot = &mut self.slots[index as usize];
+            let SlotState::OnPath { path, timed_out: false } = slot.state else {
+                continue;
+            };
+            if now_ns.saturating_sub(slot.start_ns) < timeout {
+                continue;
+            }
+            let path = path as usize;
+            self.path_stats[path].path_errors += 1;
+            self.map.fail_path(path, crate::io::PathError::Timeout);
+            let tag = slot.tag(index);
+            match self.path_queues[path].abort(tag) {
+                Some(io) => {
+                    self.slots[index as usize].buf = io.buf;
+                    self.end_attempt(index, path, now_ns);
+                    self.retry(index, now_ns);
+                }
+                None => {
+                    slot.state = SlotState::OnPath {
+                        path: path as u32,
+                        timed_out: true,
+                    };
+                }
+            }
+        }
+    }
+
+    /// Completes slot `index` with `result` and frees it.
+    fn finish(&mut self, index: u32, result: Result<(), IoError>) {
+        let slot = &mut self.slots[index as usize];
+        debug_assert!(slot.state != SlotState::Free, "slot finished twice");
+        slot.state = SlotState::Free;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.ready.push(Completion {
+            user_data: slot.user_data,
+            buf: std::mem::replace(&mut slot.buf, Buffer::empty()),
+            result,
+        });
+        self.free.push(index);
+    }
+}

@@ -1,0 +1,304 @@
+//! The `memory` transport: one RAM disk reached through several ports,
+//! each port a path with its own run-time fault switches. It is the test
+//! bed of failover: data written through one port reads back through any
+//! other, and a port can be made to fail, hang, disconnect or slow down
+//! while I/O runs.
+//!
+//! # Semantics of the switches ([`PortControl`])
+//! - healthy: I/O takes effect and completes after the port's latency;
+//! - `fail(outcome)`: I/O completes with `outcome` and never touches the
+//!   disk — also I/O already waiting out its latency;
+//! - `hang`: I/O is held and never completes until `heal`; a held I/O can
+//!   be aborted and then never takes effect;
+//! - `disconnect`: everything in flight, and everything sent after, ends
+//!   with [`PathError::ConnectionLost`] without touching the disk.
+//!
+//! A write takes effect at its completion, so an I/O that did not
+//! complete successfully never changed the disk. I/Os complete in the
+//! order they were submitted; a latency change applies to I/O submitted
+//! after it.
+//!
+//! # Concurrency
+//! The disk is split in chunks, each behind its own mutex, so threads
+//! working on different chunks do not contend; an I/O locks its chunks one
+//! at a time in ascending order. A port's switches are atomics read once
+//! per submission and poll.
+
+use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
+use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Bytes per lock-protected chunk of a memory disk.
+const CHUNK_SIZE: usize = 64 * 1024;
+
+/// A RAM disk shared by every port and thread.
+#[derive(Debug)]
+pub struct MemoryDisk {
+    size_bytes: u64,
+    chunks: Box<[Mutex<Box<[u8]>>]>,
+}
+
+impl MemoryDisk {
+    /// A zero-filled disk of `size_bytes`.
+    pub fn new(size_bytes: u64) -> Self {
+        let chunk_count = (size_bytes as usize).div_ceil(CHUNK_SIZE);
+        MemoryDisk {
+            size_bytes,
+            chunks: (0..chunk_count)
+                .map(|_| Mutex::new(vec![0; CHUNK_SIZE].into_boxed_slice()))
+                .collect(),
+        }
+    }
+
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    /// Reads `buf.len()` bytes at `offset` (caller checked the range).
+    pub fn read(&self, offset: u64, buf: &mut [u8]) {
+        self.for_each_chunk(offset, buf.len(), |chunk, range, done| {
+            let len = range.len();
+            buf[done..done + len].copy_from_slice(&chunk[range]);
+        });
+    }
+
+    /// Writes `data` at `offset` (caller checked the range).
+    pub fn write(&self, offset: u64, data: &[u8]) {
+        self.for_each_chunk(offset, data.len(), |chunk, range, done| {
+            let len = range.len();
+            chunk[range].copy_from_slice(&data[done..done + len]);
+        });
+    }
+
+    /// Writes `len` zero bytes at `offset` (caller checked the range).
+    pub fn zero(&self, offset: u64, len: usize) {
+        self.for_each_chunk(offset, len, |chunk, range, _| chunk[range].fill(0));
+    }
+
+    /// Calls `visit(chunk, range_in_chunk, bytes_done_before)` for each
+    /// chunk `offset..offset + len` covers, in order, holding its lock.
+    fn for_each_chunk(
+        &self,
+        offset: u64,
+        len: usize,
+        mut visit: impl FnMut(&mut [u8], std::ops::Range<usize>, usize),
+    ) {
+        let mut done = 0;
+        while done < len {
+            let position = offset as usize + done;
+            let chunk_index = position / CHUNK_SIZE;
+            let start = position % CHUNK_SIZE;
+            let end = (start + (len - done)).min(CHUNK_SIZE);
+            let mut chunk = self.chunks[chunk_index]
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            visit(&mut chunk, start..end, done);
+            done += end - start;
+        }
+    }
+
+    /// Applies `io` to the disk and says how it ended.
+    fn apply(&self, io: &mut PathIo) -> PathOutcome {
+        let in_range = io
+            .offset
+            .checked_add(u64::from(io.len))
+            .is_some_and(|end| end <= self.size_bytes);
+        if !in_range && io.op != Op::Flush {
+            return PathOutcome::Target(TargetError::OutOfRange);
+        }
+        match io.op {
+            Op::Read => self.read(io.offset, io.buf.as_mut_slice()),
+            Op::Write => self.write(io.offset, io.buf.as_slice()),
+            Op::WriteZeroes | Op::Discard => self.zero(io.offset, io.len as usize),
+            Op::Flush => {}
+        }
+        PathOutcome::Ok
+    }
+}
+
+const HEALTHY: u8 = 0;
+const FAILING: u8 = 1;
+const HANGING: u8 = 2;
+const DISCONNECTED: u8 = 3;
+
+/// The run-time switches of one port, shared by the threads using it and
+/// whoever injects faults.
+#[derive(Debug, Default)]
+pub struct PortControl {
+    mode: AtomicU8,
+    failure: AtomicU8,
+    latency_ns: AtomicU64,
+    /// Disconnections so far: a thread's queue compares it with the count
+    /// it last saw to drop what it had in flight.
+    disconnects: AtomicU64,
+    completed: AtomicU64,
+}
+
+const OUTCOMES: [PathOutcome; 10] = [
+    PathOutcome::Path(PathError::Transport),
+    PathOutcome::Path(PathError::Timeout),
+    PathOutcome::Path(PathError::ConnectionLost),
+    PathOutcome::Path(PathError::Unknown),
+    PathOutcome::Target(TargetError::OutOfRange),
+    PathOutcome::Target(TargetError::NoSpace),
+    PathOutcome::Target(TargetError::Medium),
+    PathOutcome::Target(TargetError::Protection),
+    PathOutcome::Target(TargetError::NotSupported),
+    PathOutcome::Target(TargetError::Invalid),
+];
+
+impl PortControl {
+    // Orderings: Release on every switch and Acquire on every read, so a
+    // thread that sees a new mode also sees the failure kind and latency
+    // set before it. The switches carry no other data.
+
+    /// Serve I/O again (ends `fail`, `hang` and `disconnect`); held I/O
+    /// completes at the next poll.
+    pub fn heal(&self) {
+        self.mode.store(HEALTHY, Ordering::Release);
+    }
+
+    /// Complete every I/O with `outcome` (not [`PathOutcome::Ok`]) without
+    /// touching the disk.
+    pub fn fail(&self, outcome: PathOutcome) {
+        let code = OUTCOMES.iter().position(|known| *known == outcome).unwrap_or(0);
+        self.failure.store(code as u8, Ordering::Release);
+        self.mode.store(FAILING, Ordering::Release);
+    }
+
+    /// Hold every new I/O until `heal`.
+    pub fn hang(&self) {
+        self.mode.store(HANGING, Ordering::Release);
+    }
+
+    /// Drop the connection: I/O in flight and after ends with
+    /// `ConnectionLost` until `heal`.
+    pub fn disconnect(&self) {
+        self.disconnects.fetch_add(1, Ordering::Release);
+        self.mode.store(DISCONNECTED, Ordering::Release);
+    }
+
+    /// Complete each I/O `latency_ns` after its submission.
+    pub fn set_latency_ns(&self, latency_ns: u64) {
+        self.latency_ns.store(latency_ns, Ordering::Release);
+    }
+
+    /// I/Os this port completed successfully, over all threads.
+    pub fn completed(&self) -> u64 {
+        self.completed.load(Ordering::Relaxed)
+    }
+
+    fn mode(&self) -> u8 {
+        self.mode.load(Ordering::Acquire)
+    }
+
+    fn failure(&self) -> PathOutcome {
+        OUTCOMES[usize::from(self.failure.load(Ordering::Acquire)) % OUTCOMES.len()]
+    }
+}
+
+/// One thread's queue to one port of a memory disk.
+#[derive(Debug)]
+pub struct MemoryQueue {
+    disk: Arc<MemoryDisk>,
+    control: Arc<PortControl>,
+    /// I/Os waiting out their latency, by due time.
+    pending: VecDeque<(u64, PathIo)>,
+    /// I/Os held by a hang.
+    held: VecDeque<PathIo>,
+    /// I/Os whose outcome is known, to hand over at the next poll.
+    done: Vec<PathCompletion>,
+    disconnects_seen: u64,
+}
+
+impl MemoryQueue {
+    /// A queue to `disk` through the port switched by `control`.
+    pub fn new(disk: Arc<MemoryDisk>, control: Arc<PortControl>, depth: usize) -> Self {
+        let disconnects_seen = control.disconnects.load(Ordering::Acquire);
+        MemoryQueue {
+            disk,
+            control,
+            pending: VecDeque::with_capacity(depth),
+            held: VecDeque::new(),
+            done: Vec::with_capacity(depth),
+            disconnects_seen,
+        }
+    }
+
+    fn finish(&mut self, mut io: PathIo, failure: Option<PathOutcome>) {
+        let outcome = match failure {
+            Some(outcome) => outcome,
+            None => {
+                let outcome = self.disk.apply(&mut io);
+                if outcome == PathOutcome::Ok {
+                    self.control.completed.fetch_add(1, Ordering::Relaxed);
+                }
+                outcome
+            }
+        };
+        self.done.push(PathCompletion {
+            tag: io.tag,
+            buf: io.buf,
+            outcome,
+        });
+    }
+
+    /// The failure the port imposes now, if any.
+    fn imposed_failure(&self) -> Option<PathOutcome> {
+        match self.control.mode() {
+            FAILING => Some(self.control.failure()),
+            DISCONNECTED => Some(PathOutcome::Path(PathError::ConnectionLost)),
+            _ => None,
+        }
+    }
+}
+
+impl PathQueue for MemoryQueue {
+    fn submit(&mut self, io: PathIo, now_ns: u64) {
+        match self.control.mode() {
+            HANGING => self.held.push_back(io),
+            _ => {
+                let latency_ns = self.control.latency_ns.load(Ordering::Acquire);
+                self.pending.push_back((now_ns.saturating_add(latency_ns), io));
+            }
+        }
+    }
+
+    fn poll(&mut self, now_ns: u64, completions: &mut Vec<PathCompletion>) {
+        let disconnects = self.control.disconnects.load(Ordering::Acquire);
+        if disconnects != self.disconnects_seen {
+            self.disconnects_seen = disconnects;
+            let lost = Some(PathOutcome::Path(PathError::ConnectionLost));
+            while let Some(io) = self.held.pop_front() {
+                self.finish(io, lost);
+            }
+            while let Some((_, io)) = self.pending.pop_front() {
+                self.finish(io, lost);
+            }
+        }
+        let mode = self.control.mode();
+        if mode != HANGING {
+            while let Some(io) = self.held.pop_front() {
+                self.pending.push_back((now_ns, io));
+            }
+        }
+        while self.pending.front().is_some_and(|(due_ns, _)| *due_ns <= now_ns) {
+            if let Some((_, io)) = self.pending.pop_front() {
+                let failure = self.imposed_failure();
+                self.finish(io, failure);
+            }
+        }
+        completions.append(&mut self.done);
+    }
+
+    fn abort(&mut self, tag: u64) -> Option<PathIo> {
+        if let Some(position) = self.held.iter().position(|io| io.tag == tag) {
+            return self.held.remove(position);
+        }
+        let position = self.pending.iter().position(|(_, io)| io.tag == tag)?;
+        self.pending.remove(position).map(|(_, io)| io)
+    }
+}

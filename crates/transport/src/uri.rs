@@ -1,0 +1,143 @@
+//! Path words: the transport URIs a table may name directly.
+//!
+//! - `null:<size>[?latency_ns=<ns>]`: a null path of `size` bytes
+//!   (suffixes `K`, `M`, `G`, `T`, powers of 1024).
+//! - `memory:<disk>#<port>`: port `port` of RAM disk `disk`.
+//!
+//! Later transports (`file:`, `nbd:`) add their own forms here.
+
+/// Where a path leads, parsed from its word.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A `null` path.
+    Null {
+        /// Size in bytes.
+        size_bytes: u64,
+        /// Completion latency in ns.
+        latency_ns: u64,
+    },
+    /// A port of a memory disk.
+    Memory {
+        /// Disk name.
+        disk: String,
+        /// Port name.
+        port: String,
+    },
+}
+
+/// A path word that names no transport, or names one badly.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("path {word:?}: {reason}")]
+pub struct UriError {
+    /// The path word.
+    pub word: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// Parses a size with an optional binary suffix (`4G`, `512`, `64K`).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let (digits, multiplier) = match text.char_indices().last() {
+        Some((at, 'K' | 'k')) => (&text[..at], 1u64 << 10),
+        Some((at, 'M' | 'm')) => (&text[..at], 1 << 20),
+        Some((at, 'G' | 'g')) => (&text[..at], 1 << 30),
+        Some((at, 'T' | 't')) => (&text[..at], 1 << 40),
+        _ => (text, 1),
+    };
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("size {text:?} is not a number with an optional K, M, G or T"))?;
+    value
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("size {text:?} is too large"))
+}
+
+impl Endpoint {
+    /// Parses a path word.
+    ///
+    /// # Errors
+    /// A [`UriError`] naming the word and what is wrong.
+    pub fn parse(word: &str) -> Result<Endpoint, UriError> {
+        let error = |reason: String| UriError {
+            word: word.to_string(),
+            reason,
+        };
+        let (scheme, rest) = word.split_once(':').ok_or_else(|| {
+            error("not a transport URI (null:<size>, memory:<disk>#<port>)".into())
+        })?;
+        match scheme {
+            "null" => {
+                let (size, query) = rest.split_once('?').unwrap_or((rest, ""));
+                let size_bytes = parse_size(size).map_err(error)?;
+                if size_bytes == 0 {
+                    return Err(error("a null path needs a size above 0".into()));
+                }
+                let mut latency_ns = 0;
+                for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+                    match pair.split_once('=') {
+                        Some(("latency_ns", value)) => {
+                            latency_ns = value
+                                .parse()
+                                .map_err(|_| error(format!("latency_ns {value:?} is not a number")))?;
+                        }
+                        _ => return Err(error(format!("unknown null option {pair:?} (latency_ns=N)"))),
+                    }
+                }
+                Ok(Endpoint::Null {
+                    size_bytes,
+                    latency_ns,
+                })
+            }
+            "memory" => {
+                let (disk, port) = rest
+                    .split_once('#')
+                    .ok_or_else(|| error("memory paths are memory:<disk>#<port>".into()))?;
+                let valid = |name: &str| {
+                    !name.is_empty()
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                };
+                if !valid(disk) || !valid(port) {
+                    return Err(error("disk and port names are letters, digits, - _ and .".into()));
+                }
+                Ok(Endpoint::Memory {
+                    disk: disk.to_string(),
+                    port: port.to_string(),
+                })
+            }
+            _ => Err(error(format!("unknown transport {scheme:?} (null, memory)"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_words() {
+        assert_eq!(parse_size("4G"), Ok(4 << 30));
+        assert_eq!(parse_size("512"), Ok(512));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("99999999999T").is_err());
+        assert_eq!(
+            Endpoint::parse("null:1M?latency_ns=250"),
+            Ok(Endpoint::Null {
+                size_bytes: 1 << 20,
+                latency_ns: 250
+            })
+        );
+        assert_eq!(
+            Endpoint::parse("memory:disk0#port1"),
+            Ok(Endpoint::Memory {
+                disk: "disk0".into(),
+                port: "port1".into()
+            })
+        );
+        for bad in ["8:16", "null:", "null:0", "null:1M?x=1", "memory:disk0", "memory:#p", "nvme:x"] {
+            let error = Endpoint::parse(bad).unwrap_err();
+            assert_eq!(error.word, bad);
+        }
+    }
+}
