@@ -107,6 +107,8 @@ pub struct QueueStats {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SlotState {
     Free,
+    /// Held by the queue between submission and routing.
+    Accepted,
     /// On path `path` (index in `Map::paths`); `timed_out` once its
     /// timeout fired and the transport could not hand it back.
     OnPath { path: u32, timed_out: bool },
@@ -266,6 +268,7 @@ impl<P: PathQueue> Queue<P> {
         slot.len = io.len;
         slot.buf = io.buf;
         slot.attempts = 0;
+        slot.state = SlotState::Accepted;
         if let Some(reason) = invalid {
             self.finish(index, Err(IoError::Invalid(reason)));
             return Ok(());

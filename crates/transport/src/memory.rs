@@ -8,8 +8,8 @@
 //! - healthy: I/O takes effect and completes after the port's latency;
 //! - `fail(outcome)`: I/O completes with `outcome` and never touches the
 //!   disk — also I/O already waiting out its latency;
-//! - `hang`: I/O is held and never completes until `heal`; a held I/O can
-//!   be aborted and then never takes effect;
+//! - `hang`: I/O in flight and I/O sent after is held and never completes
+//!   until `heal`; a held I/O can be aborted and then never takes effect;
 //! - `disconnect`: everything in flight, and everything sent after, ends
 //!   with [`PathError::ConnectionLost`] without touching the disk.
 //!
@@ -279,8 +279,12 @@ impl PathQueue for MemoryQueue {
                 self.finish(io, lost);
             }
         }
-        let mode = self.control.mode();
-        if mode != HANGING {
+        if self.control.mode() == HANGING {
+            // A hung port holds what it already had as well.
+            while let Some((_, io)) = self.pending.pop_front() {
+                self.held.push_back(io);
+            }
+        } else {
             while let Some(io) = self.held.pop_front() {
                 self.pending.push_back((now_ns, io));
             }
