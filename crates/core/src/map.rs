@@ -248,12 +248,6 @@ impl Map {
         &self.path_names[index]
     }
 
-    /// The group path `index` belongs to.
-    pub fn group_of_path(&self, index: usize) -> usize {
-        self.groups
-            .partition_point(|group| group.first_path + group.path_count <= index)
-    }
-
     /// The canonical table, with the current `queue_if_no_path` setting.
     pub fn table(&self) -> Table {
         let mut table = self.table.clone();

@@ -128,6 +128,8 @@ struct Slot {
     buf: Buffer,
     start_ns: u64,
     attempts: u32,
+    /// Group of the path the current attempt went to.
+    group: u32,
 }
 
 impl Slot {
@@ -184,6 +186,7 @@ impl<P: PathQueue> Queue<P> {
                 buf: Buffer::empty(),
                 start_ns: 0,
                 attempts: 0,
+                group: 0,
             })
             .collect();
         let selector_states = map
@@ -283,16 +286,20 @@ impl<P: PathQueue> Queue<P> {
     /// many it handed.
     pub fn poll(&mut self, now_ns: u64, sink: &mut impl FnMut(Completion)) -> usize {
         self.refresh(now_ns);
+        let mut handed = 0;
         let mut scratch = std::mem::take(&mut self.scratch);
         for path in 0..self.path_queues.len() {
             self.path_queues[path].poll(now_ns, &mut scratch);
             for completion in scratch.drain(..) {
-                self.complete_attempt(path, completion, now_ns);
+                if let Some(done) = self.complete_attempt(path, completion, now_ns) {
+                    sink(done);
+                    handed += 1;
+                }
             }
         }
         self.scratch = scratch;
         self.expire(now_ns);
-        let handed = self.ready.len();
+        handed += self.ready.len();
         for completion in self.ready.drain(..) {
             sink(completion);
         }
@@ -377,6 +384,7 @@ impl<P: PathQueue> Queue<P> {
         };
         slot.start_ns = now_ns;
         slot.attempts += 1;
+        slot.group = route.group as u32;
         let stats = &mut self.path_stats[path];
         stats.dispatched += 1;
         stats.bytes += bytes;
@@ -390,36 +398,46 @@ impl<P: PathQueue> Queue<P> {
         self.path_queues[path].submit(io, now_ns);
     }
 
-    /// Handles the end of one attempt reported by the queue of `path`.
-    fn complete_attempt(&mut self, path: usize, completion: PathCompletion, now_ns: u64) {
+    /// Handles the end of one attempt reported by the queue of `path`;
+    /// returns the I/O's completion if it finished (success or target
+    /// error), so the caller hands it over without queueing it.
+    fn complete_attempt(
+        &mut self,
+        path: usize,
+        completion: PathCompletion,
+        now_ns: u64,
+    ) -> Option<Completion> {
         let index = completion.tag as u32;
         let generation = (completion.tag >> 32) as u32;
         let Some(slot) = self.slots.get_mut(index as usize) else {
             self.stats.stray_completions += 1;
-            return;
+            return None;
         };
-        let on_this_path = matches!(slot.state, SlotState::OnPath { path: on, .. } if on as usize == path);
+        let on_this_path =
+            matches!(slot.state, SlotState::OnPath { path: on, .. } if on as usize == path);
         if slot.generation != generation || !on_this_path {
             self.stats.stray_completions += 1;
-            return;
+            return None;
         }
-        slot.buf = completion.buf;
         self.end_attempt(index, path, now_ns);
-        match completion.outcome {
-            PathOutcome::Ok => self.finish(index, Ok(())),
-            PathOutcome::Target(error) => self.finish(index, Err(IoError::Target(error))),
+        let result = match completion.outcome {
+            PathOutcome::Ok => Ok(()),
+            PathOutcome::Target(error) => Err(IoError::Target(error)),
             PathOutcome::Path(error) => {
+                self.slots[index as usize].buf = completion.buf;
                 self.path_stats[path].path_errors += 1;
                 self.map.fail_path(path, error);
                 self.retry(index, now_ns);
+                return None;
             }
-        }
+        };
+        Some(self.release(index, completion.buf, result))
     }
 
     /// Balances the selector's `start_io` for the attempt of slot `index`.
     fn end_attempt(&mut self, index: u32, path: usize, now_ns: u64) {
         let slot = &self.slots[index as usize];
-        let group = &self.map.groups()[self.map.group_of_path(path)];
+        let group = &self.map.groups()[slot.group as usize];
         group
             .selector
             .end_io(&self.map.paths()[path], slot.io_bytes(), slot.start_ns, now_ns);
@@ -487,17 +505,26 @@ impl<P: PathQueue> Queue<P> {
         }
     }
 
-    /// Completes slot `index` with `result` and frees it.
+    /// Completes slot `index` with `result`; its completion waits in
+    /// `ready` for the next poll.
     fn finish(&mut self, index: u32, result: Result<(), IoError>) {
+        let buf = std::mem::replace(&mut self.slots[index as usize].buf, Buffer::empty());
+        let completion = self.release(index, buf, result);
+        self.ready.push(completion);
+    }
+
+    /// Frees slot `index` and makes its completion, with `buf`.
+    #[inline]
+    fn release(&mut self, index: u32, buf: Buffer, result: Result<(), IoError>) -> Completion {
         let slot = &mut self.slots[index as usize];
         debug_assert!(slot.state != SlotState::Free, "slot finished twice");
         slot.state = SlotState::Free;
         slot.generation = slot.generation.wrapping_add(1);
-        self.ready.push(Completion {
-            user_data: slot.user_data,
-            buf: std::mem::replace(&mut slot.buf, Buffer::empty()),
-            result,
-        });
         self.free.push(index);
+        Completion {
+            user_data: slot.user_data,
+            buf,
+            result,
+        }
     }
 }
