@@ -8,6 +8,7 @@
 //! per-thread queues to them.
 
 pub mod clock;
+pub mod host;
 pub mod memory;
 pub mod null;
 pub mod uri;

@@ -164,7 +164,13 @@ pub fn run(args: &BenchArgs, subject: &Subject, jobs: u32, label: &str) -> Resul
         Subject::Raw { .. } => None,
         Subject::Map { table, .. } => Some(
             transports
-                .build(table, MapOptions::default())
+                .build(
+                    table,
+                    MapOptions {
+                        numa: mpio_transport::host::host_topology(),
+                        ..MapOptions::default()
+                    },
+                )
                 .map_err(|error| error.to_string())?,
         ),
     };
