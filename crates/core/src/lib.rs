@@ -7,13 +7,13 @@
 //! drives the very code that runs in production.
 
 pub mod io;
-pub mod numa;
-pub mod path;
-pub mod selector;
-mod sync;
-pub mod table;
 pub mod map;
 pub mod message;
+pub mod numa;
+pub mod path;
 pub mod queue;
+pub mod selector;
 pub mod snapshot;
 pub mod status;
+mod sync;
+pub mod table;

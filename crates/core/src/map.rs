@@ -189,7 +189,10 @@ impl Map {
             .iter()
             .flat_map(|group| group.paths.iter().map(|path| path.name.clone()))
             .collect();
-        let requested = table.initial_group.checked_sub(1).map(|group| group as usize);
+        let requested = table
+            .initial_group
+            .checked_sub(1)
+            .map(|group| group as usize);
         let control = Control {
             current: None,
             requested,
@@ -288,7 +291,10 @@ impl Map {
             }
             Message::SwitchGroup(number) => {
                 let group = self.group_index(*number)?;
-                control.bypassed.iter_mut().for_each(|bypassed| *bypassed = false);
+                control
+                    .bypassed
+                    .iter_mut()
+                    .for_each(|bypassed| *bypassed = false);
                 control.current = None;
                 control.requested = Some(group);
             }
@@ -382,7 +388,12 @@ impl Map {
             .iter()
             .map(|group| &health[group.path_range()])
             .collect();
-        let route = choose_route(&views, &control.bypassed, control.current, control.requested);
+        let route = choose_route(
+            &views,
+            &control.bypassed,
+            control.current,
+            control.requested,
+        );
         control.current = route.as_ref().map(|route| route.group);
         if route.is_some() {
             control.requested = None;

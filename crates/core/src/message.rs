@@ -80,7 +80,9 @@ impl Message {
             "disable_group" => Ok(Message::DisableGroup(group("a group number")?)),
             "queue_if_no_path" => no_argument(Message::QueueIfNoPath),
             "fail_if_no_path" => no_argument(Message::FailIfNoPath),
-            _ => Err(error(format!("unknown verb {verb:?}; expected one of {VERBS}"))),
+            _ => Err(error(format!(
+                "unknown verb {verb:?}; expected one of {VERBS}"
+            ))),
         }
     }
 }
@@ -91,12 +93,30 @@ mod tests {
 
     #[test]
     fn parses_every_verb() {
-        assert_eq!(Message::parse("fail_path 8:16"), Ok(Message::FailPath("8:16".into())));
-        assert_eq!(Message::parse(" reinstate_path  a "), Ok(Message::ReinstatePath("a".into())));
-        assert_eq!(Message::parse("switch_group 2"), Ok(Message::SwitchGroup(2)));
-        assert_eq!(Message::parse("enable_group 1"), Ok(Message::EnableGroup(1)));
-        assert_eq!(Message::parse("disable_group 3"), Ok(Message::DisableGroup(3)));
-        assert_eq!(Message::parse("queue_if_no_path"), Ok(Message::QueueIfNoPath));
+        assert_eq!(
+            Message::parse("fail_path 8:16"),
+            Ok(Message::FailPath("8:16".into()))
+        );
+        assert_eq!(
+            Message::parse(" reinstate_path  a "),
+            Ok(Message::ReinstatePath("a".into()))
+        );
+        assert_eq!(
+            Message::parse("switch_group 2"),
+            Ok(Message::SwitchGroup(2))
+        );
+        assert_eq!(
+            Message::parse("enable_group 1"),
+            Ok(Message::EnableGroup(1))
+        );
+        assert_eq!(
+            Message::parse("disable_group 3"),
+            Ok(Message::DisableGroup(3))
+        );
+        assert_eq!(
+            Message::parse("queue_if_no_path"),
+            Ok(Message::QueueIfNoPath)
+        );
         assert_eq!(Message::parse("fail_if_no_path"), Ok(Message::FailIfNoPath));
     }
 

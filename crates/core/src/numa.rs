@@ -37,7 +37,10 @@ impl NumaTopology {
         if let Some(row) = distance.iter().position(|row| row.len() != node_count) {
             return Err(format!("distance row {row} is not {node_count} long"));
         }
-        if let Some(cpu) = cpu_node.iter().position(|&node| usize::from(node) >= node_count) {
+        if let Some(cpu) = cpu_node
+            .iter()
+            .position(|&node| usize::from(node) >= node_count)
+        {
             return Err(format!("cpu {cpu} is on a node outside the matrix"));
         }
         Ok(NumaTopology { cpu_node, distance })

@@ -111,9 +111,14 @@ enum SlotState {
     Accepted,
     /// On path `path` (index in `Map::paths`); `timed_out` once its
     /// timeout fired and the transport could not hand it back.
-    OnPath { path: u32, timed_out: bool },
+    OnPath {
+        path: u32,
+        timed_out: bool,
+    },
     /// Waiting for a usable path since `since_ns`.
-    Waiting { since_ns: u64 },
+    Waiting {
+        since_ns: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -173,8 +178,15 @@ impl<P: PathQueue> Queue<P> {
     /// If `path_queues` does not have one queue per path, or `depth` is 0
     /// or above [`MAX_QUEUE_DEPTH`].
     pub fn new(map: Arc<Map>, path_queues: Vec<P>, depth: usize, cpu: u32) -> Self {
-        assert_eq!(path_queues.len(), map.paths().len(), "one transport queue per path");
-        assert!((1..=MAX_QUEUE_DEPTH).contains(&depth), "queue depth {depth} out of range");
+        assert_eq!(
+            path_queues.len(),
+            map.paths().len(),
+            "one transport queue per path"
+        );
+        assert!(
+            (1..=MAX_QUEUE_DEPTH).contains(&depth),
+            "queue depth {depth} out of range"
+        );
         let slots = (0..depth)
             .map(|_| Slot {
                 generation: 0,
@@ -313,7 +325,11 @@ impl<P: PathQueue> Queue<P> {
                 Some("buffer length differs from the request length")
             }
             Op::Flush => None,
-            _ if io.offset.checked_add(u64::from(io.len)).is_none_or(|end| end > size) => {
+            _ if io
+                .offset
+                .checked_add(u64::from(io.len))
+                .is_none_or(|end| end > size) =>
+            {
                 Some("range beyond the end of the device")
             }
             _ => None,
@@ -375,7 +391,10 @@ impl<P: PathQueue> Queue<P> {
                 .selector
                 .select(&mut self.selector_states[route.group], &pick),
         );
-        assert!(route.usable[position], "selector picked a path that is not a candidate");
+        assert!(
+            route.usable[position],
+            "selector picked a path that is not a candidate"
+        );
         let path = group.first_path + position;
         group.selector.start_io(&group_paths[position], bytes);
         slot.state = SlotState::OnPath {
@@ -438,9 +457,12 @@ impl<P: PathQueue> Queue<P> {
     fn end_attempt(&mut self, index: u32, path: usize, now_ns: u64) {
         let slot = &self.slots[index as usize];
         let group = &self.map.groups()[slot.group as usize];
-        group
-            .selector
-            .end_io(&self.map.paths()[path], slot.io_bytes(), slot.start_ns, now_ns);
+        group.selector.end_io(
+            &self.map.paths()[path],
+            slot.io_bytes(),
+            slot.start_ns,
+            now_ns,
+        );
     }
 
     /// Dispatches slot `index` again after a path error, within the map's
@@ -479,7 +501,11 @@ impl<P: PathQueue> Queue<P> {
         self.next_timeout_scan_ns = now_ns.saturating_add((timeout / 4).max(1_000_000));
         for index in 0..self.slots.len() as u32 {
             let slot = &mut self.slots[index as usize];
-            let SlotState::OnPath { path, timed_out: false } = slot.state else {
+            let SlotState::OnPath {
+                path,
+                timed_out: false,
+            } = slot.state
+            else {
                 continue;
             };
             if now_ns.saturating_sub(slot.start_ns) < timeout {

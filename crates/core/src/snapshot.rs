@@ -126,7 +126,10 @@ mod tests {
         assert_eq!(&*route.candidates, &[1, 3]);
         assert_eq!(&*route.usable, &[false, true, false, true]);
         let route = group_route(0, &[SLOW, DOWN, STANDBY]).unwrap();
-        assert_eq!((route.access, &*route.candidates), (AccessState::NonOptimized, &[0][..]));
+        assert_eq!(
+            (route.access, &*route.candidates),
+            (AccessState::NonOptimized, &[0][..])
+        );
         assert_eq!(group_route(0, &[DOWN, STANDBY]), None);
     }
 
@@ -135,19 +138,73 @@ mod tests {
         let healthy: &[PathHealth] = &[UP, UP];
         let dead: &[PathHealth] = &[DOWN];
         // Stay in the current group while it has a usable path.
-        assert_eq!(group_of(choose_route(&[healthy, healthy], &[false, false], Some(1), None)), Some(1));
+        assert_eq!(
+            group_of(choose_route(
+                &[healthy, healthy],
+                &[false, false],
+                Some(1),
+                None
+            )),
+            Some(1)
+        );
         // A switch request wins when its group is usable...
-        assert_eq!(group_of(choose_route(&[healthy, healthy], &[false, false], Some(1), Some(0))), Some(0));
+        assert_eq!(
+            group_of(choose_route(
+                &[healthy, healthy],
+                &[false, false],
+                Some(1),
+                Some(0)
+            )),
+            Some(0)
+        );
         // ...and is ignored when it is not.
-        assert_eq!(group_of(choose_route(&[healthy, dead], &[false, false], Some(0), Some(1))), Some(0));
+        assert_eq!(
+            group_of(choose_route(
+                &[healthy, dead],
+                &[false, false],
+                Some(0),
+                Some(1)
+            )),
+            Some(0)
+        );
         // Current group dead: first group in order.
-        assert_eq!(group_of(choose_route(&[dead, healthy, healthy], &[false; 3], Some(0), None)), Some(1));
+        assert_eq!(
+            group_of(choose_route(
+                &[dead, healthy, healthy],
+                &[false; 3],
+                Some(0),
+                None
+            )),
+            Some(1)
+        );
         // Bypassed groups are skipped first, used as a last resort.
-        assert_eq!(group_of(choose_route(&[healthy, healthy], &[true, false], None, None)), Some(1));
-        assert_eq!(group_of(choose_route(&[healthy, dead], &[false, true], None, None)), Some(0));
-        assert_eq!(group_of(choose_route(&[dead, healthy], &[false, true], None, None)), Some(1));
+        assert_eq!(
+            group_of(choose_route(
+                &[healthy, healthy],
+                &[true, false],
+                None,
+                None
+            )),
+            Some(1)
+        );
+        assert_eq!(
+            group_of(choose_route(&[healthy, dead], &[false, true], None, None)),
+            Some(0)
+        );
+        assert_eq!(
+            group_of(choose_route(&[dead, healthy], &[false, true], None, None)),
+            Some(1)
+        );
         // Nothing usable anywhere.
-        assert_eq!(group_of(choose_route(&[dead, dead], &[false, false], Some(0), Some(1))), None);
+        assert_eq!(
+            group_of(choose_route(
+                &[dead, dead],
+                &[false, false],
+                Some(0),
+                Some(1)
+            )),
+            None
+        );
         assert_eq!(group_of(choose_route(&[], &[], None, None)), None);
     }
 

@@ -26,7 +26,8 @@ pub fn main(command: &TableCommand) -> Result<(), String> {
                 .and_then(|table| table.canonical(&NumaTopology::default()))
                 .map_err(|error| format!("table: {error}"))?;
             if *json {
-                let value = serde_json::to_string_pretty(&canonical).map_err(|error| error.to_string())?;
+                let value =
+                    serde_json::to_string_pretty(&canonical).map_err(|error| error.to_string())?;
                 println!("{value}");
             } else {
                 println!("{canonical}");

@@ -20,14 +20,25 @@ fn stderr(output: &Output) -> String {
 
 #[test]
 fn table_check_prints_the_canonical_form() {
-    let output = mpio(&["table", "check", "0 8 multipath 0 0 1 1 round-robin 0 2 0 a b"]);
+    let output = mpio(&[
+        "table",
+        "check",
+        "0 8 multipath 0 0 1 1 round-robin 0 2 0 a b",
+    ]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(stdout(&output).trim(), "0 8 multipath 0 0 1 1 round-robin 0 2 1 a 1 b 1");
+    assert_eq!(
+        stdout(&output).trim(),
+        "0 8 multipath 0 0 1 1 round-robin 0 2 1 a 1 b 1"
+    );
 }
 
 #[test]
 fn table_check_names_the_bad_word_and_fails() {
-    let output = mpio(&["table", "check", "0 8 multipath 0 0 1 1 round-robin 0 2 0 a"]);
+    let output = mpio(&[
+        "table",
+        "check",
+        "0 8 multipath 0 0 1 1 round-robin 0 2 0 a",
+    ]);
     assert!(!output.status.success());
     let message = stderr(&output);
     assert!(message.contains("word 13"), "{message}");
@@ -49,11 +60,22 @@ fn bench_runs_a_tiny_load_and_reports_every_path() {
 
 #[test]
 fn bench_matrix_covers_raw_and_every_selector() {
-    let output = mpio(&["bench", "--matrix", "--ios", "500", "--locking", "global", "--json"]);
+    let output = mpio(&[
+        "bench",
+        "--matrix",
+        "--ios",
+        "500",
+        "--locking",
+        "global",
+        "--json",
+    ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
     let rows = report["rows"].as_array().unwrap();
-    let labels: Vec<&str> = rows.iter().map(|row| row["label"].as_str().unwrap()).collect();
+    let labels: Vec<&str> = rows
+        .iter()
+        .map(|row| row["label"].as_str().unwrap())
+        .collect();
     assert!(labels[0].starts_with("raw"));
     for selector in [
         "round-robin",
@@ -64,18 +86,35 @@ fn bench_matrix_covers_raw_and_every_selector() {
         "numa",
         "queue-depth",
     ] {
-        assert!(labels.iter().any(|label| label.starts_with(selector)), "{selector} missing");
         assert!(
-            labels.iter().any(|label| label.starts_with(selector) && label.contains("global lock")),
+            labels.iter().any(|label| label.starts_with(selector)),
+            "{selector} missing"
+        );
+        assert!(
+            labels
+                .iter()
+                .any(|label| label.starts_with(selector) && label.contains("global lock")),
             "{selector} locked row missing"
         );
     }
-    assert!(rows.iter().all(|row| row["errors"] == 0 && row["ios"].as_u64().unwrap() > 0));
+    assert!(rows
+        .iter()
+        .all(|row| row["errors"] == 0 && row["ios"].as_u64().unwrap() > 0));
 }
 
 #[test]
 fn bench_refuses_a_bad_table_with_its_reason() {
-    let output = mpio(&["bench", "--ios", "10", "--table", "0 8 multipath 0 0 1 1 round-robin 0 1 0 nvme:x"]);
+    let output = mpio(&[
+        "bench",
+        "--ios",
+        "10",
+        "--table",
+        "0 8 multipath 0 0 1 1 round-robin 0 1 0 nvme:x",
+    ]);
     assert!(!output.status.success());
-    assert!(stderr(&output).contains("unknown transport"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("unknown transport"),
+        "{}",
+        stderr(&output)
+    );
 }

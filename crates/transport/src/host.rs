@@ -44,7 +44,10 @@ pub fn topology_from_text(nodes: &[(String, String)]) -> Result<NumaTopology, St
         }
         let row: Vec<u32> = row
             .split_whitespace()
-            .map(|word| word.parse().map_err(|_| format!("node {node} distance {word:?} is not a number")))
+            .map(|word| {
+                word.parse()
+                    .map_err(|_| format!("node {node} distance {word:?} is not a number"))
+            })
             .collect::<Result<_, _>>()?;
         distance.push(row);
     }
@@ -82,7 +85,10 @@ mod tests {
 
     #[test]
     fn parses_cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Ok(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n"),
+            Ok(vec![0, 1, 2, 3, 8, 10, 11])
+        );
         assert_eq!(parse_cpu_list(""), Ok(vec![]));
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("a").is_err());

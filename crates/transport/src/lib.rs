@@ -112,7 +112,10 @@ impl Transports {
             .flat_map(|group| &group.paths)
             .map(|path| Endpoint::parse(&path.name))
             .collect::<Result<Vec<_>, _>>()?;
-        for (endpoint, path) in endpoints.iter().zip(table.groups.iter().flat_map(|group| &group.paths)) {
+        for (endpoint, path) in endpoints
+            .iter()
+            .zip(table.groups.iter().flat_map(|group| &group.paths))
+        {
             let path_bytes = match endpoint {
                 Endpoint::Null { size_bytes, .. } => *size_bytes,
                 Endpoint::Memory { disk, .. } => self.disk(disk, map_bytes).size_bytes(),
@@ -132,7 +135,10 @@ impl Transports {
 
     /// The memory disk `name`, created with `size_bytes` if new.
     pub fn disk(&self, name: &str, size_bytes: u64) -> Arc<MemoryDisk> {
-        let mut disks = self.disks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut disks = self
+            .disks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         Arc::clone(
             disks
                 .entry(name.to_string())
@@ -142,8 +148,15 @@ impl Transports {
 
     /// The switches of port `port` of memory disk `disk`.
     pub fn port(&self, disk: &str, port: &str) -> Arc<PortControl> {
-        let mut ports = self.ports.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        Arc::clone(ports.entry((disk.to_string(), port.to_string())).or_default())
+        let mut ports = self
+            .ports
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Arc::clone(
+            ports
+                .entry((disk.to_string(), port.to_string()))
+                .or_default(),
+        )
     }
 
     /// Opens one thread's queue to `endpoint`, with room for `depth` I/Os.

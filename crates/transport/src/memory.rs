@@ -164,7 +164,10 @@ impl PortControl {
     /// Complete every I/O with `outcome` (not [`PathOutcome::Ok`]) without
     /// touching the disk.
     pub fn fail(&self, outcome: PathOutcome) {
-        let code = OUTCOMES.iter().position(|known| *known == outcome).unwrap_or(0);
+        let code = OUTCOMES
+            .iter()
+            .position(|known| *known == outcome)
+            .unwrap_or(0);
         self.failure.store(code as u8, Ordering::Release);
         self.mode.store(FAILING, Ordering::Release);
     }
@@ -262,7 +265,8 @@ impl PathQueue for MemoryQueue {
             HANGING => self.held.push_back(io),
             _ => {
                 let latency_ns = self.control.latency_ns.load(Ordering::Acquire);
-                self.pending.push_back((now_ns.saturating_add(latency_ns), io));
+                self.pending
+                    .push_back((now_ns.saturating_add(latency_ns), io));
             }
         }
     }
@@ -289,7 +293,11 @@ impl PathQueue for MemoryQueue {
                 self.pending.push_back((now_ns, io));
             }
         }
-        while self.pending.front().is_some_and(|(due_ns, _)| *due_ns <= now_ns) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|(due_ns, _)| *due_ns <= now_ns)
+        {
             if let Some((_, io)) = self.pending.pop_front() {
                 let failure = self.imposed_failure();
                 self.finish(io, failure);

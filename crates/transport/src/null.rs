@@ -31,7 +31,8 @@ impl NullQueue {
 impl PathQueue for NullQueue {
     #[inline]
     fn submit(&mut self, io: PathIo, now_ns: u64) {
-        self.pending.push_back((now_ns.saturating_add(self.latency_ns), io));
+        self.pending
+            .push_back((now_ns.saturating_add(self.latency_ns), io));
     }
 
     #[inline]

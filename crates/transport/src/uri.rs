@@ -52,6 +52,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size {text:?} is too large"))
 }
 
+/// Writes `bytes` in [`parse_size`]'s form, with the largest suffix that
+/// divides it exactly (`4G`, `1536K`, `512`).
+pub fn size_word(bytes: u64) -> String {
+    for (shift, suffix) in [(40, 'T'), (30, 'G'), (20, 'M'), (10, 'K')] {
+        if bytes != 0 && bytes % (1u64 << shift) == 0 {
+            return format!("{}{suffix}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 impl Endpoint {
     /// Parses a path word.
     ///
@@ -76,11 +87,15 @@ impl Endpoint {
                 for pair in query.split('&').filter(|pair| !pair.is_empty()) {
                     match pair.split_once('=') {
                         Some(("latency_ns", value)) => {
-                            latency_ns = value
-                                .parse()
-                                .map_err(|_| error(format!("latency_ns {value:?} is not a number")))?;
+                            latency_ns = value.parse().map_err(|_| {
+                                error(format!("latency_ns {value:?} is not a number"))
+                            })?;
                         }
-                        _ => return Err(error(format!("unknown null option {pair:?} (latency_ns=N)"))),
+                        _ => {
+                            return Err(error(format!(
+                                "unknown null option {pair:?} (latency_ns=N)"
+                            )))
+                        }
                     }
                 }
                 Ok(Endpoint::Null {
@@ -99,14 +114,18 @@ impl Endpoint {
                             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
                 };
                 if !valid(disk) || !valid(port) {
-                    return Err(error("disk and port names are letters, digits, - _ and .".into()));
+                    return Err(error(
+                        "disk and port names are letters, digits, - _ and .".into(),
+                    ));
                 }
                 Ok(Endpoint::Memory {
                     disk: disk.to_string(),
                     port: port.to_string(),
                 })
             }
-            _ => Err(error(format!("unknown transport {scheme:?} (null, memory)"))),
+            _ => Err(error(format!(
+                "unknown transport {scheme:?} (null, memory)"
+            ))),
         }
     }
 }
@@ -119,6 +138,10 @@ mod tests {
     fn parses_words() {
         assert_eq!(parse_size("4G"), Ok(4 << 30));
         assert_eq!(parse_size("512"), Ok(512));
+        for bytes in [0, 512, 1536 << 10, 4 << 30, 3 << 40, 4097] {
+            assert_eq!(parse_size(&size_word(bytes)), Ok(bytes));
+        }
+        assert_eq!(size_word(4 << 30), "4G");
         assert!(parse_size("x").is_err());
         assert!(parse_size("99999999999T").is_err());
         assert_eq!(
@@ -135,7 +158,15 @@ mod tests {
                 port: "port1".into()
             })
         );
-        for bad in ["8:16", "null:", "null:0", "null:1M?x=1", "memory:disk0", "memory:#p", "nvme:x"] {
+        for bad in [
+            "8:16",
+            "null:",
+            "null:0",
+            "null:1M?x=1",
+            "memory:disk0",
+            "memory:#p",
+            "nvme:x",
+        ] {
             let error = Endpoint::parse(bad).unwrap_err();
             assert_eq!(error.word, bad);
         }

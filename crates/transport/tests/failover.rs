@@ -96,7 +96,8 @@ impl Rig {
     fn collect(&mut self, count: usize, step_ns: u64) -> Vec<Completion> {
         let mut done = Vec::new();
         for _ in 0..100_000 {
-            self.queue.poll(self.now_ns, &mut |completion| done.push(completion));
+            self.queue
+                .poll(self.now_ns, &mut |completion| done.push(completion));
             if done.len() >= count {
                 break;
             }
@@ -128,10 +129,18 @@ fn assert_all_ok_once(done: &[Completion], count: u64) {
     let mut seen = HashMap::new();
     for completion in done {
         *seen.entry(completion.user_data).or_insert(0) += 1;
-        assert_eq!(completion.result, Ok(()), "I/O {} failed", completion.user_data);
+        assert_eq!(
+            completion.result,
+            Ok(()),
+            "I/O {} failed",
+            completion.user_data
+        );
     }
     assert_eq!(seen.len() as u64, count, "every I/O completed");
-    assert!(seen.values().all(|&times| times == 1), "an I/O completed twice");
+    assert!(
+        seen.values().all(|&times| times == 1),
+        "an I/O completed twice"
+    );
 }
 
 fn fill_of(block: u64) -> u8 {
@@ -161,7 +170,11 @@ fn write_with_fault_then_verify(fault: impl Fn(&Rig), options: MapOptions) -> Ri
     for completion in &reads {
         let block = completion.user_data - 1000;
         assert!(
-            completion.buf.as_slice().iter().all(|&byte| byte == fill_of(block)),
+            completion
+                .buf
+                .as_slice()
+                .iter()
+                .all(|&byte| byte == fill_of(block)),
             "block {block} reads back wrong"
         );
     }
@@ -175,7 +188,10 @@ fn port_error_with_io_in_flight_fails_over() {
         MapOptions::default(),
     );
     let status = rig.device.map.status();
-    assert_eq!(status.groups[0].paths[0].last_error, Some(PathError::Transport));
+    assert_eq!(
+        status.groups[0].paths[0].last_error,
+        Some(PathError::Transport)
+    );
     assert_eq!(status.groups[0].paths[0].fail_count, 1);
     assert!(rig.queue.stats().retries >= 1);
 }
@@ -184,7 +200,10 @@ fn port_error_with_io_in_flight_fails_over() {
 fn dropped_connection_with_io_in_flight_fails_over() {
     let rig = write_with_fault_then_verify(|rig| rig.port("a").disconnect(), MapOptions::default());
     let status = rig.device.map.status();
-    assert_eq!(status.groups[0].paths[0].last_error, Some(PathError::ConnectionLost));
+    assert_eq!(
+        status.groups[0].paths[0].last_error,
+        Some(PathError::ConnectionLost)
+    );
 }
 
 #[test]
@@ -195,7 +214,10 @@ fn hung_port_is_failed_after_the_io_timeout() {
     };
     let rig = write_with_fault_then_verify(|rig| rig.port("a").hang(), options);
     let status = rig.device.map.status();
-    assert_eq!(status.groups[0].paths[0].last_error, Some(PathError::Timeout));
+    assert_eq!(
+        status.groups[0].paths[0].last_error,
+        Some(PathError::Timeout)
+    );
     // The hung writes were aborted and never reach the disk, even once the
     // port heals: block contents stay what the retries wrote.
     rig.port("a").heal();
@@ -221,8 +243,14 @@ fn target_errors_go_back_unchanged_and_keep_the_path() {
 #[test]
 fn no_path_without_queueing_fails_with_eio() {
     let mut rig = Rig::new(&[&["a"], &["b"]], false, MapOptions::default());
-    rig.device.map.message(&Message::FailPath("memory:disk0#a".into())).unwrap();
-    rig.device.map.message(&Message::FailPath("memory:disk0#b".into())).unwrap();
+    rig.device
+        .map
+        .message(&Message::FailPath("memory:disk0#a".into()))
+        .unwrap();
+    rig.device
+        .map
+        .message(&Message::FailPath("memory:disk0#b".into()))
+        .unwrap();
     rig.submit(1, Op::Read, 0, 0);
     let done = rig.collect(1, 1_000);
     assert_eq!(done[0].result, Err(IoError::NoPath));
@@ -233,17 +261,28 @@ fn no_path_without_queueing_fails_with_eio() {
 fn queue_if_no_path_holds_io_until_a_path_returns() {
     let mut rig = Rig::new(&[&["a"], &["b"]], true, MapOptions::default());
     let map = std::sync::Arc::clone(&rig.device.map);
-    map.message(&Message::FailPath("memory:disk0#a".into())).unwrap();
-    map.message(&Message::FailPath("memory:disk0#b".into())).unwrap();
-    assert!(map.status_line().contains("multipath 2 1 0"), "queue_io reported: {}", map.status_line());
+    map.message(&Message::FailPath("memory:disk0#a".into()))
+        .unwrap();
+    map.message(&Message::FailPath("memory:disk0#b".into()))
+        .unwrap();
+    assert!(
+        map.status_line().contains("multipath 2 1 0"),
+        "queue_io reported: {}",
+        map.status_line()
+    );
     rig.submit(1, Op::Write, 3, 9);
     rig.submit(2, Op::Flush, 0, 0);
     rig.assert_nothing_completes(1_000_000);
     assert_eq!(rig.queue.waiting_for_path(), 2);
-    map.message(&Message::ReinstatePath("memory:disk0#b".into())).unwrap();
+    map.message(&Message::ReinstatePath("memory:disk0#b".into()))
+        .unwrap();
     let done = rig.collect(2, 1_000);
     assert_all_ok_once(&done, 2);
-    assert_eq!(rig.port("b").completed(), 2, "served by the reinstated path");
+    assert_eq!(
+        rig.port("b").completed(),
+        2,
+        "served by the reinstated path"
+    );
     assert_eq!(map.status().current_group, Some(2));
 }
 
@@ -251,7 +290,8 @@ fn queue_if_no_path_holds_io_until_a_path_returns() {
 fn fail_if_no_path_releases_held_io_with_eio() {
     let mut rig = Rig::new(&[&["a"]], true, MapOptions::default());
     let map = std::sync::Arc::clone(&rig.device.map);
-    map.message(&Message::FailPath("memory:disk0#a".into())).unwrap();
+    map.message(&Message::FailPath("memory:disk0#a".into()))
+        .unwrap();
     rig.submit(1, Op::Read, 0, 0);
     rig.assert_nothing_completes(1_000);
     map.message(&Message::FailIfNoPath).unwrap();
@@ -266,13 +306,19 @@ fn queueing_is_bounded_by_the_no_path_timeout() {
         ..MapOptions::default()
     };
     let mut rig = Rig::new(&[&["a"]], true, options);
-    rig.device.map.message(&Message::FailPath("memory:disk0#a".into())).unwrap();
+    rig.device
+        .map
+        .message(&Message::FailPath("memory:disk0#a".into()))
+        .unwrap();
     let start = rig.now_ns;
     rig.submit(1, Op::Read, 0, 0);
     let done = rig.collect(1, 1_000_000);
     assert_eq!(done[0].result, Err(IoError::NoPathTimeout));
     let waited = rig.now_ns - start;
-    assert!((50_000_000..=51_000_000).contains(&waited), "waited {waited} ns");
+    assert!(
+        (50_000_000..=51_000_000).contains(&waited),
+        "waited {waited} ns"
+    );
 }
 
 #[test]
@@ -289,7 +335,10 @@ fn whole_group_failure_moves_io_to_the_next_group() {
     let map = &rig.device.map;
     assert_eq!(map.status().current_group, Some(2));
     let line = map.status_line();
-    assert!(line.contains(" E 0 2 0 memory:disk0#a F 1 memory:disk0#b F 1 A 0 1 0 memory:disk0#c A 0"), "{line}");
+    assert!(
+        line.contains(" E 0 2 0 memory:disk0#a F 1 memory:disk0#b F 1 A 0 1 0 memory:disk0#c A 0"),
+        "{line}"
+    );
 }
 
 #[test]
@@ -309,8 +358,10 @@ fn group_messages_follow_dm() {
     assert_eq!(map.status().current_group, Some(1));
     // A disabled group is still the last resort.
     map.message(&Message::DisableGroup(1)).unwrap();
-    map.message(&Message::FailPath("memory:disk0#b".into())).unwrap();
-    map.message(&Message::FailPath("memory:disk0#c".into())).unwrap();
+    map.message(&Message::FailPath("memory:disk0#b".into()))
+        .unwrap();
+    map.message(&Message::FailPath("memory:disk0#c".into()))
+        .unwrap();
     assert_eq!(map.status().current_group, Some(1));
     assert!(map.message(&Message::SwitchGroup(4)).is_err());
     assert!(map.message(&Message::FailPath("nope".into())).is_err());
@@ -336,7 +387,9 @@ fn invalid_requests_complete_with_an_error_and_reach_no_path() {
     };
     rig.queue.submit(io, 0).unwrap();
     let done = rig.collect(2, 1_000);
-    assert!(done.iter().all(|completion| matches!(completion.result, Err(IoError::Invalid(_)))));
+    assert!(done
+        .iter()
+        .all(|completion| matches!(completion.result, Err(IoError::Invalid(_)))));
     assert_eq!(rig.queue.path_stats()[0].dispatched, 0);
 }
 
@@ -378,7 +431,8 @@ fn repeated_path_errors_hit_the_retry_limit() {
     // Reinstate paths as fast as they fail: a flapping pair.
     let mut done = Vec::new();
     for _ in 0..1000 {
-        rig.queue.poll(rig.now_ns, &mut |completion| done.push(completion));
+        rig.queue
+            .poll(rig.now_ns, &mut |completion| done.push(completion));
         if !done.is_empty() {
             break;
         }
@@ -394,7 +448,8 @@ fn repeated_path_errors_hit_the_retry_limit() {
 fn status_renders_as_dm_and_json() {
     let rig = Rig::new(&[&["a", "b"]], true, MapOptions::default());
     let map = &rig.device.map;
-    map.message(&Message::FailPath("memory:disk0#b".into())).unwrap();
+    map.message(&Message::FailPath("memory:disk0#b".into()))
+        .unwrap();
     assert_eq!(
         map.status_line(),
         "0 512 multipath 2 0 0 0 1 1 A 0 2 0 memory:disk0#a A 0 memory:disk0#b F 1"

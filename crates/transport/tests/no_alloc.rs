@@ -65,7 +65,9 @@ fn drive(queue: &mut Queue<AnyQueue>, buffers: &mut Vec<Buffer>, count: u64, now
                 len: 4096,
                 buf,
             };
-            queue.submit(io, *now_ns).expect("room for a buffer we hold");
+            queue
+                .submit(io, *now_ns)
+                .expect("room for a buffer we hold");
             issued += 1;
         }
         queue.poll(*now_ns, &mut |completion| {
@@ -86,7 +88,10 @@ fn measure(label: &str, queue: &mut Queue<AnyQueue>, between: impl FnOnce()) {
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     drive(queue, &mut buffers, 10_000, &mut now_ns);
     let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
-    assert_eq!(allocations, 0, "{label}: {allocations} allocations in 10,000 I/Os");
+    assert_eq!(
+        allocations, 0,
+        "{label}: {allocations} allocations in 10,000 I/Os"
+    );
 }
 
 #[test]
@@ -95,12 +100,18 @@ fn steady_state_io_allocates_nothing() {
     // nothing was allocated, not that nothing was counted.
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     std::hint::black_box(Box::new([0u8; 64]));
-    assert!(ALLOCATIONS.load(Ordering::Relaxed) > before, "the counter counts");
+    assert!(
+        ALLOCATIONS.load(Ordering::Relaxed) > before,
+        "the counter counts"
+    );
 
     let transports = Transports::new();
     for selector in SELECTOR_NAMES {
         let path_args = if *selector == "io-affinity" { " 1" } else { "" };
-        let mut text = format!("0 16384 multipath 0 0 1 1 {selector} 0 8 {}", path_args.len() / 2);
+        let mut text = format!(
+            "0 16384 multipath 0 0 1 1 {selector} 0 8 {}",
+            path_args.len() / 2
+        );
         for _ in 0..8 {
             text.push_str(&format!(" null:8M{path_args}"));
         }
@@ -113,15 +124,16 @@ fn steady_state_io_allocates_nothing() {
     // A memory map whose first port fails between warm-up and measurement:
     // the failover itself may allocate (a new snapshot), the I/O after it
     // may not.
-    let table = Table::parse(
-        "0 16384 multipath 0 0 1 1 round-robin 0 2 0 memory:disk#a memory:disk#b",
-    )
-    .unwrap();
+    let table =
+        Table::parse("0 16384 multipath 0 0 1 1 round-robin 0 2 0 memory:disk#a memory:disk#b")
+            .unwrap();
     let device = transports.build(&table, MapOptions::default()).unwrap();
     let mut queue = transports.queue(&device, DEPTH, 0);
     let port = transports.port("disk", "a");
     measure("memory with failover", &mut queue, || {
-        port.fail(mpio_core::io::PathOutcome::Path(mpio_core::io::PathError::Transport));
+        port.fail(mpio_core::io::PathOutcome::Path(
+            mpio_core::io::PathError::Transport,
+        ));
     });
     assert!(device.map.paths()[0].is_failed());
 }

@@ -124,11 +124,20 @@ fn threads_survive_ports_failing_under_them() {
                                 next += 1;
                             }
                             queue.poll(now, &mut |completion| {
-                                assert_eq!(completion.result, Ok(()), "block {}", completion.user_data);
+                                assert_eq!(
+                                    completion.result,
+                                    Ok(()),
+                                    "block {}",
+                                    completion.user_data
+                                );
                                 if op == Op::Read {
                                     let expected = fill(completion.user_data, round);
                                     assert!(
-                                        completion.buf.as_slice().iter().all(|&byte| byte == expected),
+                                        completion
+                                            .buf
+                                            .as_slice()
+                                            .iter()
+                                            .all(|&byte| byte == expected),
                                         "block {} round {round} reads back wrong",
                                         completion.user_data
                                     );
@@ -143,7 +152,10 @@ fn threads_survive_ports_failing_under_them() {
             })
         })
         .collect();
-    let retries: u64 = workers.into_iter().map(|worker| worker.join().unwrap()).sum();
+    let retries: u64 = workers
+        .into_iter()
+        .map(|worker| worker.join().unwrap())
+        .sum();
     stop.store(true, Ordering::Relaxed);
     let rounds = chaos.join().unwrap();
     assert!(rounds >= FAULT_ROUNDS, "the chaos thread ran");

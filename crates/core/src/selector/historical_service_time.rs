@@ -1,14 +1,450 @@
-//! STUB: replaced by the selector helper.
-#![allow(missing_docs)]
-use super::{ArgError, PathSelector, Pick, Setup};
+//! `historical-service-time [base_weight [threshold_multiplier]]`: send each
+//! I/O down the candidate with the smallest predicted service time, learnt
+//! from the service times of past I/Os (dm-ps-historical-service-time).
+//!
+//! # Rule
+//! Each path keeps `hst`, a time-weighted exponential moving average of its
+//! per-I/O service time. Its predicted cost is `(1 + in_flight) * hst`.
+//! Two paths are compared as dm does:
+//! - if their `hst` differ by no more than `threshold_multiplier` times
+//!   (`hi <= threshold_multiplier * lo`), only `in_flight` counts;
+//! - else an idle *stale* path wins (a probe, so its estimate refreshes);
+//!   of two idle paths the staler one wins;
+//! - else the lower predicted cost wins, but a stale winner only gets equal
+//!   usage (fewer in flight).
+//!
+//! A path is stale once `now_ns > last_finish + candidates * hst`, where
+//! `last_finish` is the time of its last completion (dm's
+//! `stale_after = last_finish + valid_count * hst`). A stale idle path is
+//! picked at once; its probe I/O then counts as in flight, so others stop
+//! choosing it as a probe until it completes and is fresh again. Ties go
+//! to the candidate met first, each thread starting after its last pick.
+//!
+//! On completion, the service time counts from the later of the I/O's start
+//! and the path's previous completion (overlapping I/Os are treated as
+//! served one after the other), and `hst = hst * w + sample * (1 - w)`,
+//! where `w = base_weight^(1 + sample / 2^24 ns)` (16.8 ms buckets, 0 from
+//! bucket 63 on), so one slow sample moves the average more than one fast.
+//!
+//! # Arguments
+//! Selector: `base_weight` 0..=1023 in 1/1024ths (default 972, ~0.95; 0
+//! ignores history) and `threshold_multiplier` (default 0; 0 and 1 have no
+//! effect). Both are always printed, as dm does. Per path `[repeat_count]`,
+//! accepted and printed but not honoured (dm prints `0` for every path).
+//!
+//! # Concurrency
+//! Shared, in [`PathShared`]: `in_flight` / `in_flight_bytes`,
+//! `service_time_ns_ewma` (`hst` in ns, fixed point with 10 fraction bits,
+//! as dm; 0 reads as dm's initial 1 ns) and `last_pick_ns` (the last
+//! completion time; a probe pick does not write it, so `select` writes
+//! nothing shared), all relaxed. Per thread: the [`TieCursor`].
+
+use super::queue_length::{parse_unhonoured_repeat_count, TieCursor};
+use super::{parse_u32_arg, ArgError, PathSelector, Pick, Setup};
+use crate::path::PathShared;
+use crate::sync::Ordering::Relaxed;
+use std::cmp::Ordering;
+
+/// Fraction bits of `hst` and of the weights.
+const FIXED_SHIFT: u32 = 10;
+/// 1.0 in fixed point.
+const FIXED_1: u64 = 1 << FIXED_SHIFT;
+/// Largest `hst`: `FIXED_MAX * FIXED_1` still fits a u64.
+const FIXED_MAX: u64 = u64::MAX >> FIXED_SHIFT;
+/// Default `base_weight`: 0.95 in fixed point.
+pub const DEFAULT_BASE_WEIGHT: u32 = 972;
+/// A weight bucket spans 2^24 ns (~16.8 ms) of service time.
+const BUCKET_SHIFT: u32 = 24;
+/// Weight buckets; the last has weight 0.
+const WEIGHT_COUNT: usize = 64;
+
+/// `x^n` with `x` fixed point (`FIXED_SHIFT` fraction bits), rounding each
+/// product, in O(log n) squarings (the kernel's `fixed_power`).
+fn fixed_power(mut x: u64, mut n: u32) -> u64 {
+    let half = 1 << (FIXED_SHIFT - 1);
+    let mut result = FIXED_1;
+    while n != 0 {
+        if n & 1 != 0 {
+            result = (result * x + half) >> FIXED_SHIFT;
+        }
+        n >>= 1;
+        x = (x * x + half) >> FIXED_SHIFT;
+    }
+    result
+}
+
+/// One step of the moving average: `last * weight + next * (1 - weight)`.
+/// Both values are at most `FIXED_MAX` and `weight <= FIXED_1`, so the sum
+/// is at most `FIXED_MAX * FIXED_1 + FIXED_1 / 2`, which fits a u64, and
+/// the result is at most `max(last, next)`.
+fn fixed_ema(last: u64, next: u64, weight: u64) -> u64 {
+    (last * weight + next * (FIXED_1 - weight) + (FIXED_1 >> 1)) >> FIXED_SHIFT
+}
+
+/// The historical-service-time selector.
 #[derive(Debug)]
-pub struct HistoricalServiceTime;
+pub struct HistoricalServiceTime {
+    /// `weights[n] = base_weight^(n + 1)` (at most 1023), the last 0.
+    weights: [u16; WEIGHT_COUNT],
+    threshold_multiplier: u32,
+    /// `repeat_count` of each path as given, by position.
+    repeat_count: Vec<u32>,
+}
+
+/// One path as [`compare`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Estimate {
+    /// `hst`, fixed point, never 0.
+    hst: u64,
+    in_flight: u32,
+    /// When the estimate goes stale, ns.
+    stale_after_ns: u64,
+}
+
+impl Estimate {
+    /// Reads `path` now; the group has `path_count` usable paths.
+    #[inline(always)]
+    fn of(path: &PathShared, path_count: usize) -> Self {
+        // Relaxed: estimates only steer load; a stale read costs balance.
+        let hst = match path.service_time_ns_ewma.load(Relaxed) {
+            0 => FIXED_1,
+            hst => hst.min(FIXED_MAX),
+        };
+        let last_finish_ns = path.last_pick_ns.load(Relaxed);
+        let window_ns = (path_count as u64).saturating_mul(hst >> FIXED_SHIFT);
+        Estimate {
+            hst,
+            in_flight: path.in_flight(),
+            stale_after_ns: last_finish_ns.saturating_add(window_ns),
+        }
+    }
+}
+
+/// Orders two paths: `Less` when `a` is the better choice.
+#[inline(always)]
+fn compare(a: Estimate, b: Estimate, now_ns: u64, threshold_multiplier: u32) -> Ordering {
+    // `hi > multiplier * lo`; with the default 0 always true (hst >= 1).
+    let multiplier = u64::from(threshold_multiplier);
+    let over_threshold =
+        multiplier == 0 || a.hst.max(b.hst) > a.hst.min(b.hst).saturating_mul(multiplier);
+    if !over_threshold {
+        return a.in_flight.cmp(&b.in_flight);
+    }
+    let (a_idle, b_idle) = (a.in_flight == 0, b.in_flight == 0);
+    let (a_stale, b_stale) = (a.stale_after_ns < now_ns, b.stale_after_ns < now_ns);
+    if (a_idle && a_stale) || (b_idle && b_stale) || (a_idle && b_idle) {
+        // dm's `!out2 * stale1 - !out1 * stale2`: an idle stale path beats
+        // a busy one; of two idle paths, the one stale longest.
+        let a_key = if b_idle { a.stale_after_ns } else { 0 };
+        let b_key = if a_idle { b.stale_after_ns } else { 0 };
+        return a_key.cmp(&b_key);
+    }
+    let b_better = if a.in_flight == b.in_flight {
+        a.hst > b.hst
+    } else {
+        // u128: (1 + u32) * (u64 >> 10) cannot overflow it.
+        let cost = |e: Estimate| (1 + u128::from(e.in_flight)) * u128::from(e.hst);
+        cost(a) > cost(b)
+    };
+    // A stale winner's estimate may be too optimistic: equal usage only.
+    let winner_stale = if b_better { b_stale } else { a_stale };
+    if winner_stale {
+        a.in_flight.cmp(&b.in_flight)
+    } else if b_better {
+        Ordering::Greater
+    } else {
+        Ordering::Less
+    }
+}
+
+impl HistoricalServiceTime {
+    /// The weight of a sample of `service_ns`.
+    #[inline]
+    fn weight(&self, service_ns: u64) -> u64 {
+        let bucket = (service_ns >> BUCKET_SHIFT).min(WEIGHT_COUNT as u64 - 1);
+        u64::from(self.weights[bucket as usize])
+    }
+}
+
 impl PathSelector for HistoricalServiceTime {
     const NAME: &'static str = "historical-service-time";
-    const TABLE_PATH_ARGS: usize = 0;
-    const STATUS_INFO_ARGS: usize = 0;
-    type ThreadState = ();
-    fn new(_setup: &Setup<'_>) -> Result<Self, ArgError> { Ok(HistoricalServiceTime) }
-    fn select(&self, _thread: &mut (), pick: &Pick<'_>) -> u16 { pick.candidates[0] }
-    fn table_path_args(&self, _position: usize) -> Vec<String> { Vec::new() }
+    const TABLE_PATH_ARGS: usize = 1;
+    const STATUS_INFO_ARGS: usize = 3;
+    type ThreadState = TieCursor;
+
+    fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
+        let args = setup.args;
+        if args.len() > 2 {
+            return Err(ArgError::selector(
+                2,
+                "too many selector arguments: at most 2",
+            ));
+        }
+        let base_weight = match args.first() {
+            None => DEFAULT_BASE_WEIGHT,
+            Some(word) => parse_u32_arg(word, "base_weight", 0, FIXED_1 as u32 - 1)
+                .map_err(|message| ArgError::selector(0, message))?,
+        };
+        let threshold_multiplier = match args.get(1) {
+            None => 0,
+            Some(word) => parse_u32_arg(word, "threshold_multiplier", 0, u32::MAX)
+                .map_err(|message| ArgError::selector(1, message))?,
+        };
+        let mut weights = [0; WEIGHT_COUNT];
+        for (n, weight) in weights.iter_mut().enumerate().take(WEIGHT_COUNT - 1) {
+            *weight = fixed_power(u64::from(base_weight), n as u32 + 1) as u16;
+        }
+        let repeat_count = setup
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(position, path)| parse_unhonoured_repeat_count(position, path.args, 1))
+            .collect::<Result<_, _>>()?;
+        Ok(HistoricalServiceTime {
+            weights,
+            threshold_multiplier,
+            repeat_count,
+        })
+    }
+
+    #[inline]
+    fn select(&self, thread: &mut TieCursor, pick: &Pick<'_>) -> u16 {
+        let candidates = pick.candidates;
+        let len = candidates.len();
+        let estimate =
+            |index: usize| Estimate::of(&pick.paths[usize::from(candidates[index])], len);
+        let mut index = thread.start(len);
+        let mut best_index = index;
+        let mut best = estimate(index);
+        for _ in 1..len {
+            index += 1;
+            if index == len {
+                index = 0;
+            }
+            let candidate = estimate(index);
+            if compare(candidate, best, pick.now_ns, self.threshold_multiplier) == Ordering::Less {
+                best = candidate;
+                best_index = index;
+            }
+        }
+        thread.picked(best_index);
+        candidates[best_index]
+    }
+
+    #[inline]
+    fn start_io(&self, path: &PathShared, bytes: u64) {
+        path.start_io(bytes);
+    }
+
+    #[inline]
+    fn end_io(&self, path: &PathShared, bytes: u64, start_ns: u64, now_ns: u64) {
+        path.end_io(bytes);
+        // `last_pick_ns` holds the last completion (this selector writes it
+        // nowhere else). Relaxed load and store, not a fetch_max (a CAS
+        // loop on x86): two racing completions may leave the earlier of
+        // their two times, which shifts the next sample and the staleness
+        // window by the gap between them, noise next to a service time.
+        let previous_ns = path.last_pick_ns.load(Relaxed);
+        let busy_from_ns = if previous_ns <= now_ns {
+            path.last_pick_ns.store(now_ns, Relaxed);
+            start_ns.max(previous_ns)
+        } else {
+            start_ns // a racing completion stamped a later time: ours is not after it
+        };
+        let service_ns = now_ns.saturating_sub(busy_from_ns);
+        // Racy load-compute-store, Relaxed: two completions racing here may
+        // lose one sample, which an average over many samples does not miss;
+        // the value stored is always a valid average (never torn, never
+        // outside the samples' range), and a CAS loop would make completions
+        // on a busy path retry against each other for no better estimate.
+        let last = match path.service_time_ns_ewma.load(Relaxed) {
+            0 => FIXED_1,
+            hst => hst.min(FIXED_MAX),
+        };
+        let sample = service_ns.saturating_mul(FIXED_1).min(FIXED_MAX);
+        let hst = fixed_ema(last, sample, self.weight(service_ns));
+        path.service_time_ns_ewma.store(hst, Relaxed);
+    }
+
+    fn table_args(&self) -> Vec<String> {
+        // weights[0] is base_weight^1, exactly base_weight: what dm prints.
+        vec![
+            self.weights[0].to_string(),
+            self.threshold_multiplier.to_string(),
+        ]
+    }
+
+    fn table_path_args(&self, position: usize) -> Vec<String> {
+        vec![self.repeat_count[position].to_string()]
+    }
+
+    /// dm's `hst in_flight stale_after`: `hst` fixed point (ns * 1024), and
+    /// `stale_after` in ns counting every path of the group (status does
+    /// not know which are usable; dm counts its valid paths).
+    fn status_path_info(&self, _position: usize, path: &PathShared) -> Vec<String> {
+        let estimate = Estimate::of(path, self.repeat_count.len());
+        vec![
+            estimate.hst.to_string(),
+            estimate.in_flight.to_string(),
+            estimate.stale_after_ns.to_string(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selector::testing::{assert_balanced_io, build, no_args, usable_sets, Harness};
+    use proptest::prelude::*;
+
+    /// Sets a path's learnt state: `hst` in whole ns, in flight, last finish.
+    fn set(path: &PathShared, hst_ns: u64, in_flight: u32, last_finish_ns: u64) {
+        path.service_time_ns_ewma
+            .store(hst_ns << FIXED_SHIFT, Relaxed);
+        path.in_flight.store(in_flight, Relaxed);
+        path.last_pick_ns.store(last_finish_ns, Relaxed);
+    }
+
+    #[test]
+    fn parses_defaults_ranges_and_errors() {
+        let selector: HistoricalServiceTime = build(&[], &[&[], &["0"], &["5"]]).unwrap();
+        assert_eq!(selector.table_args(), ["972", "0"]);
+        let printed: Vec<Vec<String>> = (0..3).map(|p| selector.table_path_args(p)).collect();
+        assert_eq!(printed, [["1"], ["0"], ["5"]]);
+        let selector: HistoricalServiceTime = build(&["0"], &[&[]]).unwrap();
+        assert_eq!(selector.table_args(), ["0", "0"]);
+        let selector: HistoricalServiceTime = build(&["1023", "4294967295"], &[&[]]).unwrap();
+        assert_eq!(selector.table_args(), ["1023", "4294967295"]);
+        let error = |args: &[&str], path_args: &[&str]| {
+            let error = build::<HistoricalServiceTime>(args, &[path_args]).unwrap_err();
+            (error.path, error.index)
+        };
+        assert_eq!(error(&["1024"], &[]), (None, 0));
+        assert_eq!(error(&["1", "x"], &[]), (None, 1));
+        assert_eq!(error(&["1", "2", "3"], &[]), (None, 2));
+        assert_eq!(error(&[], &["1", "2"]), (Some(0), 1));
+        assert_eq!(error(&[], &["x"]), (Some(0), 0));
+    }
+
+    #[test]
+    fn weights_are_powers_of_the_base() {
+        assert_eq!(fixed_power(972, 0), FIXED_1);
+        assert_eq!(fixed_power(512, 1), 512);
+        assert_eq!(fixed_power(512, 2), 256);
+        let selector: HistoricalServiceTime = build(&[], &[&[]]).unwrap();
+        assert_eq!(&selector.weights[..5], [972, 923, 876, 832, 790]);
+        assert_eq!(selector.weights[WEIGHT_COUNT - 1], 0);
+        assert_eq!(selector.weight(0), 972);
+        assert_eq!(selector.weight((1 << BUCKET_SHIFT) + 1), 923);
+        assert_eq!(selector.weight(u64::MAX), 0);
+    }
+
+    #[test]
+    fn end_io_averages_serialised_service_times() {
+        let selector: HistoricalServiceTime = build(&[], &[&[]]).unwrap();
+        let path = PathShared::default();
+        let hst = || path.service_time_ns_ewma.load(Relaxed);
+        selector.start_io(&path, 512);
+        selector.start_io(&path, 512);
+        // From the initial 1 ns: (1024 * 972 + 1000 * 1024 * 52 + 512) >> 10.
+        selector.end_io(&path, 512, 1_000, 2_000);
+        assert_eq!((hst(), path.last_pick_ns.load(Relaxed)), (52_972, 2_000));
+        // Started at 1500, but the path was busy until 2000: 500 ns.
+        selector.end_io(&path, 512, 1_500, 2_500);
+        assert_eq!(hst(), 76_282);
+        // A racing completion stamped later: count from our own start.
+        path.start_io(1);
+        path.last_pick_ns.store(10_000, Relaxed);
+        selector.end_io(&path, 1, 2_500, 3_500);
+        assert_eq!(hst(), fixed_ema(76_282, 1_000 * FIXED_1, 972));
+        assert_eq!(path.last_pick_ns.load(Relaxed), 10_000);
+        // A sample in the last bucket replaces the history.
+        path.start_io(1);
+        let long_ns = 63 << BUCKET_SHIFT;
+        selector.end_io(&path, 1, 10_000, 10_000 + long_ns);
+        assert_eq!(hst(), long_ns * FIXED_1);
+        assert_eq!((path.in_flight(), path.in_flight_bytes()), (0, 0));
+        // The clock going backwards is a 0 ns sample, not a wrap.
+        path.start_io(1);
+        selector.end_io(&path, 1, u64::MAX, 5);
+        assert!(hst() < long_ns * FIXED_1);
+    }
+
+    #[test]
+    fn selects_by_formula() {
+        let now = 1_000_000;
+        // (threshold_multiplier, [(hst ns, in_flight, last finish) x 2], pick)
+        type Case = (&'static str, [(u64, u32, u64); 2], u16);
+        let cases: [Case; 9] = [
+            // Fresh paths: (1 + 3) * 100 > (1 + 1) * 150.
+            ("0", [(100, 3, now), (150, 1, now)], 1),
+            // (1 + 2) * 100 < (1 + 1) * 190.
+            ("0", [(100, 2, now), (190, 1, now)], 0),
+            // Within 2x: in flight alone decides.
+            ("2", [(100, 2, now), (190, 1, now)], 1),
+            // Beyond 2x: the estimate decides again.
+            ("2", [(100, 2, now), (250, 1, now)], 0),
+            // Equal in flight: lower hst.
+            ("0", [(300, 1, now), (200, 1, now)], 1),
+            // Slow path idle and stale: probed, though busy path 0 is cheaper.
+            ("0", [(100, 2, now), (10_000, 0, 0)], 1),
+            // Slow path idle but fresh: not probed.
+            ("0", [(100, 2, now), (10_000, 0, now - 1)], 0),
+            // Both idle: the one stale longest.
+            ("0", [(100, 0, now - 5_000), (10_000, 0, now - 30_000)], 1),
+            // Cheaper path 0 is stale: equal usage only, so fewer in flight.
+            ("0", [(100, 5, 0), (1_000, 1, now)], 1),
+        ];
+        for (index, (threshold, paths, expected)) in cases.into_iter().enumerate() {
+            let selector: HistoricalServiceTime = build(&["972", threshold], &[&[], &[]]).unwrap();
+            let mut harness = Harness::new(2);
+            harness.now_ns = now;
+            for (path, (hst_ns, in_flight, last)) in harness.paths.iter().zip(paths) {
+                set(path, hst_ns, in_flight, last);
+            }
+            for _ in 0..2 {
+                assert_eq!(harness.pick(&selector), expected, "case {index}");
+            }
+        }
+    }
+
+    #[test]
+    fn status_reports_hst_in_flight_and_stale_after() {
+        let selector: HistoricalServiceTime = build(&[], &[&[], &[], &[]]).unwrap();
+        let path = PathShared::default();
+        // Unmeasured: dm's initial 1 ns, stale 3 paths * 1 ns after time 0.
+        assert_eq!(selector.status_path_info(0, &path), ["1024", "0", "3"]);
+        set(&path, 100, 2, 5_000);
+        assert_eq!(selector.status_path_info(0, &path), ["102400", "2", "5300"]);
+    }
+
+    proptest! {
+        #[test]
+        fn never_picks_a_non_candidate(
+            sets in usable_sets(6),
+            state in prop::collection::vec(any::<(u64, u32, u64)>(), 6),
+            now_ns in any::<u64>(),
+            threshold in any::<u32>(),
+        ) {
+            let threshold = threshold.to_string();
+            let selector: HistoricalServiceTime = build(&["0", &threshold], &no_args(6)).unwrap();
+            let mut harness = Harness::new(6);
+            harness.now_ns = now_ns;
+            for (path, (hst, in_flight, last)) in harness.paths.iter().zip(state) {
+                path.service_time_ns_ewma.store(hst, Relaxed);
+                path.in_flight.store(in_flight, Relaxed);
+                path.last_pick_ns.store(last, Relaxed);
+            }
+            for set in sets {
+                harness.set_usable(&set);
+                harness.pick(&selector);
+            }
+        }
+
+        #[test]
+        fn balanced_io_returns_counters_to_zero(ops in prop::collection::vec(any::<(bool, u16, u32)>(), 0..200)) {
+            let selector: HistoricalServiceTime = build(&[], &no_args(4)).unwrap();
+            assert_balanced_io(&selector, 4, &ops);
+        }
+    }
 }

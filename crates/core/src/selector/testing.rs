@@ -8,7 +8,12 @@ use crate::path::PathShared;
 /// Builds selector `S` from selector args and per-path args (paths on no
 /// known NUMA node, on a one-node host).
 pub(crate) fn build<S: PathSelector>(args: &[&str], paths: &[&[&str]]) -> Result<S, ArgError> {
-    build_on(args, paths, &vec![None; paths.len()], &NumaTopology::default())
+    build_on(
+        args,
+        paths,
+        &vec![None; paths.len()],
+        &NumaTopology::default(),
+    )
 }
 
 /// Like [`build`], with each path's node and the host's layout.
@@ -97,4 +102,82 @@ impl<S: PathSelector> Harness<S> {
         );
         position
     }
+
+    /// Sets every path's in-flight count (bytes untouched).
+    pub(crate) fn set_in_flight(&mut self, counts: &[u32]) {
+        for (path, &count) in self.paths.iter().zip(counts) {
+            path.in_flight.store(count, crate::sync::Ordering::Relaxed);
+        }
+    }
+}
+
+/// Random non-empty usable sets over `path_count` paths, as sorted
+/// positions: one per new snapshot generation.
+pub(crate) fn usable_sets(
+    path_count: usize,
+) -> impl proptest::strategy::Strategy<Value = Vec<Vec<u16>>> {
+    use proptest::prelude::*;
+    let all = (1u32 << path_count) - 1;
+    prop::collection::vec(1..=all, 1..20).prop_map(move |masks| {
+        masks
+            .into_iter()
+            .map(|mask| {
+                (0..path_count as u16)
+                    .filter(|&p| mask & (1 << p) != 0)
+                    .collect()
+            })
+            .collect()
+    })
+}
+
+/// Drives `selector` through `ops` on `path_count` (<= 16) paths:
+/// `(true, _, bytes)` picks a path and starts an I/O of `bytes` on it,
+/// `(false, which, _)` ends the in-flight I/O `which` (modulo their
+/// number); a `which` divisible by 8 first makes a new usable set out of
+/// the bits of `bytes`. Then it ends all the rest. Every pick is checked to
+/// be a candidate; at the end every path's `in_flight` and
+/// `in_flight_bytes` must be back to zero.
+pub(crate) fn assert_balanced_io<S: PathSelector>(
+    selector: &S,
+    path_count: usize,
+    ops: &[(bool, u16, u32)],
+) {
+    let mut harness = Harness::<S>::new(path_count);
+    let mut in_flight: Vec<(usize, u64, u64)> = Vec::new();
+    for &(start, which, bytes) in ops {
+        harness.now_ns += 1_000 + u64::from(which);
+        if which % 8 == 0 {
+            let mask = bytes as usize % ((1 << path_count) - 1) + 1;
+            let usable: Vec<u16> = (0..path_count as u16)
+                .filter(|&p| mask & (1 << p) != 0)
+                .collect();
+            harness.set_usable(&usable);
+        }
+        if start || in_flight.is_empty() {
+            harness.bytes = u64::from(bytes);
+            let position = usize::from(harness.pick(selector));
+            selector.start_io(&harness.paths[position], harness.bytes);
+            in_flight.push((position, harness.bytes, harness.now_ns));
+        } else {
+            let (position, bytes, start_ns) =
+                in_flight.swap_remove(usize::from(which) % in_flight.len());
+            selector.end_io(&harness.paths[position], bytes, start_ns, harness.now_ns);
+        }
+    }
+    for (position, bytes, start_ns) in in_flight {
+        selector.end_io(&harness.paths[position], bytes, start_ns, harness.now_ns);
+    }
+    for (position, path) in harness.paths.iter().enumerate() {
+        assert_eq!(path.in_flight(), 0, "in_flight of path {position}");
+        assert_eq!(
+            path.in_flight_bytes(),
+            0,
+            "in_flight_bytes of path {position}"
+        );
+    }
+}
+
+/// Per-path argument lists for `path_count` paths that take none.
+pub(crate) fn no_args(path_count: usize) -> Vec<&'static [&'static str]> {
+    vec![&[]; path_count]
 }

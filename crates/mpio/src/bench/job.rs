@@ -154,13 +154,19 @@ pub struct LockedTarget {
 impl Target for LockedTarget {
     #[inline]
     fn submit(&mut self, io: Io, now_ns: u64) -> Result<(), Io> {
-        let _guard = self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = self
+            .lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         self.queue.submit(io, now_ns)
     }
 
     #[inline]
     fn poll<F: FnMut(Completion)>(&mut self, now_ns: u64, sink: &mut F) -> usize {
-        let _guard = self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = self
+            .lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         self.queue.poll(now_ns, sink)
     }
 
@@ -215,13 +221,24 @@ pub fn run_job<T: Target>(target: &mut T, spec: &JobSpec, progress: &AtomicU64) 
                 Rw::Randwrite => (Op::Write, random.next() % block_count),
                 Rw::Randrw => {
                     let value = random.next();
-                    let op = if value >> 63 == 0 { Op::Read } else { Op::Write };
+                    let op = if value >> 63 == 0 {
+                        Op::Read
+                    } else {
+                        Op::Write
+                    };
                     (op, value % block_count)
                 }
                 Rw::Read | Rw::Write => {
                     let block = sequential_block;
                     sequential_block = (sequential_block + 1) % block_count;
-                    (if spec.rw == Rw::Read { Op::Read } else { Op::Write }, block)
+                    (
+                        if spec.rw == Rw::Read {
+                            Op::Read
+                        } else {
+                            Op::Write
+                        },
+                        block,
+                    )
                 }
             };
             let io = Io {

@@ -8,6 +8,7 @@ use super::report::{human, run_json};
 use super::{run, BenchArgs, Locking, RunResult, Subject};
 use mpio_core::selector::SELECTOR_NAMES;
 use mpio_core::table::Table;
+use mpio_transport::uri::size_word;
 use serde_json::json;
 
 /// Paths per map in the matrix, as DESIGN.md's bar states it.
@@ -15,7 +16,8 @@ const MATRIX_PATHS: usize = 8;
 
 /// The matrix's table for `selector`: 8 null paths, each selector's
 /// required arguments filled in (io-affinity maps path i to CPU i mod the
-/// CPU count, so every CPU has a path).
+/// CPU count: every CPU has a path, and the first path naming a CPU is its
+/// choice).
 fn matrix_table(args: &BenchArgs, selector: &str, cpus: usize) -> Result<Table, String> {
     let mut text = format!(
         "0 {} multipath 0 0 1 1 {selector} 0 {MATRIX_PATHS} {}",
@@ -23,12 +25,13 @@ fn matrix_table(args: &BenchArgs, selector: &str, cpus: usize) -> Result<Table, 
         u8::from(selector == "io-affinity")
     );
     for path in 0..MATRIX_PATHS {
-        text.push_str(&format!(" null:{}", args.size));
+        text.push_str(&format!(" null:{}", size_word(args.size)));
         if args.latency_ns > 0 {
             text.push_str(&format!("?latency_ns={}", args.latency_ns));
         }
         if selector == "io-affinity" {
-            let mask = if path < cpus { 1u64 << path } else { 0 };
+            // MATRIX_PATHS is 8, so the shift stays below 64.
+            let mask = 1u64 << (path % cpus);
             text.push_str(&format!(" {mask:x}"));
         }
     }
@@ -38,11 +41,22 @@ fn matrix_table(args: &BenchArgs, selector: &str, cpus: usize) -> Result<Table, 
 /// Runs and prints the matrix.
 pub fn run_matrix(args: &BenchArgs) -> Result<(), String> {
     let cpus = std::thread::available_parallelism().map_or(1, |count| count.get());
-    let job_counts: Vec<u32> = if cpus > 1 { vec![1, cpus as u32] } else { vec![1] };
+    let job_counts: Vec<u32> = if cpus > 1 {
+        vec![1, cpus as u32]
+    } else {
+        vec![1]
+    };
     let mut rows: Vec<(RunResult, Option<f64>)> = Vec::new();
     let mut raw_iops = Vec::new();
     for &jobs in &job_counts {
-        let raw = run(args, &Subject::Raw { latency_ns: args.latency_ns }, jobs, "raw (1 null path, no map)")?;
+        let raw = run(
+            args,
+            &Subject::Raw {
+                latency_ns: args.latency_ns,
+            },
+            jobs,
+            "raw (1 null path, no map)",
+        )?;
         raw_iops.push(raw.iops());
         rows.push((raw, None));
     }
@@ -58,7 +72,10 @@ pub fn run_matrix(args: &BenchArgs) -> Result<(), String> {
                     Locking::None => format!("{selector} ({MATRIX_PATHS} paths)"),
                     Locking::Global => format!("{selector} ({MATRIX_PATHS} paths, global lock)"),
                 };
-                let subject = Subject::Map { table: table.clone(), locking };
+                let subject = Subject::Map {
+                    table: table.clone(),
+                    locking,
+                };
                 let result = run(args, &subject, jobs, &label)?;
                 if result.errors > 0 {
                     return Err(format!("{label}: {} I/Os failed", result.errors));
@@ -86,7 +103,10 @@ pub fn run_matrix(args: &BenchArgs) -> Result<(), String> {
         "rw={:?} bs={} iodepth={} cpus={cpus}  (added = jobs x (1/IOPS - 1/IOPS_raw))",
         args.rw, args.bs, args.iodepth
     );
-    println!("{:<42} {:>4} {:>10} {:>8} {:>12}", "subject", "jobs", "IOPS", "vs raw", "added ns/IO");
+    println!(
+        "{:<42} {:>4} {:>10} {:>8} {:>12}",
+        "subject", "jobs", "IOPS", "vs raw", "added ns/IO"
+    );
     for (result, raw) in &rows {
         let (ratio, added) = match raw {
             Some(raw) => (

@@ -10,11 +10,11 @@ mod matrix;
 mod report;
 
 use histogram::Histogram;
-use job::{run_job, JobResult, JobSpec, Limit, LockedTarget, RawTarget};
 pub use job::Rw;
+use job::{run_job, JobResult, JobSpec, Limit, LockedTarget, RawTarget};
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
-use mpio_transport::uri::parse_size;
+use mpio_transport::uri::{parse_size, size_word};
 use mpio_transport::{Device, Endpoint, Transports};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -152,13 +152,22 @@ pub fn generated_table(args: &BenchArgs) -> Result<Table, String> {
         path_args.len()
     );
     for _ in 0..paths {
-        words.push_str(&format!(" null:{}{latency} {}", args.size, path_args.join(" ")));
+        words.push_str(&format!(
+            " null:{}{latency} {}",
+            size_word(args.size),
+            path_args.join(" ")
+        ));
     }
     Table::parse(&words).map_err(|error| format!("generated table {words:?}: {error}"))
 }
 
 /// Runs `args`'s load once against `subject` with `jobs` jobs.
-pub fn run(args: &BenchArgs, subject: &Subject, jobs: u32, label: &str) -> Result<RunResult, String> {
+pub fn run(
+    args: &BenchArgs,
+    subject: &Subject,
+    jobs: u32,
+    label: &str,
+) -> Result<RunResult, String> {
     let transports = Transports::new();
     let device: Option<Device> = match subject {
         Subject::Raw { .. } => None,
@@ -174,15 +183,23 @@ pub fn run(args: &BenchArgs, subject: &Subject, jobs: u32, label: &str) -> Resul
                 .map_err(|error| error.to_string())?,
         ),
     };
-    let size_bytes = device.as_ref().map_or(args.size, |device| device.map.size_bytes());
+    let size_bytes = device
+        .as_ref()
+        .map_or(args.size, |device| device.map.size_bytes());
     if size_bytes < u64::from(args.bs) {
-        return Err(format!("the device ({size_bytes} bytes) is smaller than one block"));
+        return Err(format!(
+            "the device ({size_bytes} bytes) is smaller than one block"
+        ));
     }
     let limit = match args.ios {
         Some(ios) => Limit::Ios(ios),
         None => Limit::Runtime((args.runtime.max(0.001) * 1e9) as u64),
     };
-    let core_ids = if args.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
+    let core_ids = if args.pin {
+        core_affinity::get_core_ids().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let global_lock = Arc::new(Mutex::new(()));
     let progress: Vec<AtomicU64> = (0..jobs).map(|_| AtomicU64::new(0)).collect();
     let finished = AtomicBool::new(false);
@@ -197,9 +214,14 @@ pub fn run(args: &BenchArgs, subject: &Subject, jobs: u32, label: &str) -> Resul
                     size_bytes,
                     job_index: u64::from(job_index),
                 };
-                let core = (!core_ids.is_empty()).then(|| core_ids[job_index as usize % core_ids.len()]);
-                let (transports, device, progress, global_lock) =
-                    (&transports, device.as_ref(), &progress[job_index as usize], &global_lock);
+                let core =
+                    (!core_ids.is_empty()).then(|| core_ids[job_index as usize % core_ids.len()]);
+                let (transports, device, progress, global_lock) = (
+                    &transports,
+                    device.as_ref(),
+                    &progress[job_index as usize],
+                    &global_lock,
+                );
                 scope.spawn(move || {
                     let cpu = match core {
                         Some(core) => {
@@ -209,7 +231,13 @@ pub fn run(args: &BenchArgs, subject: &Subject, jobs: u32, label: &str) -> Resul
                         None => job_index,
                     };
                     match (subject, device) {
-                        (Subject::Map { locking: Locking::Global, .. }, Some(device)) => {
+                        (
+                            Subject::Map {
+                                locking: Locking::Global,
+                                ..
+                            },
+                            Some(device),
+                        ) => {
                             let mut target = LockedTarget {
                                 queue: transports.queue(device, spec.iodepth, cpu),
                                 lock: Arc::clone(global_lock),
@@ -225,7 +253,10 @@ pub fn run(args: &BenchArgs, subject: &Subject, jobs: u32, label: &str) -> Resul
                                 size_bytes,
                                 latency_ns: *latency_ns,
                             };
-                            let mut target = RawTarget::new(transports.open(&endpoint, spec.iodepth), spec.iodepth);
+                            let mut target = RawTarget::new(
+                                transports.open(&endpoint, spec.iodepth),
+                                spec.iodepth,
+                            );
                             run_job(&mut target, &spec, progress)
                         }
                         (Subject::Map { .. }, None) => unreachable!("a map subject has a device"),
@@ -246,7 +277,13 @@ pub fn run(args: &BenchArgs, subject: &Subject, jobs: u32, label: &str) -> Resul
     Ok(combine(label, jobs, args.bs, device.as_ref(), results))
 }
 
-fn combine(label: &str, jobs: u32, block_size: u32, device: Option<&Device>, results: Vec<JobResult>) -> RunResult {
+fn combine(
+    label: &str,
+    jobs: u32,
+    block_size: u32,
+    device: Option<&Device>,
+    results: Vec<JobResult>,
+) -> RunResult {
     let mut combined = RunResult {
         label: label.to_string(),
         jobs,
@@ -289,7 +326,12 @@ pub fn main(args: &BenchArgs) -> Result<(), String> {
         return matrix::run_matrix(args);
     }
     let (subject, label) = if args.raw {
-        (Subject::Raw { latency_ns: args.latency_ns }, "raw (1 null path, no map)".to_string())
+        (
+            Subject::Raw {
+                latency_ns: args.latency_ns,
+            },
+            "raw (1 null path, no map)".to_string(),
+        )
     } else {
         let table = match &args.table {
             Some(text) => Table::parse(text).map_err(|error| format!("--table: {error}"))?,
@@ -297,11 +339,28 @@ pub fn main(args: &BenchArgs) -> Result<(), String> {
         };
         let label = format!(
             "{} ({} paths{})",
-            table.groups.first().map_or("no group", |group| group.selector.as_str()),
-            table.groups.iter().map(|group| group.paths.len()).sum::<usize>(),
-            if args.locking == Locking::Global { ", global lock" } else { "" }
+            table
+                .groups
+                .first()
+                .map_or("no group", |group| group.selector.as_str()),
+            table
+                .groups
+                .iter()
+                .map(|group| group.paths.len())
+                .sum::<usize>(),
+            if args.locking == Locking::Global {
+                ", global lock"
+            } else {
+                ""
+            }
         );
-        (Subject::Map { table, locking: args.locking }, label)
+        (
+            Subject::Map {
+                table,
+                locking: args.locking,
+            },
+            label,
+        )
     };
     let result = run(args, &subject, args.jobs, &label)?;
     report::print_run(args, &result);

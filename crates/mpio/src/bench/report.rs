@@ -14,7 +14,10 @@ pub fn show_progress(label: &str, progress: &[AtomicU64], finished: &AtomicBool)
     // Relaxed: a display; a stale count only shows an older number.
     while !finished.load(Ordering::Relaxed) {
         std::thread::sleep(PROGRESS_INTERVAL);
-        let done: u64 = progress.iter().map(|count| count.load(Ordering::Relaxed)).sum();
+        let done: u64 = progress
+            .iter()
+            .map(|count| count.load(Ordering::Relaxed))
+            .sum();
         let now = std::time::Instant::now();
         let rate = (done - last) as f64 / now.duration_since(last_at).as_secs_f64().max(1e-9);
         eprint!(
