@@ -56,7 +56,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// divides it exactly (`4G`, `1536K`, `512`).
 pub fn size_word(bytes: u64) -> String {
     for (shift, suffix) in [(40, 'T'), (30, 'G'), (20, 'M'), (10, 'K')] {
-        if bytes != 0 && bytes % (1u64 << shift) == 0 {
+        if bytes != 0 && bytes.is_multiple_of(1u64 << shift) {
             return format!("{}{suffix}", bytes >> shift);
         }
     }
