@@ -119,6 +119,9 @@ struct Control {
     bypassed: Vec<bool>,
     access: Vec<AccessState>,
     last_error: Vec<Option<PathError>>,
+    /// Path health as published. Each path's [`PathShared`] flag follows
+    /// it only after the snapshot that reflects it is published.
+    failed: Vec<bool>,
     queue_if_no_path: bool,
     generation: u64,
     path_failures: u64,
@@ -199,6 +202,7 @@ impl Map {
             bypassed: vec![false; groups.len()],
             access: paths.iter().map(|info| info.access).collect(),
             last_error: vec![None; path_count],
+            failed: vec![false; path_count],
             queue_if_no_path: table.features.queue_if_no_path,
             generation: 0,
             path_failures: 0,
@@ -281,7 +285,10 @@ impl Map {
         match message {
             Message::FailPath(name) => {
                 for index in self.paths_named(name)? {
-                    self.paths[index].set_failed(true);
+                    if !control.failed[index] {
+                        control.failed[index] = true;
+                        control.path_failures += 1;
+                    }
                 }
             }
             Message::ReinstatePath(name) => {
@@ -317,9 +324,10 @@ impl Map {
             return false;
         }
         let mut control = lock(&self.control);
-        if !self.paths[index].set_failed(true) {
+        if control.failed[index] {
             return false;
         }
+        control.failed[index] = true;
         control.last_error[index] = Some(error);
         control.path_failures += 1;
         self.publish(&mut control);
@@ -347,8 +355,9 @@ impl Map {
     }
 
     fn reinstate(&self, control: &mut Control, index: usize) -> bool {
-        let changed = self.paths[index].set_failed(false);
+        let changed = control.failed[index];
         if changed {
+            control.failed[index] = false;
             control.last_error[index] = None;
         }
         changed
@@ -379,7 +388,7 @@ impl Map {
     fn publish(&self, control: &mut Control) {
         let health: Vec<PathHealth> = (0..self.paths.len())
             .map(|index| PathHealth {
-                failed: self.paths[index].is_failed(),
+                failed: control.failed[index],
                 access: control.access[index],
             })
             .collect();
@@ -407,6 +416,13 @@ impl Map {
         *lock(&self.published) = snapshot;
         // Release: see `generation`.
         self.generation.store(control.generation, Ordering::Release);
+        // Only now the paths' flags: a thread that sees a path failed
+        // (`fail_path`'s lock-free check) must find the snapshot that
+        // excludes it already published, or its retry would route by the
+        // old one, back to the failed path.
+        for (path, &failed) in self.paths.iter().zip(&control.failed) {
+            path.set_failed(failed);
+        }
     }
 
     /// A consistent view of the control state, for status output.
@@ -417,6 +433,7 @@ impl Map {
             bypassed: control.bypassed.clone(),
             access: control.access.clone(),
             last_error: control.last_error.clone(),
+            failed: control.failed.clone(),
             queue_if_no_path: control.queue_if_no_path,
             path_failures: control.path_failures,
         }
@@ -430,6 +447,7 @@ pub(crate) struct ControlView {
     pub(crate) bypassed: Vec<bool>,
     pub(crate) access: Vec<AccessState>,
     pub(crate) last_error: Vec<Option<PathError>>,
+    pub(crate) failed: Vec<bool>,
     pub(crate) queue_if_no_path: bool,
     pub(crate) path_failures: u64,
 }

@@ -74,9 +74,9 @@ pub struct PathShared {
     /// Exponentially weighted service time in ns, scaled by
     /// historical-service-time; 0 until the first completion.
     pub service_time_ns_ewma: AtomicU64,
-    /// Time (ns) of the path's last completion or probe pick, for
+    /// Time (ns, the caller's clock) of the path's last completion, for
     /// historical-service-time's stale-path probing.
-    pub last_pick_ns: AtomicU64,
+    pub last_completion_ns: AtomicU64,
     failed: AtomicBool,
     fail_count: AtomicU32,
 }
@@ -120,7 +120,7 @@ impl PathShared {
     pub fn is_failed(&self) -> bool {
         // Acquire pairs with the Release in `set_failed`: a thread that sees
         // the path failed also sees the snapshot generation bump that the
-        // control code made before it.
+        // control code made before it (`Map::publish` sets the flag last).
         self.failed.load(Ordering::Acquire)
     }
 

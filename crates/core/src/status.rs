@@ -92,7 +92,11 @@ impl Map {
                         let path = &self.paths()[index];
                         PathStatus {
                             name: self.path_name(index).to_string(),
-                            state: if path.is_failed() { "failed" } else { "active" },
+                            state: if control.failed[index] {
+                                "failed"
+                            } else {
+                                "active"
+                            },
                             access: control.access[index],
                             fail_count: path.fail_count(),
                             in_flight: path.in_flight(),

@@ -35,7 +35,7 @@
 //! # Concurrency
 //! Shared, in [`PathShared`]: `in_flight` / `in_flight_bytes`,
 //! `service_time_ns_ewma` (`hst` in ns, fixed point with 10 fraction bits,
-//! as dm; 0 reads as dm's initial 1 ns) and `last_pick_ns` (the last
+//! as dm; 0 reads as dm's initial 1 ns) and `last_completion_ns` (the last
 //! completion time; a probe pick does not write it, so `select` writes
 //! nothing shared), all relaxed. Per thread: the [`TieCursor`].
 
@@ -110,7 +110,7 @@ impl Estimate {
             0 => FIXED_1,
             hst => hst.min(FIXED_MAX),
         };
-        let last_finish_ns = path.last_pick_ns.load(Relaxed);
+        let last_finish_ns = path.last_completion_ns.load(Relaxed);
         let window_ns = (path_count as u64).saturating_mul(hst >> FIXED_SHIFT);
         Estimate {
             hst,
@@ -239,14 +239,14 @@ impl PathSelector for HistoricalServiceTime {
     #[inline]
     fn end_io(&self, path: &PathShared, bytes: u64, start_ns: u64, now_ns: u64) {
         path.end_io(bytes);
-        // `last_pick_ns` holds the last completion (this selector writes it
-        // nowhere else). Relaxed load and store, not a fetch_max (a CAS
+        // This selector is the only writer of `last_completion_ns`. Relaxed
+        // load and store, not a fetch_max (a CAS
         // loop on x86): two racing completions may leave the earlier of
         // their two times, which shifts the next sample and the staleness
         // window by the gap between them, noise next to a service time.
-        let previous_ns = path.last_pick_ns.load(Relaxed);
+        let previous_ns = path.last_completion_ns.load(Relaxed);
         let busy_from_ns = if previous_ns <= now_ns {
-            path.last_pick_ns.store(now_ns, Relaxed);
+            path.last_completion_ns.store(now_ns, Relaxed);
             start_ns.max(previous_ns)
         } else {
             start_ns // a racing completion stamped a later time: ours is not after it
@@ -302,7 +302,7 @@ mod tests {
         path.service_time_ns_ewma
             .store(hst_ns << FIXED_SHIFT, Relaxed);
         path.in_flight.store(in_flight, Relaxed);
-        path.last_pick_ns.store(last_finish_ns, Relaxed);
+        path.last_completion_ns.store(last_finish_ns, Relaxed);
     }
 
     #[test]
@@ -348,16 +348,16 @@ mod tests {
         selector.start_io(&path, 512);
         // From the initial 1 ns: (1024 * 972 + 1000 * 1024 * 52 + 512) >> 10.
         selector.end_io(&path, 512, 1_000, 2_000);
-        assert_eq!((hst(), path.last_pick_ns.load(Relaxed)), (52_972, 2_000));
+        assert_eq!((hst(), path.last_completion_ns.load(Relaxed)), (52_972, 2_000));
         // Started at 1500, but the path was busy until 2000: 500 ns.
         selector.end_io(&path, 512, 1_500, 2_500);
         assert_eq!(hst(), 76_282);
         // A racing completion stamped later: count from our own start.
         path.start_io(1);
-        path.last_pick_ns.store(10_000, Relaxed);
+        path.last_completion_ns.store(10_000, Relaxed);
         selector.end_io(&path, 1, 2_500, 3_500);
         assert_eq!(hst(), fixed_ema(76_282, 1_000 * FIXED_1, 972));
-        assert_eq!(path.last_pick_ns.load(Relaxed), 10_000);
+        assert_eq!(path.last_completion_ns.load(Relaxed), 10_000);
         // A sample in the last bucket replaces the history.
         path.start_io(1);
         let long_ns = 63 << BUCKET_SHIFT;
@@ -433,7 +433,7 @@ mod tests {
             for (path, (hst, in_flight, last)) in harness.paths.iter().zip(state) {
                 path.service_time_ns_ewma.store(hst, Relaxed);
                 path.in_flight.store(in_flight, Relaxed);
-                path.last_pick_ns.store(last, Relaxed);
+                path.last_completion_ns.store(last, Relaxed);
             }
             for set in sets {
                 harness.set_usable(&set);
