@@ -2,9 +2,9 @@
 //! through a map of null paths (every selector) and through a memory map
 //! with a failover in the middle make no heap allocation at all.
 //!
-//! A counting global allocator sees every allocation of this test binary,
-//! so this file holds one test only (tests in one binary run in parallel
-//! threads and would count each other's allocations).
+//! A counting global allocator counts, per thread, every allocation made
+//! by the thread that drives the queue (a queue belongs to one thread), so
+//! the test harness's own threads do not disturb the count.
 
 // A global allocator is an `unsafe impl` by definition; this one only
 // forwards to the system allocator.
@@ -17,17 +17,29 @@ use mpio_core::selector::SELECTOR_NAMES;
 use mpio_core::table::Table;
 use mpio_transport::{AnyQueue, Transports};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
 
 struct Counting;
 
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    // Const-initialised and without a destructor, so the allocator may
+    // touch it at any time, even while the thread starts or ends.
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_allocation() {
+    ALLOCATIONS.with(|count| count.set(count.get() + 1));
+}
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
 
 // SAFETY: forwards every call to the system allocator unchanged; only
 // counts allocations on the side.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count_allocation();
         // SAFETY: the caller's contract for `alloc` is passed on as is.
         unsafe { System.alloc(layout) }
     }
@@ -38,7 +50,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count_allocation();
         // SAFETY: the caller's contract for `realloc` is passed on as is.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -85,9 +97,9 @@ fn measure(label: &str, queue: &mut Queue<AnyQueue>, between: impl FnOnce()) {
     drive(queue, &mut buffers, 1_000, &mut now_ns);
     between();
     drive(queue, &mut buffers, 1_000, &mut now_ns);
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = allocations();
     drive(queue, &mut buffers, 10_000, &mut now_ns);
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let allocations = allocations() - before;
     assert_eq!(
         allocations, 0,
         "{label}: {allocations} allocations in 10,000 I/Os"
@@ -98,12 +110,9 @@ fn measure(label: &str, queue: &mut Queue<AnyQueue>, between: impl FnOnce()) {
 fn steady_state_io_allocates_nothing() {
     // Canary: the counter sees a known allocation, so a zero below means
     // nothing was allocated, not that nothing was counted.
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = allocations();
     std::hint::black_box(Box::new([0u8; 64]));
-    assert!(
-        ALLOCATIONS.load(Ordering::Relaxed) > before,
-        "the counter counts"
-    );
+    assert!(allocations() > before, "the counter counts");
 
     let transports = Transports::new();
     for selector in SELECTOR_NAMES {
