@@ -104,7 +104,7 @@ pub fn run_matrix(args: &BenchArgs) -> Result<(), String> {
         args.rw, args.bs, args.iodepth
     );
     println!(
-        "{:<42} {:>4} {:>10} {:>8} {:>12}",
+        "{:<48} {:>4} {:>10} {:>8} {:>12}",
         "subject", "jobs", "IOPS", "vs raw", "added ns/IO"
     );
     for (result, raw) in &rows {
@@ -116,7 +116,7 @@ pub fn run_matrix(args: &BenchArgs) -> Result<(), String> {
             None => ("100.0%".to_string(), "-".to_string()),
         };
         println!(
-            "{:<42} {:>4} {:>10} {:>8} {:>12}",
+            "{:<48} {:>4} {:>10} {:>8} {:>12}",
             result.label,
             result.jobs,
             human(result.iops()),
