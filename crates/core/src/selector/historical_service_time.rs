@@ -239,11 +239,11 @@ impl PathSelector for HistoricalServiceTime {
     #[inline]
     fn end_io(&self, path: &PathShared, bytes: u64, start_ns: u64, now_ns: u64) {
         path.end_io(bytes);
-        // This selector is the only writer of `last_completion_ns`. Relaxed
-        // load and store, not a fetch_max (a CAS
-        // loop on x86): two racing completions may leave the earlier of
-        // their two times, which shifts the next sample and the staleness
-        // window by the gap between them, noise next to a service time.
+        // This selector is the only writer of `last_completion_ns`.
+        // Relaxed load and store, not a fetch_max (a CAS loop on x86): two
+        // racing completions may leave the earlier of their two times,
+        // which shifts the next sample and the staleness window by the gap
+        // between them: noise next to a service time.
         let previous_ns = path.last_completion_ns.load(Relaxed);
         let busy_from_ns = if previous_ns <= now_ns {
             path.last_completion_ns.store(now_ns, Relaxed);
