@@ -318,9 +318,10 @@ impl Map {
     }
 
     /// Fails path `index` because an I/O on it ended with `error`. Returns
-    /// false (and takes no lock) if the path was already failed.
+    /// false (and takes no lock) if the path was already failed or does
+    /// not exist.
     pub fn fail_path(&self, index: usize, error: PathError) -> bool {
-        if self.paths[index].is_failed() {
+        if self.paths.get(index).is_none_or(PathShared::is_failed) {
             return false;
         }
         let mut control = lock(&self.control);
@@ -335,8 +336,11 @@ impl Map {
     }
 
     /// Puts path `index` back in use (a checker found it healthy). Returns
-    /// false if it was not failed.
+    /// false if it was not failed or does not exist.
     pub fn reinstate_path(&self, index: usize) -> bool {
+        if index >= self.paths.len() {
+            return false;
+        }
         let mut control = lock(&self.control);
         let changed = self.reinstate(&mut control, index);
         if changed {
@@ -345,10 +349,14 @@ impl Map {
         changed
     }
 
-    /// Sets the ALUA/ANA access state of path `index`.
+    /// Sets the ALUA/ANA access state of path `index` (no path: nothing).
     pub fn set_access_state(&self, index: usize, access: AccessState) {
         let mut control = lock(&self.control);
-        if control.access[index] != access {
+        if control
+            .access
+            .get(index)
+            .is_some_and(|&current| current != access)
+        {
             control.access[index] = access;
             self.publish(&mut control);
         }

@@ -135,6 +135,8 @@ struct Slot {
     attempts: u32,
     /// Group of the path the current attempt went to.
     group: u32,
+    /// When the I/O first waited for a path, if it ever did.
+    first_wait_ns: Option<u64>,
 }
 
 impl Slot {
@@ -199,6 +201,7 @@ impl<P: PathQueue> Queue<P> {
                 start_ns: 0,
                 attempts: 0,
                 group: 0,
+                first_wait_ns: None,
             })
             .collect();
         let selector_states = map
@@ -283,6 +286,7 @@ impl<P: PathQueue> Queue<P> {
         slot.len = io.len;
         slot.buf = io.buf;
         slot.attempts = 0;
+        slot.first_wait_ns = None;
         slot.state = SlotState::Accepted;
         if let Some(reason) = invalid {
             self.finish(index, Err(IoError::Invalid(reason)));
@@ -324,6 +328,10 @@ impl<P: PathQueue> Queue<P> {
             Op::Read | Op::Write if io.buf.len() != io.len as usize => {
                 Some("buffer length differs from the request length")
             }
+            Op::Flush | Op::Discard | Op::WriteZeroes if !io.buf.is_empty() => {
+                Some("a flush, discard or write-zeroes carries no data buffer")
+            }
+            Op::Flush if io.len != 0 => Some("a flush has no length"),
             Op::Flush => None,
             _ if io
                 .offset
@@ -365,7 +373,10 @@ impl<P: PathQueue> Queue<P> {
         let slot = &mut self.slots[index as usize];
         let Some(route) = &snapshot.route else {
             if snapshot.queue_if_no_path {
-                slot.state = SlotState::Waiting { since_ns: now_ns };
+                // The bound counts from the I/O's first wait, however often
+                // a flapping path takes it back out of the waiting list.
+                let since_ns = *slot.first_wait_ns.get_or_insert(now_ns);
+                slot.state = SlotState::Waiting { since_ns };
                 self.stats.queued_for_path += 1;
                 self.waiting.push_back(index);
             } else {
@@ -401,6 +412,9 @@ impl<P: PathQueue> Queue<P> {
             path: path as u32,
             timed_out: false,
         };
+        // A fresh tag per attempt: a stray completion of an earlier attempt
+        // can never pass for this one.
+        slot.generation = slot.generation.wrapping_add(1);
         slot.start_ns = now_ns;
         slot.attempts += 1;
         slot.group = route.group as u32;
@@ -501,19 +515,19 @@ impl<P: PathQueue> Queue<P> {
         self.next_timeout_scan_ns = now_ns.saturating_add((timeout / 4).max(1_000_000));
         for index in 0..self.slots.len() as u32 {
             let slot = &mut self.slots[index as usize];
-            let SlotState::OnPath {
-                path,
-                timed_out: false,
-            } = slot.state
-            else {
+            let SlotState::OnPath { path, timed_out } = slot.state else {
                 continue;
             };
             if now_ns.saturating_sub(slot.start_ns) < timeout {
                 continue;
             }
             let path = path as usize;
-            self.path_stats[path].path_errors += 1;
-            self.map.fail_path(path, crate::io::PathError::Timeout);
+            // A timed-out attempt the transport could not give back is
+            // asked for again on every scan; the path is failed once.
+            if !timed_out {
+                self.path_stats[path].path_errors += 1;
+                self.map.fail_path(path, crate::io::PathError::Timeout);
+            }
             let tag = slot.tag(index);
             match self.path_queues[path].abort(tag) {
                 Some(io) => {

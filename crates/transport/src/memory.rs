@@ -259,19 +259,13 @@ impl MemoryQueue {
     }
 }
 
-impl PathQueue for MemoryQueue {
-    fn submit(&mut self, io: PathIo, now_ns: u64) {
-        match self.control.mode() {
-            HANGING => self.held.push_back(io),
-            _ => {
-                let latency_ns = self.control.latency_ns.load(Ordering::Acquire);
-                self.pending
-                    .push_back((now_ns.saturating_add(latency_ns), io));
-            }
-        }
-    }
-
-    fn poll(&mut self, now_ns: u64, completions: &mut Vec<PathCompletion>) {
+impl MemoryQueue {
+    /// Brings the queue up to date with the port's switches before any new
+    /// I/O is queued, so a switch flipped between two calls affects exactly
+    /// the I/O sent before it: a disconnect ends what was in flight (and
+    /// nothing sent after a later heal); a hang holds what was waiting; a
+    /// heal releases held I/O ahead of anything sent after it.
+    fn settle(&mut self, now_ns: u64) {
         let disconnects = self.control.disconnects.load(Ordering::Acquire);
         if disconnects != self.disconnects_seen {
             self.disconnects_seen = disconnects;
@@ -284,15 +278,34 @@ impl PathQueue for MemoryQueue {
             }
         }
         if self.control.mode() == HANGING {
-            // A hung port holds what it already had as well.
             while let Some((_, io)) = self.pending.pop_front() {
                 self.held.push_back(io);
             }
         } else {
-            while let Some(io) = self.held.pop_front() {
-                self.pending.push_back((now_ns, io));
+            // Held I/O is older than anything in `pending`: settle runs
+            // before every submission, so nothing was queued since the heal.
+            while let Some(io) = self.held.pop_back() {
+                self.pending.push_front((now_ns, io));
             }
         }
+    }
+}
+
+impl PathQueue for MemoryQueue {
+    fn submit(&mut self, io: PathIo, now_ns: u64) {
+        self.settle(now_ns);
+        match self.control.mode() {
+            HANGING => self.held.push_back(io),
+            _ => {
+                let latency_ns = self.control.latency_ns.load(Ordering::Acquire);
+                self.pending
+                    .push_back((now_ns.saturating_add(latency_ns), io));
+            }
+        }
+    }
+
+    fn poll(&mut self, now_ns: u64, completions: &mut Vec<PathCompletion>) {
+        self.settle(now_ns);
         while self
             .pending
             .front()
@@ -312,5 +325,79 @@ impl PathQueue for MemoryQueue {
         }
         let position = self.pending.iter().position(|(_, io)| io.tag == tag)?;
         self.pending.remove(position).map(|(_, io)| io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpio_core::io::Buffer;
+
+    fn write(tag: u64, fill: u8) -> PathIo {
+        let mut buf = Buffer::zeroed(512);
+        buf.as_mut_slice().fill(fill);
+        PathIo {
+            tag,
+            op: Op::Write,
+            offset: 0,
+            len: 512,
+            buf,
+        }
+    }
+
+    fn setup() -> (Arc<MemoryDisk>, Arc<PortControl>, MemoryQueue) {
+        let disk = Arc::new(MemoryDisk::new(4096));
+        let control = Arc::new(PortControl::default());
+        let queue = MemoryQueue::new(Arc::clone(&disk), Arc::clone(&control), 4);
+        (disk, control, queue)
+    }
+
+    #[test]
+    fn held_writes_land_before_writes_sent_after_the_heal() {
+        let (disk, control, mut queue) = setup();
+        control.hang();
+        queue.submit(write(1, 0xAA), 0);
+        control.heal();
+        queue.submit(write(2, 0xBB), 0);
+        let mut done = Vec::new();
+        queue.poll(0, &mut done);
+        assert_eq!(done.iter().map(|c| c.tag).collect::<Vec<_>>(), [1, 2]);
+        let mut byte = [0u8; 1];
+        disk.read(0, &mut byte);
+        assert_eq!(byte[0], 0xBB, "the newer write wins");
+    }
+
+    #[test]
+    fn a_disconnect_ends_only_what_was_sent_before_it() {
+        let (_, control, mut queue) = setup();
+        queue.submit(write(1, 1), 0);
+        control.disconnect();
+        control.heal();
+        queue.submit(write(2, 2), 0);
+        let mut done = Vec::new();
+        queue.poll(0, &mut done);
+        let outcomes: Vec<_> = done.iter().map(|c| (c.tag, c.outcome)).collect();
+        assert_eq!(
+            outcomes,
+            [
+                (1, PathOutcome::Path(PathError::ConnectionLost)),
+                (2, PathOutcome::Ok)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_aborted_held_write_never_lands() {
+        let (disk, control, mut queue) = setup();
+        control.hang();
+        queue.submit(write(1, 0xCC), 0);
+        assert_eq!(queue.abort(1).map(|io| io.tag), Some(1));
+        control.heal();
+        let mut done = Vec::new();
+        queue.poll(0, &mut done);
+        assert!(done.is_empty());
+        let mut byte = [0u8; 1];
+        disk.read(0, &mut byte);
+        assert_eq!(byte[0], 0);
     }
 }

@@ -61,6 +61,8 @@ const PG_INIT_RETRIES_MIN: u32 = 1;
 const PG_INIT_RETRIES_MAX: u32 = 50;
 /// dm's upper bound for `pg_init_delay_msecs` (the lower is 0).
 const PG_INIT_DELAY_MSECS_MAX: u32 = 60_000;
+/// Longest device: its size in bytes must fit in a u64.
+const MAX_LENGTH_SECTORS: u64 = u64::MAX / crate::io::SECTOR_SIZE;
 /// The target type word, third in the line.
 const TARGET_TYPE: &str = "multipath";
 /// `found` when the text ends before the grammar does.
@@ -81,7 +83,7 @@ impl Table {
     pub fn parse(text: &str) -> Result<Table, TableError> {
         let mut words = Words::new(text);
         let start_sector: u64 = words.number(0, 0, expected_start_sector)?;
-        let length_sectors: u64 = words.number(1, u64::MAX, expected_length)?;
+        let length_sectors: u64 = words.number(1, MAX_LENGTH_SECTORS, expected_length)?;
         let (position, target) = words.next(|| format!("the target type {TARGET_TYPE:?}"))?;
         if target != TARGET_TYPE {
             return Err(error(
@@ -172,7 +174,7 @@ impl Table {
                 expected_start_sector(),
             ));
         }
-        if self.length_sectors == 0 {
+        if self.length_sectors == 0 || self.length_sectors > MAX_LENGTH_SECTORS {
             return Err(error(2, "0", expected_length()));
         }
         if let Some(retries) = self.features.pg_init_retries {
@@ -282,7 +284,7 @@ fn expected_start_sector() -> String {
 }
 
 fn expected_length() -> String {
-    format!("the device length in 512-byte sectors (1..={})", u64::MAX)
+    format!("the device length in 512-byte sectors (1..={MAX_LENGTH_SECTORS})")
 }
 
 fn expected_initial_group(group_count: usize) -> String {

@@ -158,8 +158,12 @@ fn accepts_leading_zeros_and_no_groups() {
         parse("0 0008 multipath 00 0 0 0").to_string(),
         "0 8 multipath 0 0 0 0"
     );
-    let table = parse("0 18446744073709551615 multipath 0 0 0 0");
-    assert_eq!(table.length_sectors, u64::MAX);
+    // The longest device whose size in bytes fits a u64; one sector more is
+    // refused (a size that overflows would wrap every range check).
+    let table = parse("0 36028797018963967 multipath 0 0 0 0");
+    assert_eq!(table.length_sectors, u64::MAX / 512);
+    let error = Table::parse("0 36028797018963968 multipath 0 0 0 0").unwrap_err();
+    assert_eq!(error.position, 2);
 }
 
 #[test]
@@ -186,7 +190,7 @@ const MALFORMED: &[(&str, usize, &str)] = &[
     (" \t\n ", 1, "the start sector 0"),
     ("1 8 multipath 0 0 0 0", 1, "the start sector 0"),
     ("x 8 multipath 0 0 0 0", 1, "the start sector 0"),
-    ("0 0 multipath 0 0 0 0", 2, "device length in 512-byte sectors (1..=18446744073709551615)"),
+    ("0 0 multipath 0 0 0 0", 2, "device length in 512-byte sectors (1..=36028797018963967)"),
     ("0 x multipath 0 0 0 0", 2, "device length"),
     ("0 -1 multipath 0 0 0 0", 2, "device length"),
     ("0 +8 multipath 0 0 0 0", 2, "device length"),

@@ -77,7 +77,7 @@ fn round_robin_group() -> impl Strategy<Value = GroupSpec> {
 
 fn table() -> impl Strategy<Value = Table> {
     (
-        1u64..,
+        1u64..=u64::MAX / 512,
         features(),
         prop::collection::vec(word(), 0..4),
         prop::collection::vec(round_robin_group(), 1..=4),
