@@ -386,10 +386,24 @@ fn invalid_requests_complete_with_an_error_and_reach_no_path() {
         buf: Buffer::zeroed(1),
     };
     rig.queue.submit(io, 0).unwrap();
-    let done = rig.collect(2, 1_000);
+    let flush_with_length = Io {
+        user_data: 3,
+        op: Op::Flush,
+        offset: 0,
+        len: BLOCK,
+        buf: Buffer::empty(),
+    };
+    rig.queue.submit(flush_with_length, 0).unwrap();
+    let done = rig.collect(3, 1_000);
     assert!(done
         .iter()
         .all(|completion| matches!(completion.result, Err(IoError::Invalid(_)))));
+    // Control calls with a path index the map does not have change nothing.
+    let map = &rig.device.map;
+    assert!(!map.fail_path(99, PathError::Transport));
+    assert!(!map.reinstate_path(99));
+    map.set_access_state(99, mpio_core::path::AccessState::Standby);
+    assert_eq!(map.status().path_failures, 0);
     assert_eq!(rig.queue.path_stats()[0].dispatched, 0);
 }
 
