@@ -176,7 +176,7 @@ impl Map {
                 numa: &options.numa,
             };
             let selector = match Selector::build(&spec.selector, &setup) {
-                Ok(Ok(selector)) => selector,
+                Some(Ok(selector)) => selector,
                 // `canonical` built this very selector from these arguments.
                 _ => unreachable!("a canonical table's selector builds"),
             };

@@ -39,7 +39,8 @@
 //! completion time; a probe pick does not write it, so `select` writes
 //! nothing shared), all relaxed. Per thread: the [`TieCursor`].
 
-use super::queue_length::{parse_unhonoured_repeat_count, TieCursor};
+use super::queue_length::parse_unhonoured_repeat_count;
+use super::scan::{best_from_cursor, TieCursor};
 use super::{parse_u32_arg, ArgError, PathSelector, Pick, Setup};
 use crate::path::PathShared;
 use crate::sync::Ordering::Relaxed;
@@ -170,6 +171,7 @@ impl PathSelector for HistoricalServiceTime {
     const NAME: &'static str = "historical-service-time";
     const TABLE_PATH_ARGS: usize = 1;
     const STATUS_INFO_ARGS: usize = 3;
+    const COUNTS_IN_FLIGHT: bool = true;
     type ThreadState = TieCursor;
 
     fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
@@ -209,36 +211,19 @@ impl PathSelector for HistoricalServiceTime {
 
     #[inline]
     fn select(&self, thread: &mut TieCursor, pick: &Pick<'_>) -> u16 {
-        let candidates = pick.candidates;
-        let len = candidates.len();
-        let estimate =
-            |index: usize| Estimate::of(&pick.paths[usize::from(candidates[index])], len);
-        let mut index = thread.start(len);
-        let mut best_index = index;
-        let mut best = estimate(index);
-        for _ in 1..len {
-            index += 1;
-            if index == len {
-                index = 0;
-            }
-            let candidate = estimate(index);
-            if compare(candidate, best, pick.now_ns, self.threshold_multiplier) == Ordering::Less {
-                best = candidate;
-                best_index = index;
-            }
-        }
-        thread.picked(best_index);
-        candidates[best_index]
+        let count = pick.candidates.len();
+        best_from_cursor(
+            thread,
+            pick.candidates,
+            |position| Estimate::of(&pick.paths[usize::from(position)], count),
+            |candidate, best| {
+                compare(*candidate, *best, pick.now_ns, self.threshold_multiplier) == Ordering::Less
+            },
+        )
     }
 
     #[inline]
-    fn start_io(&self, path: &PathShared, bytes: u64) {
-        path.start_io(bytes);
-    }
-
-    #[inline]
-    fn end_io(&self, path: &PathShared, bytes: u64, start_ns: u64, now_ns: u64) {
-        path.end_io(bytes);
+    fn completed(&self, path: &PathShared, start_ns: u64, now_ns: u64) {
         // This selector is the only writer of `last_completion_ns`.
         // Relaxed load and store, not a fetch_max (a CAS loop on x86): two
         // racing completions may leave the earlier of their two times,

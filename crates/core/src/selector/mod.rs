@@ -18,7 +18,10 @@
 //! # Adding a selector
 //! Write `selector/<name>.rs` with a type implementing [`PathSelector`],
 //! then add one line to the `selectors!` invocation at the bottom of this
-//! file.
+//! file. A selector that reads in-flight load sets
+//! [`PathSelector::COUNTS_IN_FLIGHT`]; one that learns from completions
+//! implements [`PathSelector::completed`]; load-aware scans share
+//! `scan.rs`.
 
 use crate::numa::NumaTopology;
 use crate::path::PathShared;
@@ -122,14 +125,36 @@ pub trait PathSelector: Sized + Send + Sync + std::fmt::Debug + 'static {
     /// Picks one of `pick.candidates` and returns its position.
     fn select(&self, thread: &mut Self::ThreadState, pick: &Pick<'_>) -> u16;
 
-    /// An I/O of `bytes` was dispatched to `path`. Default: nothing.
-    #[inline]
-    fn start_io(&self, _path: &PathShared, _bytes: u64) {}
+    /// True for selectors that read [`PathShared::in_flight`] or
+    /// [`PathShared::in_flight_bytes`]: only they pay for keeping those
+    /// shared counters (two atomic read-modify-writes at each end of an
+    /// I/O); the others leave them at zero.
+    const COUNTS_IN_FLIGHT: bool = false;
 
-    /// An I/O that `start_io` counted has finished on `path`, dispatched at
-    /// `start_ns` (the caller's clock). Default: nothing.
+    /// An I/O of `bytes` was dispatched to `path`: counted in flight if
+    /// [`PathSelector::COUNTS_IN_FLIGHT`]. Not meant to be overridden.
     #[inline]
-    fn end_io(&self, _path: &PathShared, _bytes: u64, _start_ns: u64, _now_ns: u64) {}
+    fn start_io(&self, path: &PathShared, bytes: u64) {
+        if Self::COUNTS_IN_FLIGHT {
+            path.start_io(bytes);
+        }
+    }
+
+    /// The I/O `start_io` saw has finished on `path`, dispatched at
+    /// `start_ns` (the caller's clock): uncounted, then
+    /// [`PathSelector::completed`]. Not meant to be overridden.
+    #[inline]
+    fn end_io(&self, path: &PathShared, bytes: u64, start_ns: u64, now_ns: u64) {
+        if Self::COUNTS_IN_FLIGHT {
+            path.end_io(bytes);
+        }
+        self.completed(path, start_ns, now_ns);
+    }
+
+    /// What the selector learns from a completion (a service time, say),
+    /// after the in-flight counters were updated. Default: nothing.
+    #[inline]
+    fn completed(&self, _path: &PathShared, _start_ns: u64, _now_ns: u64) {}
 
     /// The canonical selector arguments (dm's table output).
     fn table_args(&self) -> Vec<String> {
@@ -178,19 +203,16 @@ macro_rules! selectors {
         pub const SELECTOR_NAMES: &[&str] = &[$(<$type as PathSelector>::NAME),+];
 
         impl Selector {
-            /// Builds the selector called `name`.
-            ///
-            /// # Errors
-            /// `Ok(Err(..))` for bad arguments; `Err(())` if no selector has
-            /// that name.
-            #[allow(clippy::result_unit_err)]
-            pub fn build(name: &str, setup: &Setup<'_>) -> Result<Result<Self, ArgError>, ()> {
+            /// Builds the selector called `name`: `None` if no selector
+            /// has that name, else the selector or the [`ArgError`] of its
+            /// arguments.
+            pub fn build(name: &str, setup: &Setup<'_>) -> Option<Result<Self, ArgError>> {
                 $(
                     if name == <$type as PathSelector>::NAME {
-                        return Ok(<$type as PathSelector>::new(setup).map(Selector::$variant));
+                        return Some(<$type as PathSelector>::new(setup).map(Selector::$variant));
                     }
                 )+
-                Err(())
+                None
             }
 
             /// The selector's table name.
@@ -276,6 +298,8 @@ selectors! {
     Numa => numa::Numa,
     QueueDepth => queue_depth::QueueDepth,
 }
+
+mod scan;
 
 #[cfg(test)]
 pub(crate) mod testing;

@@ -17,11 +17,11 @@
 //! None, neither for the selector nor per path.
 //!
 //! # Concurrency
-//! Shared: `in_flight` / `in_flight_bytes` of each path, kept by
-//! [`PathShared::start_io`] / [`PathShared::end_io`] (relaxed atomics).
+//! Shared: `in_flight` of each path, kept by the engine because the
+//! selector sets `COUNTS_IN_FLIGHT` (relaxed atomics).
 //! Per thread: the [`TieCursor`].
 
-use super::queue_length::{fewest_in_flight, TieCursor};
+use super::scan::{fewest_in_flight, TieCursor};
 use super::{ArgError, PathSelector, Pick, Setup};
 use crate::path::PathShared;
 
@@ -33,6 +33,7 @@ impl PathSelector for QueueDepth {
     const NAME: &'static str = "queue-depth";
     const TABLE_PATH_ARGS: usize = 0;
     const STATUS_INFO_ARGS: usize = 1;
+    const COUNTS_IN_FLIGHT: bool = true;
     type ThreadState = TieCursor;
 
     fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
@@ -55,16 +56,6 @@ impl PathSelector for QueueDepth {
     #[inline]
     fn select(&self, thread: &mut TieCursor, pick: &Pick<'_>) -> u16 {
         fewest_in_flight(thread, pick)
-    }
-
-    #[inline]
-    fn start_io(&self, path: &PathShared, bytes: u64) {
-        path.start_io(bytes);
-    }
-
-    #[inline]
-    fn end_io(&self, path: &PathShared, bytes: u64, _start_ns: u64, _now_ns: u64) {
-        path.end_io(bytes);
     }
 
     fn table_path_args(&self, _position: usize) -> Vec<String> {

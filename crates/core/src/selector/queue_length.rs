@@ -5,8 +5,7 @@
 //! Scan the candidates for the smallest [`PathShared::in_flight`], stopping
 //! at the first idle path. Ties go to the candidate met first, and each
 //! thread starts its scan just after the path it picked last, so equally
-//! loaded paths take turns (dm gets the same effect by moving the chosen
-//! path to the tail of its list, under a lock we do not need).
+//! loaded paths take turns (the shared scan in `selector/scan.rs`).
 //!
 //! # Arguments
 //! No selector arguments. Per path `[repeat_count]`, accepted and printed
@@ -15,11 +14,13 @@
 //! shows `1` (or `0` if `0` was given, which dm also accepts).
 //!
 //! # Concurrency
-//! Shared: `in_flight` / `in_flight_bytes` of each path, kept by
-//! [`PathShared::start_io`] / [`PathShared::end_io`] (relaxed atomics).
+//! Shared: `in_flight` of each path, kept by the engine because the
+//! selector sets `COUNTS_IN_FLIGHT` (relaxed atomics).
 //! Per thread: the [`TieCursor`] where the next scan starts.
 
 use super::round_robin::parse_repeat_count;
+pub use super::scan::TieCursor;
+use super::scan::fewest_in_flight;
 use super::{ArgError, PathSelector, Pick, Setup};
 use crate::path::PathShared;
 
@@ -43,63 +44,6 @@ pub(crate) fn parse_unhonoured_repeat_count(
     parse_repeat_count(position, args, args_allowed)
 }
 
-/// One thread's tie breaker: the candidate index its next scan starts at.
-/// Shared by the scanning selectors (queue-length, queue-depth,
-/// service-time, historical-service-time).
-#[derive(Debug, Default)]
-pub struct TieCursor {
-    /// Index into `Pick::candidates`; may be out of range after the
-    /// candidates shrank, and is then read as 0.
-    next: usize,
-}
-
-impl TieCursor {
-    /// The index to start scanning `len` candidates at.
-    #[inline]
-    pub(crate) fn start(&self, len: usize) -> usize {
-        if self.next < len {
-            self.next
-        } else {
-            0
-        }
-    }
-
-    /// Records that the candidate at `index` was picked: the next scan
-    /// starts just after it, making it the least preferred among equals.
-    #[inline]
-    pub(crate) fn picked(&mut self, index: usize) {
-        self.next = index + 1;
-    }
-}
-
-/// Picks the candidate with the fewest I/Os in flight, stopping at the
-/// first idle one; ties go to the first met from the cursor. The rule of
-/// queue-length and queue-depth.
-#[inline]
-pub(crate) fn fewest_in_flight(cursor: &mut TieCursor, pick: &Pick<'_>) -> u16 {
-    let candidates = pick.candidates;
-    let len = candidates.len();
-    let mut index = cursor.start(len);
-    let mut best_index = index;
-    let mut best_in_flight = u32::MAX;
-    for _ in 0..len {
-        let in_flight = pick.paths[usize::from(candidates[index])].in_flight();
-        if in_flight < best_in_flight {
-            best_in_flight = in_flight;
-            best_index = index;
-            if in_flight == 0 {
-                break;
-            }
-        }
-        index += 1;
-        if index == len {
-            index = 0;
-        }
-    }
-    cursor.picked(best_index);
-    candidates[best_index]
-}
-
 /// The queue-length selector.
 #[derive(Debug)]
 pub struct QueueLength {
@@ -111,6 +55,7 @@ impl PathSelector for QueueLength {
     const NAME: &'static str = "queue-length";
     const TABLE_PATH_ARGS: usize = 1;
     const STATUS_INFO_ARGS: usize = 1;
+    const COUNTS_IN_FLIGHT: bool = true;
     type ThreadState = TieCursor;
 
     fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
@@ -134,16 +79,6 @@ impl PathSelector for QueueLength {
     #[inline]
     fn select(&self, thread: &mut TieCursor, pick: &Pick<'_>) -> u16 {
         fewest_in_flight(thread, pick)
-    }
-
-    #[inline]
-    fn start_io(&self, path: &PathShared, bytes: u64) {
-        path.start_io(bytes);
-    }
-
-    #[inline]
-    fn end_io(&self, path: &PathShared, bytes: u64, _start_ns: u64, _now_ns: u64) {
-        path.end_io(bytes);
     }
 
     fn table_path_args(&self, position: usize) -> Vec<String> {

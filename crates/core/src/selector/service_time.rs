@@ -20,7 +20,8 @@
 //! [`PathShared::start_io`] / [`PathShared::end_io`] (relaxed atomics).
 //! Per thread: the [`TieCursor`]. `relative_throughput` is immutable.
 
-use super::queue_length::{parse_unhonoured_repeat_count, TieCursor};
+use super::queue_length::parse_unhonoured_repeat_count;
+use super::scan::{best_from_cursor, TieCursor};
 use super::{parse_u32_arg, ArgError, PathSelector, Pick, Setup};
 use crate::path::PathShared;
 use std::cmp::Ordering;
@@ -102,6 +103,7 @@ impl PathSelector for ServiceTime {
     const NAME: &'static str = "service-time";
     const TABLE_PATH_ARGS: usize = 2;
     const STATUS_INFO_ARGS: usize = 2;
+    const COUNTS_IN_FLIGHT: bool = true;
     type ThreadState = TieCursor;
 
     fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
@@ -131,34 +133,12 @@ impl PathSelector for ServiceTime {
 
     #[inline]
     fn select(&self, thread: &mut TieCursor, pick: &Pick<'_>) -> u16 {
-        let candidates = pick.candidates;
-        let len = candidates.len();
-        let mut index = thread.start(len);
-        let mut best_index = index;
-        let mut best = self.load(pick, candidates[index]);
-        for _ in 1..len {
-            index += 1;
-            if index == len {
-                index = 0;
-            }
-            let load = self.load(pick, candidates[index]);
-            if compare_load(load, best, pick.bytes) == Ordering::Less {
-                best = load;
-                best_index = index;
-            }
-        }
-        thread.picked(best_index);
-        candidates[best_index]
-    }
-
-    #[inline]
-    fn start_io(&self, path: &PathShared, bytes: u64) {
-        path.start_io(bytes);
-    }
-
-    #[inline]
-    fn end_io(&self, path: &PathShared, bytes: u64, _start_ns: u64, _now_ns: u64) {
-        path.end_io(bytes);
+        best_from_cursor(
+            thread,
+            pick.candidates,
+            |position| self.load(pick, position),
+            |candidate, best| compare_load(*candidate, *best, pick.bytes) == Ordering::Less,
+        )
     }
 
     fn table_path_args(&self, position: usize) -> Vec<String> {

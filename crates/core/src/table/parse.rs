@@ -581,9 +581,9 @@ fn canonical_group(
         numa,
     };
     let selector = match Selector::build(&group.selector, &setup) {
-        Ok(Ok(selector)) => selector,
-        Ok(Err(refused)) => return Err(argument_error(group, number, refused)),
-        Err(()) => {
+        Some(Ok(selector)) => selector,
+        Some(Err(refused)) => return Err(argument_error(group, number, refused)),
+        None => {
             return Err(error(
                 group.word,
                 &group.selector,
