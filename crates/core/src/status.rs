@@ -16,6 +16,49 @@ use crate::path::AccessState;
 use serde::Serialize;
 use std::fmt::Write;
 
+/// A group's state: dm's letter in the status line, the word in JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupState {
+    /// `A`: the group I/O goes to.
+    Active,
+    /// `E`: usable, not current.
+    Enabled,
+    /// `D`: bypassed by `disable_group`.
+    Disabled,
+}
+
+/// A path's health: dm's letter in the status line, the word in JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PathState {
+    /// `A`: in use.
+    Active,
+    /// `F`: failed, until reinstated.
+    Failed,
+}
+
+impl GroupState {
+    /// dm's status letter.
+    pub fn letter(self) -> char {
+        match self {
+            GroupState::Active => 'A',
+            GroupState::Enabled => 'E',
+            GroupState::Disabled => 'D',
+        }
+    }
+}
+
+impl PathState {
+    /// dm's status letter.
+    pub fn letter(self) -> char {
+        match self {
+            PathState::Active => 'A',
+            PathState::Failed => 'F',
+        }
+    }
+}
+
 /// The state of a map, for JSON output.
 #[derive(Clone, Debug, Serialize)]
 pub struct MapStatus {
@@ -40,8 +83,8 @@ pub struct MapStatus {
 pub struct GroupStatus {
     /// 1-based group number.
     pub number: usize,
-    /// `active`, `enabled` or `disabled`.
-    pub state: &'static str,
+    /// Active, enabled or disabled.
+    pub state: GroupState,
     /// Selector name.
     pub selector: &'static str,
     /// The group's paths.
@@ -53,8 +96,8 @@ pub struct GroupStatus {
 pub struct PathStatus {
     /// Path word from the table.
     pub name: String,
-    /// `active` or `failed`.
-    pub state: &'static str,
+    /// Active or failed.
+    pub state: PathState,
     /// ALUA/ANA access state.
     pub access: AccessState,
     /// Times the path was failed.
@@ -78,11 +121,11 @@ impl Map {
             .map(|(group_index, group)| GroupStatus {
                 number: group_index + 1,
                 state: if control.bypassed[group_index] {
-                    "disabled"
+                    GroupState::Disabled
                 } else if control.current == Some(group_index) {
-                    "active"
+                    GroupState::Active
                 } else {
-                    "enabled"
+                    GroupState::Enabled
                 },
                 selector: group.selector.name(),
                 paths: group
@@ -93,9 +136,9 @@ impl Map {
                         PathStatus {
                             name: self.path_name(index).to_string(),
                             state: if control.failed[index] {
-                                "failed"
+                                PathState::Failed
                             } else {
-                                "active"
+                                PathState::Active
                             },
                             access: control.access[index],
                             fail_count: path.fail_count(),
@@ -130,17 +173,13 @@ impl Map {
         let _ = write!(
             line,
             "0 {} multipath 2 {} 0 0 {} {}",
-            self.table().length_sectors,
+            self.size_bytes() / crate::io::SECTOR_SIZE,
             u8::from(status.queueing),
             status.groups.len(),
             current
         );
         for (group, group_status) in self.groups().iter().zip(&status.groups) {
-            let letter = match group_status.state {
-                "active" => 'A',
-                "disabled" => 'D',
-                _ => 'E',
-            };
+            let letter = group_status.state.letter();
             let _ = write!(
                 line,
                 " {letter} 0 {} {}",
@@ -148,7 +187,7 @@ impl Map {
                 group.selector.status_info_arg_count()
             );
             for path in &group_status.paths {
-                let letter = if path.state == "failed" { 'F' } else { 'A' };
+                let letter = path.state.letter();
                 let _ = write!(line, " {} {letter} {}", path.name, path.fail_count);
                 for value in &path.selector_info {
                     let _ = write!(line, " {value}");

@@ -6,6 +6,7 @@ use mpio_core::io::{Buffer, Completion, Io, IoError, Op, PathError, PathOutcome,
 use mpio_core::map::MapOptions;
 use mpio_core::message::Message;
 use mpio_core::queue::Queue;
+use mpio_core::status::{GroupState, PathState};
 use mpio_core::table::{Features, GroupSpec, PathSpec, Table};
 use mpio_transport::{AnyQueue, Device, Transports};
 use std::collections::HashMap;
@@ -118,9 +119,9 @@ impl Rig {
         }
     }
 
-    fn path_state(&self, group: usize, position: usize) -> String {
+    fn path_state(&self, group: usize, position: usize) -> PathState {
         let status = self.device.map.status();
-        status.groups[group].paths[position].state.to_string()
+        status.groups[group].paths[position].state
     }
 }
 
@@ -159,8 +160,8 @@ fn write_with_fault_then_verify(fault: impl Fn(&Rig), options: MapOptions) -> Ri
     fault(&rig);
     let done = rig.collect(BLOCKS as usize, 1_000);
     assert_all_ok_once(&done, BLOCKS);
-    assert_eq!(rig.path_state(0, 0), "failed");
-    assert_eq!(rig.path_state(0, 1), "active");
+    assert_eq!(rig.path_state(0, 0), PathState::Failed);
+    assert_eq!(rig.path_state(0, 1), PathState::Active);
     // Read back through b only (a is failed), verifying every byte.
     for block in 0..BLOCKS {
         rig.submit(1000 + block, Op::Read, block, 0);
@@ -235,8 +236,8 @@ fn target_errors_go_back_unchanged_and_keep_the_path() {
     assert!(done
         .iter()
         .all(|completion| completion.result == Err(IoError::Target(TargetError::Medium))));
-    assert_eq!(rig.path_state(0, 0), "active");
-    assert_eq!(rig.path_state(0, 1), "active");
+    assert_eq!(rig.path_state(0, 0), PathState::Active);
+    assert_eq!(rig.path_state(0, 1), PathState::Active);
     assert_eq!(rig.queue.stats().retries, 0);
 }
 
@@ -348,11 +349,11 @@ fn group_messages_follow_dm() {
     assert_eq!(map.status().current_group, Some(1));
     map.message(&Message::DisableGroup(1)).unwrap();
     assert_eq!(map.status().current_group, Some(2));
-    assert_eq!(map.status().groups[0].state, "disabled");
+    assert_eq!(map.status().groups[0].state, GroupState::Disabled);
     // switch_group re-enables every group and goes where it is told.
     map.message(&Message::SwitchGroup(3)).unwrap();
     assert_eq!(map.status().current_group, Some(3));
-    assert_eq!(map.status().groups[0].state, "enabled");
+    assert_eq!(map.status().groups[0].state, GroupState::Enabled);
     // enable_group makes the map choose again, in priority order.
     map.message(&Message::EnableGroup(1)).unwrap();
     assert_eq!(map.status().current_group, Some(1));
