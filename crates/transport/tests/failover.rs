@@ -7,7 +7,7 @@ use mpio_core::map::MapOptions;
 use mpio_core::message::Message;
 use mpio_core::queue::Queue;
 use mpio_core::status::{GroupState, PathState};
-use mpio_core::table::{Features, GroupSpec, PathSpec, Table};
+use mpio_core::table::Table;
 use mpio_transport::{AnyQueue, Device, Transports};
 use std::collections::HashMap;
 
@@ -17,32 +17,20 @@ const BLOCKS: u64 = 64;
 /// A table over memory disk `disk`, one group per entry of `groups`, each
 /// group a list of port names.
 fn table(disk: &str, groups: &[&[&str]], queue_if_no_path: bool) -> Table {
-    Table {
-        start_sector: 0,
-        length_sectors: BLOCKS * u64::from(BLOCK) / 512,
-        features: Features {
-            queue_if_no_path,
-            ..Features::default()
-        },
-        hardware_handler: Vec::new(),
-        initial_group: 1,
-        groups: groups
-            .iter()
-            .map(|ports| GroupSpec {
-                selector: "round-robin".into(),
-                selector_args: Vec::new(),
-                paths: ports
-                    .iter()
-                    .map(|port| PathSpec {
-                        name: format!("memory:{disk}#{port}"),
-                        args: Vec::new(),
-                        word: 0,
-                    })
-                    .collect(),
-                word: 0,
-            })
-            .collect(),
+    let features = if queue_if_no_path {
+        "1 queue_if_no_path"
+    } else {
+        "0"
+    };
+    let sectors = BLOCKS * u64::from(BLOCK) / 512;
+    let mut text = format!("0 {sectors} multipath {features} 0 {} 1", groups.len());
+    for ports in groups {
+        text.push_str(&format!(" round-robin 0 {} 0", ports.len()));
+        for port in *ports {
+            text.push_str(&format!(" memory:{disk}#{port}"));
+        }
     }
+    Table::parse(&text).unwrap()
 }
 
 struct Rig {

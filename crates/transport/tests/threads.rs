@@ -4,7 +4,7 @@
 
 use mpio_core::io::{Buffer, Io, Op, PathError, PathOutcome};
 use mpio_core::map::MapOptions;
-use mpio_core::table::{Features, GroupSpec, PathSpec, Table};
+use mpio_core::table::Table;
 use mpio_transport::{clock, Transports};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -23,29 +23,17 @@ fn fill(block: u64, round: u64) -> u8 {
 
 #[test]
 fn threads_survive_ports_failing_under_them() {
-    let table = Table {
-        start_sector: 0,
-        length_sectors: THREADS * BLOCKS_PER_THREAD * BLOCK as u64 / 512,
-        features: Features {
-            queue_if_no_path: true,
-            ..Features::default()
-        },
-        hardware_handler: Vec::new(),
-        initial_group: 1,
-        groups: vec![GroupSpec {
-            selector: "round-robin".into(),
-            selector_args: Vec::new(),
-            paths: PORTS
-                .iter()
-                .map(|port| PathSpec {
-                    name: format!("memory:disk#{port}"),
-                    args: Vec::new(),
-                    word: 0,
-                })
-                .collect(),
-            word: 0,
-        }],
-    };
+    let sectors = THREADS * BLOCKS_PER_THREAD * BLOCK as u64 / 512;
+    let paths: Vec<String> = PORTS
+        .iter()
+        .map(|port| format!("memory:disk#{port}"))
+        .collect();
+    let table = Table::parse(&format!(
+        "0 {sectors} multipath 1 queue_if_no_path 0 1 1 round-robin 0 {} 0 {}",
+        PORTS.len(),
+        paths.join(" ")
+    ))
+    .unwrap();
     let transports = Arc::new(Transports::new());
     let options = MapOptions {
         io_timeout_ns: Some(20_000_000),
