@@ -135,9 +135,12 @@ fn drain(queue: &mut Queue<Immediate>, rounds: usize) -> Vec<Completion> {
     completions
 }
 
-/// Asserts that `completions` holds exactly one successful completion for
-/// each of `0..count`.
-fn assert_each_ok_once(completions: &[Completion], count: u64) {
+/// Asserts that `queue` is drained clean: `completions` holds exactly one
+/// successful completion for each of `0..count`, nothing is left in
+/// flight, and no completion was stray.
+fn assert_drained(queue: &Queue<Immediate>, completions: &[Completion], count: u64) {
+    assert_eq!(queue.in_flight(), 0);
+    assert_eq!(queue.stats().stray_completions, 0);
     let mut tags: Vec<u64> = completions
         .iter()
         .map(|completion| {
@@ -166,7 +169,8 @@ fn fresh_routing(map: &Arc<Map>) -> [u64; 2] {
             .submit(read(user_data), 0)
             .expect("depth 2 holds two I/Os");
     }
-    assert_each_ok_once(&drain(&mut queue, 2), 2);
+    let completions = drain(&mut queue, 2);
+    assert_drained(&queue, &completions, 2);
     [
         queue.path_stats()[0].dispatched,
         queue.path_stats()[1].dispatched,
@@ -217,10 +221,9 @@ fn snapshot_swap_during_select_fail_path() {
                          {seen}, which failed it"
                     );
                 }
-                assert_each_ok_once(&drain(&mut queue, 3), 2);
-                assert_eq!(queue.in_flight(), 0);
+                let completions = drain(&mut queue, 3);
+                assert_drained(&queue, &completions, 2);
                 assert_eq!(queue.stats().retries, 0, "no attempt failed");
-                assert_eq!(queue.stats().stray_completions, 0);
             }
         };
         let io_threads = [
@@ -263,10 +266,8 @@ fn snapshot_swap_during_select_fail_and_reinstate() {
                 let mut completions = drain(&mut queue, 1);
                 queue.submit(read(1), 0).expect("depth 2 holds two I/Os");
                 completions.extend(drain(&mut queue, 3));
-                assert_each_ok_once(&completions, 2);
-                assert_eq!(queue.in_flight(), 0);
+                assert_drained(&queue, &completions, 2);
                 assert_eq!(queue.stats().retries, 0, "no attempt failed");
-                assert_eq!(queue.stats().stray_completions, 0);
             }
         });
         map.message(&Message::FailPath("a".into())).unwrap();
@@ -483,7 +484,8 @@ fn two_queues_fail_over_the_same_path() {
                 ];
                 let mut queue = Queue::new(map, paths, 1, 0);
                 queue.submit(read(0), 0).expect("depth 1 holds one I/O");
-                assert_each_ok_once(&drain(&mut queue, 4), 1);
+                let completions = drain(&mut queue, 4);
+                assert_drained(&queue, &completions, 1);
                 let stats = queue.path_stats();
                 assert_eq!(
                     stats[0].path_errors, stats[0].dispatched,
@@ -495,7 +497,6 @@ fn two_queues_fail_over_the_same_path() {
                     "every path error is retried"
                 );
                 assert_eq!(stats[1].dispatched, 1, "the I/O ends on b, once");
-                assert_eq!(queue.stats().stray_completions, 0);
             }
         };
         let io_threads = [
@@ -542,7 +543,8 @@ fn retry_after_path_error_never_returns_to_the_failed_path() {
                 ];
                 let mut queue = Queue::new(Arc::clone(&map), paths, 1, 0);
                 queue.submit(read(0), 0).expect("depth 1 holds one I/O");
-                assert_each_ok_once(&drain(&mut queue, 4), 1);
+                let completions = drain(&mut queue, 4);
+                assert_drained(&queue, &completions, 1);
                 assert!(
                     queue.path_stats()[0].dispatched <= 1,
                     "the I/O went back to path a after its error there had failed a"
