@@ -3,9 +3,9 @@
 //! any of them so one map can mix transports with one `match` per I/O and
 //! no `dyn` call.
 //!
-//! [`Transports`] turns the path words of a table into endpoints, keeps the
-//! shared objects behind them (memory disks and their ports), and opens
-//! per-thread queues to them.
+//! [`Transports`] turns the path words of a table into [`PathHandle`]s,
+//! keeping the shared objects behind them (memory disks and their ports) by
+//! name; a [`Device`] opens per-thread queues from its handles.
 
 pub mod clock;
 pub mod host;
@@ -84,13 +84,13 @@ pub struct Transports {
     ports: Mutex<HashMap<(String, String), Arc<PortControl>>>,
 }
 
-/// A map together with the endpoints of its paths.
+/// A map together with what each of its paths leads to.
 #[derive(Debug)]
 pub struct Device {
     /// The map.
     pub map: Arc<Map>,
-    /// The endpoint of each path, in [`Map::paths`] order.
-    pub endpoints: Vec<Endpoint>,
+    /// What each path leads to, in [`Map::paths`] order.
+    pub paths: Vec<PathHandle>,
 }
 
 impl Transports {
@@ -99,38 +99,58 @@ impl Transports {
         Self::default()
     }
 
-    /// Builds a map from `table`, resolving every path word; memory disks
-    /// named for the first time are created with the map's size.
+    /// Builds a map from `table`, resolving every path word to what it
+    /// leads to; memory disks named for the first time are created with
+    /// the map's size.
     ///
     /// # Errors
     /// A [`SetupError`] naming the table word, path word or size at fault.
     pub fn build(&self, table: &Table, options: MapOptions) -> Result<Device, SetupError> {
-        let map_bytes = table.length_sectors * mpio_core::io::SECTOR_SIZE;
-        let endpoints = table
+        let words: Vec<&str> = table
             .groups
             .iter()
             .flat_map(|group| &group.paths)
-            .map(|path| Endpoint::parse(&path.name))
-            .collect::<Result<Vec<_>, _>>()?;
-        for (endpoint, path) in endpoints
+            .map(|path| path.name.as_str())
+            .collect();
+        let endpoints = words
             .iter()
-            .zip(table.groups.iter().flat_map(|group| &group.paths))
-        {
-            let path_bytes = match endpoint {
-                Endpoint::Null { size_bytes, .. } => *size_bytes,
-                Endpoint::Memory { disk, .. } => self.disk(disk, map_bytes).size_bytes(),
+            .map(|word| Endpoint::parse(word))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The map validates the table (its size in bytes included) before
+        // anything is sized from it.
+        let infos = vec![PathInfo::default(); endpoints.len()];
+        let map = Arc::new(Map::new(table, &infos, options)?);
+        let map_bytes = map.size_bytes();
+        let mut paths = Vec::with_capacity(endpoints.len());
+        for (endpoint, word) in endpoints.into_iter().zip(words) {
+            let (path, path_bytes) = match endpoint {
+                Endpoint::Null {
+                    size_bytes,
+                    latency_ns,
+                } => (PathHandle::Null { latency_ns }, size_bytes),
+                Endpoint::Memory { disk, port } => {
+                    let disk_handle = self.disk(&disk, map_bytes);
+                    let disk_bytes = disk_handle.size_bytes();
+                    let port = self.port(&disk, &port);
+                    (
+                        PathHandle::Memory {
+                            disk: disk_handle,
+                            port,
+                        },
+                        disk_bytes,
+                    )
+                }
             };
             if path_bytes < map_bytes {
                 return Err(SetupError::TooSmall {
-                    word: path.name.clone(),
+                    word: word.to_string(),
                     path_bytes,
                     map_bytes,
                 });
             }
+            paths.push(path);
         }
-        let infos = vec![PathInfo::default(); endpoints.len()];
-        let map = Arc::new(Map::new(table, &infos, options)?);
-        Ok(Device { map, endpoints })
+        Ok(Device { map, paths })
     }
 
     /// The memory disk `name`, created with `size_bytes` if new.
@@ -158,25 +178,42 @@ impl Transports {
                 .or_default(),
         )
     }
+}
 
-    /// Opens one thread's queue to `endpoint`, with room for `depth` I/Os.
-    pub fn open(&self, endpoint: &Endpoint, depth: usize) -> AnyQueue {
-        match endpoint {
-            Endpoint::Null { latency_ns, .. } => AnyQueue::Null(NullQueue::new(*latency_ns, depth)),
-            Endpoint::Memory { disk, port } => {
-                let disk_handle = self.disk(disk, 0);
-                AnyQueue::Memory(MemoryQueue::new(disk_handle, self.port(disk, port), depth))
+/// What one path leads to, resolved: all a thread needs to open its own
+/// queue to it, with no registry lookup.
+#[derive(Clone, Debug)]
+pub enum PathHandle {
+    /// A `null` path.
+    Null {
+        /// Completion latency in ns.
+        latency_ns: u64,
+    },
+    /// A port of a memory disk.
+    Memory {
+        /// The disk.
+        disk: Arc<MemoryDisk>,
+        /// The port's switches.
+        port: Arc<PortControl>,
+    },
+}
+
+impl PathHandle {
+    /// Opens one thread's queue to the path, with room for `depth` I/Os.
+    pub fn open(&self, depth: usize) -> AnyQueue {
+        match self {
+            PathHandle::Null { latency_ns } => AnyQueue::Null(NullQueue::new(*latency_ns, depth)),
+            PathHandle::Memory { disk, port } => {
+                AnyQueue::Memory(MemoryQueue::new(Arc::clone(disk), Arc::clone(port), depth))
             }
         }
     }
+}
 
-    /// Opens a queue of `depth` I/Os over `device` for a thread on `cpu`.
-    pub fn queue(&self, device: &Device, depth: usize, cpu: u32) -> Queue<AnyQueue> {
-        let path_queues = device
-            .endpoints
-            .iter()
-            .map(|endpoint| self.open(endpoint, depth))
-            .collect();
-        Queue::new(Arc::clone(&device.map), path_queues, depth, cpu)
+impl Device {
+    /// Opens a queue of `depth` I/Os over the device for a thread on `cpu`.
+    pub fn queue(&self, depth: usize, cpu: u32) -> Queue<AnyQueue> {
+        let path_queues = self.paths.iter().map(|path| path.open(depth)).collect();
+        Queue::new(Arc::clone(&self.map), path_queues, depth, cpu)
     }
 }

@@ -46,7 +46,7 @@ impl Rig {
         let device = transports
             .build(&table("disk0", groups, queue_if_no_path), options)
             .unwrap();
-        let queue = transports.queue(&device, 128, 0);
+        let queue = device.queue(128, 0);
         Rig {
             transports,
             device,
@@ -402,7 +402,7 @@ fn a_full_queue_hands_the_io_back() {
     let device = transports
         .build(&table("disk1", &[&["a"]], false), MapOptions::default())
         .unwrap();
-    let mut queue = transports.queue(&device, 2, 0);
+    let mut queue = device.queue(2, 0);
     let io = |user_data| Io {
         user_data,
         op: Op::Flush,

@@ -126,7 +126,7 @@ fn steady_state_io_allocates_nothing() {
         }
         let table = Table::parse(&text).unwrap();
         let device = transports.build(&table, MapOptions::default()).unwrap();
-        let mut queue = transports.queue(&device, DEPTH, 0);
+        let mut queue = device.queue(DEPTH, 0);
         measure(selector, &mut queue, || {});
     }
 
@@ -137,7 +137,7 @@ fn steady_state_io_allocates_nothing() {
         Table::parse("0 16384 multipath 0 0 1 1 round-robin 0 2 0 memory:disk#a memory:disk#b")
             .unwrap();
     let device = transports.build(&table, MapOptions::default()).unwrap();
-    let mut queue = transports.queue(&device, DEPTH, 0);
+    let mut queue = device.queue(DEPTH, 0);
     let port = transports.port("disk", "a");
     measure("memory with failover", &mut queue, || {
         port.fail(mpio_core::io::PathOutcome::Path(

@@ -79,11 +79,10 @@ fn threads_survive_ports_failing_under_them() {
 
     let workers: Vec<_> = (0..THREADS)
         .map(|thread| {
-            let transports = Arc::clone(&transports);
             let device = Arc::clone(&device);
             let rounds_done = Arc::clone(&rounds_done);
             std::thread::spawn(move || {
-                let mut queue = transports.queue(&device, 32, thread as u32);
+                let mut queue = device.queue(32, thread as u32);
                 let first = thread * BLOCKS_PER_THREAD;
                 let deadline = Instant::now() + Duration::from_secs(30);
                 let mut round = 0u64;

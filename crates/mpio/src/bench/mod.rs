@@ -15,7 +15,7 @@ use job::{run_job, JobResult, JobSpec, Limit, LockedTarget, RawTarget};
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
 use mpio_transport::uri::{parse_size, size_word};
-use mpio_transport::{Device, Endpoint, Transports};
+use mpio_transport::{Device, PathHandle, Transports};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -109,6 +109,12 @@ pub enum Subject {
     Map { table: Table, locking: Locking },
 }
 
+/// A subject made ready to run: the raw path's handle, or the built map.
+enum Prepared {
+    Raw(PathHandle),
+    Map { device: Device, locking: Locking },
+}
+
 /// The result of one run, summed over its jobs.
 #[derive(Clone, Debug)]
 pub struct RunResult {
@@ -169,23 +175,29 @@ pub fn run(
     label: &str,
 ) -> Result<RunResult, String> {
     let transports = Transports::new();
-    let device: Option<Device> = match subject {
-        Subject::Raw { .. } => None,
-        Subject::Map { table, .. } => Some(
-            transports
-                .build(
-                    table,
-                    MapOptions {
-                        numa: mpio_transport::host::host_topology(),
-                        ..MapOptions::default()
-                    },
-                )
-                .map_err(|error| error.to_string())?,
-        ),
+    let prepared = match subject {
+        Subject::Raw { latency_ns } => Prepared::Raw(PathHandle::Null {
+            latency_ns: *latency_ns,
+        }),
+        Subject::Map { table, locking } => {
+            let options = MapOptions {
+                numa: mpio_transport::host::host_topology(),
+                ..MapOptions::default()
+            };
+            let device = transports
+                .build(table, options)
+                .map_err(|error| error.to_string())?;
+            Prepared::Map {
+                device,
+                locking: *locking,
+            }
+        }
     };
-    let size_bytes = device
-        .as_ref()
-        .map_or(args.size, |device| device.map.size_bytes());
+    let device = match &prepared {
+        Prepared::Raw(_) => None,
+        Prepared::Map { device, .. } => Some(device),
+    };
+    let size_bytes = device.map_or(args.size, |device| device.map.size_bytes());
     if size_bytes < u64::from(args.bs) {
         return Err(format!(
             "the device ({size_bytes} bytes) is smaller than one block"
@@ -216,12 +228,8 @@ pub fn run(
                 };
                 let core =
                     (!core_ids.is_empty()).then(|| core_ids[job_index as usize % core_ids.len()]);
-                let (transports, device, progress, global_lock) = (
-                    &transports,
-                    device.as_ref(),
-                    &progress[job_index as usize],
-                    &global_lock,
-                );
+                let (prepared, progress, global_lock) =
+                    (&prepared, &progress[job_index as usize], &global_lock);
                 scope.spawn(move || {
                     let cpu = match core {
                         Some(core) => {
@@ -230,36 +238,25 @@ pub fn run(
                         }
                         None => job_index,
                     };
-                    match (subject, device) {
-                        (
-                            Subject::Map {
-                                locking: Locking::Global,
-                                ..
-                            },
-                            Some(device),
-                        ) => {
+                    match prepared {
+                        Prepared::Map {
+                            device,
+                            locking: Locking::Global,
+                        } => {
                             let mut target = LockedTarget {
-                                queue: transports.queue(device, spec.iodepth, cpu),
+                                queue: device.queue(spec.iodepth, cpu),
                                 lock: Arc::clone(global_lock),
                             };
                             run_job(&mut target, &spec, progress)
                         }
-                        (Subject::Map { .. }, Some(device)) => {
-                            let mut target = transports.queue(device, spec.iodepth, cpu);
+                        Prepared::Map { device, .. } => {
+                            let mut target = device.queue(spec.iodepth, cpu);
                             run_job(&mut target, &spec, progress)
                         }
-                        (Subject::Raw { latency_ns }, _) => {
-                            let endpoint = Endpoint::Null {
-                                size_bytes,
-                                latency_ns: *latency_ns,
-                            };
-                            let mut target = RawTarget::new(
-                                transports.open(&endpoint, spec.iodepth),
-                                spec.iodepth,
-                            );
+                        Prepared::Raw(path) => {
+                            let mut target = RawTarget::new(path.open(spec.iodepth), spec.iodepth);
                             run_job(&mut target, &spec, progress)
                         }
-                        (Subject::Map { .. }, None) => unreachable!("a map subject has a device"),
                     }
                 })
             })
@@ -274,7 +271,7 @@ pub fn run(
         finished.store(true, Ordering::Relaxed);
         results
     });
-    Ok(combine(label, jobs, args.bs, device.as_ref(), results))
+    Ok(combine(label, jobs, args.bs, device, results))
 }
 
 fn combine(
