@@ -18,7 +18,6 @@ use mpio_transport::uri::{parse_size, size_word};
 use mpio_transport::{Device, PathHandle, Transports};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// `mpio bench` arguments.
 #[derive(Clone, Debug, clap::Args)]
@@ -370,6 +369,3 @@ pub fn main(args: &BenchArgs) -> Result<(), String> {
     }
     Ok(())
 }
-
-/// How long the progress line waits between updates.
-const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);

@@ -1,10 +1,14 @@
 //! How bench results are shown: a progress line while running, then a
 //! fio-like summary, or JSON.
 
-use super::{BenchArgs, RunResult, PROGRESS_INTERVAL};
+use super::{BenchArgs, RunResult};
 use serde_json::json;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How long the progress line waits between updates.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Rewrites one progress line on stderr until `finished`.
 pub fn show_progress(label: &str, progress: &[AtomicU64], finished: &AtomicBool) {
