@@ -7,6 +7,7 @@
 //! drives the very code that runs in production.
 
 pub mod io;
+pub mod load;
 pub mod map;
 pub mod message;
 pub mod numa;

@@ -12,6 +12,7 @@
 //! failed ([`PathShared::is_failed`]) skip it.
 
 use crate::io::{PathError, SECTOR_SIZE};
+use crate::load::PathLoad;
 use crate::message::Message;
 use crate::numa::NumaTopology;
 use crate::path::{AccessState, PathShared};
@@ -125,6 +126,11 @@ struct Control {
     queue_if_no_path: bool,
     generation: u64,
     path_failures: u64,
+    /// The load records of the queues built on this map, one entry per
+    /// path each; dropped queues leave dead entries, pruned when summed.
+    /// std's `Weak`: loom has none, and the models do not check reference
+    /// counts.
+    queue_loads: Vec<std::sync::Weak<[PathLoad]>>,
 }
 
 /// One multipath device.
@@ -206,6 +212,7 @@ impl Map {
             queue_if_no_path: table.features.queue_if_no_path,
             generation: 0,
             path_failures: 0,
+            queue_loads: Vec::new(),
         };
         let map = Map {
             options,
@@ -245,9 +252,37 @@ impl Map {
         &self.groups
     }
 
-    /// Every path's shared counters, group by group.
+    /// Every path's shared health, group by group.
     pub fn paths(&self) -> &[PathShared] {
         &self.paths
+    }
+
+    /// A new queue's load records, one per path, which
+    /// [`Map::path_load`] counts for as long as the queue holds them.
+    /// Takes the control lock: for building queues, not per I/O.
+    pub fn register_queue_loads(&self) -> std::sync::Arc<[PathLoad]> {
+        let loads: std::sync::Arc<[PathLoad]> =
+            (0..self.paths.len()).map(|_| PathLoad::default()).collect();
+        let mut control = lock(&self.control);
+        control.queue_loads.retain(|weak| weak.strong_count() > 0);
+        control.queue_loads.push(std::sync::Arc::downgrade(&loads));
+        loads
+    }
+
+    /// Path `index`'s load summed over every live queue: I/Os and bytes in
+    /// flight, and the service-time estimate of the queue that completed on
+    /// it last. Takes the control lock: for status, not per I/O.
+    ///
+    /// # Panics
+    /// If `index` is not a path of the map.
+    pub fn path_load(&self, index: usize) -> PathLoad {
+        assert!(index < self.paths.len(), "path {index} out of range");
+        let total = PathLoad::default();
+        let control = lock(&self.control);
+        for loads in control.queue_loads.iter().filter_map(|weak| weak.upgrade()) {
+            total.accumulate(&loads[index]);
+        }
+        total
     }
 
     /// The path word of path `index` as the table names it.

@@ -1,15 +1,14 @@
-//! Paths: their access state (ALUA/ANA), their health, and the per-path
-//! counters that I/O threads share.
+//! Paths: their access state (ALUA/ANA) and their health as I/O threads
+//! see it.
 //!
 //! # Concurrency
-//! [`PathShared`] is the only mutable state that I/O threads share on the
-//! fast path. Each path's record sits on its own cache lines so that two
-//! threads busy on two different paths never write the same line.
-//! Health changes (`failed`, `fail_count`) are written only by the map's
-//! control code under its control lock; I/O threads read them lock-free to
-//! skip work on paths already failed.
+//! [`PathShared`] is written only by the map's control code under its
+//! control lock, when a path fails or returns; I/O threads read it
+//! lock-free to skip work on paths already failed. Load counters are not
+//! here: each queue keeps its own ([`crate::load`]), so the fast path
+//! writes nothing another thread reads on every I/O.
 
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, Ordering};
 use serde::Serialize;
 
 /// ALUA / ANA access state of a path.
@@ -59,62 +58,15 @@ impl AccessState {
     }
 }
 
-/// Counters and health of one path, shared by every I/O thread.
-///
-/// # Invariants
-/// With no I/O in flight on the path, `in_flight == 0` and
-/// `in_flight_bytes == 0`: every `start_io` is matched by one `end_io`.
+/// Health of one path, shared by every I/O thread.
 #[derive(Debug, Default)]
 #[repr(align(128))] // two cache lines: adjacent-line prefetch must not couple paths
 pub struct PathShared {
-    /// I/Os submitted to the path and not yet completed.
-    pub in_flight: AtomicU32,
-    /// Bytes of the I/Os in `in_flight`.
-    pub in_flight_bytes: AtomicU64,
-    /// Exponentially weighted service time in ns, scaled by
-    /// historical-service-time; 0 until the first completion.
-    pub service_time_ns_ewma: AtomicU64,
-    /// Time (ns, the caller's clock) of the path's last completion, for
-    /// historical-service-time's stale-path probing.
-    pub last_completion_ns: AtomicU64,
     failed: AtomicBool,
     fail_count: AtomicU32,
 }
 
 impl PathShared {
-    /// Counts an I/O of `bytes` as started on this path.
-    #[inline]
-    pub fn start_io(&self, bytes: u64) {
-        // Relaxed: these counters only steer load; a stale value costs
-        // balance, never correctness, and no other data is published
-        // through them.
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.in_flight_bytes.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    /// Counts an I/O of `bytes` started with [`PathShared::start_io`] as done.
-    #[inline]
-    pub fn end_io(&self, bytes: u64) {
-        // Relaxed: as in `start_io`.
-        let previous = self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        debug_assert!(previous > 0, "end_io without start_io");
-        self.in_flight_bytes.fetch_sub(bytes, Ordering::Relaxed);
-    }
-
-    /// I/Os in flight on the path now.
-    #[inline]
-    pub fn in_flight(&self) -> u32 {
-        // Relaxed: advisory, see `start_io`.
-        self.in_flight.load(Ordering::Relaxed)
-    }
-
-    /// Bytes in flight on the path now.
-    #[inline]
-    pub fn in_flight_bytes(&self) -> u64 {
-        // Relaxed: advisory, see `start_io`.
-        self.in_flight_bytes.load(Ordering::Relaxed)
-    }
-
     /// True once the path has been failed and not yet reinstated.
     #[inline]
     pub fn is_failed(&self) -> bool {

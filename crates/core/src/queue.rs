@@ -12,9 +12,10 @@
 //!
 //! # Concurrency
 //! A queue is used by one thread. Submit and completion touch no lock that
-//! another thread takes: routing reads the snapshot this queue holds and
-//! one atomic (the map's generation); selectors touch per-path atomics and
-//! this queue's own selector state. The map's control lock is taken only
+//! another thread takes, and write nothing another thread reads per I/O:
+//! routing reads the snapshot this queue holds and one atomic (the map's
+//! generation); selectors read this queue's own [`PathLoad`] records and
+//! selector state. The map's control lock is taken only
 //! to fail a path, once per path failure, or to fetch a new snapshot after
 //! a change.
 //!
@@ -26,6 +27,7 @@
 //! [`MapOptions::no_path_timeout_ns`]: crate::map::MapOptions::no_path_timeout_ns
 
 use crate::io::{Buffer, Completion, Io, IoError, Op, PathOutcome};
+use crate::load::PathLoad;
 use crate::map::Map;
 use crate::selector::{Pick, SelectorThreadState};
 use crate::snapshot::Snapshot;
@@ -160,6 +162,8 @@ pub struct Queue<P: PathQueue> {
     snapshot: Arc<Snapshot>,
     path_queues: Box<[P]>,
     selector_states: Box<[SelectorThreadState]>,
+    /// This queue's load on each path, registered with the map for status.
+    loads: std::sync::Arc<[PathLoad]>,
     slots: Box<[Slot]>,
     free: Vec<u32>,
     waiting: VecDeque<u32>,
@@ -211,11 +215,13 @@ impl<P: PathQueue> Queue<P> {
             .collect();
         let path_count = map.paths().len();
         let node = map.options().numa.node_of_cpu(cpu);
+        let loads = map.register_queue_loads();
         Queue {
             snapshot: map.snapshot(),
             map,
             path_queues: path_queues.into_boxed_slice(),
             selector_states,
+            loads,
             slots,
             free: (0..depth as u32).rev().collect(),
             waiting: VecDeque::with_capacity(depth),
@@ -250,6 +256,11 @@ impl<P: PathQueue> Queue<P> {
     /// I/Os waiting for a usable path.
     pub fn waiting_for_path(&self) -> usize {
         self.waiting.len()
+    }
+
+    /// This queue's load on each path, in [`Map::paths`] order.
+    pub fn path_loads(&self) -> &[PathLoad] {
+        &self.loads
     }
 
     /// What this queue counted per path, in [`Map::paths`] order.
@@ -385,12 +396,11 @@ impl<P: PathQueue> Queue<P> {
             return;
         };
         let group = &self.map.groups()[route.group];
-        let group_paths = &self.map.paths()[group.path_range()];
         let bytes = slot.io_bytes();
         let pick = Pick {
             candidates: &route.candidates,
             usable: &route.usable,
-            paths: group_paths,
+            loads: &self.loads[group.path_range()],
             bytes,
             cpu: self.cpu,
             node: self.node,
@@ -407,7 +417,7 @@ impl<P: PathQueue> Queue<P> {
             "selector picked a path that is not a candidate"
         );
         let path = group.first_path + position;
-        group.selector.start_io(&group_paths[position], bytes);
+        self.loads[path].start_io(bytes);
         slot.state = SlotState::OnPath {
             path: path as u32,
             timed_out: false,
@@ -467,16 +477,14 @@ impl<P: PathQueue> Queue<P> {
         Some(self.release(index, completion.buf, result))
     }
 
-    /// Balances the selector's `start_io` for the attempt of slot `index`.
+    /// Uncounts the attempt of slot `index` from `path`'s load and tells
+    /// the selector that dispatched it.
     fn end_attempt(&mut self, index: u32, path: usize, now_ns: u64) {
         let slot = &self.slots[index as usize];
+        let load = &self.loads[path];
+        load.end_io(slot.io_bytes());
         let group = &self.map.groups()[slot.group as usize];
-        group.selector.end_io(
-            &self.map.paths()[path],
-            slot.io_bytes(),
-            slot.start_ns,
-            now_ns,
-        );
+        group.selector.completed(load, slot.start_ns, now_ns);
     }
 
     /// Dispatches slot `index` again after a path error, within the map's

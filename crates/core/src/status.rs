@@ -102,7 +102,7 @@ pub struct PathStatus {
     pub access: AccessState,
     /// Times the path was failed.
     pub fail_count: u32,
-    /// I/Os in flight (counted by selectors that track load; 0 otherwise).
+    /// I/Os in flight, over every queue.
     pub in_flight: u32,
     /// The path error that failed it, while it is failed by one.
     pub last_error: Option<PathError>,
@@ -133,6 +133,7 @@ impl Map {
                     .enumerate()
                     .map(|(position, index)| {
                         let path = &self.paths()[index];
+                        let load = self.path_load(index);
                         PathStatus {
                             name: self.path_name(index).to_string(),
                             state: if control.failed[index] {
@@ -142,9 +143,9 @@ impl Map {
                             },
                             access: control.access[index],
                             fail_count: path.fail_count(),
-                            in_flight: path.in_flight(),
+                            in_flight: load.in_flight(),
                             last_error: control.last_error[index],
-                            selector_info: group.selector.status_path_info(position, path),
+                            selector_info: group.selector.status_path_info(position, &load),
                         }
                     })
                     .collect(),

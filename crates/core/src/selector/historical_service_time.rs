@@ -33,17 +33,18 @@
 //! accepted and printed but not honoured (dm prints `0` for every path).
 //!
 //! # Concurrency
-//! Shared, in [`PathShared`]: `in_flight` / `in_flight_bytes`,
-//! `service_time_ns_ewma` (`hst` in ns, fixed point with 10 fraction bits,
-//! as dm; 0 reads as dm's initial 1 ns) and `last_completion_ns` (the last
-//! completion time; a probe pick does not write it, so `select` writes
-//! nothing shared), all relaxed. Per thread: the [`TieCursor`].
+//! All of a path's learnt state is the calling queue's [`PathLoad`]:
+//! `in_flight`, `service_time_ewma` (`hst` in ns, fixed point with 10
+//! fraction bits, as dm; 0 reads as dm's initial 1 ns) and
+//! `last_completion_ns`. Each queue learns from its own completions (so
+//! each keeps its own estimate of every path, and probes stale paths on
+//! its own); nothing is shared between threads. A probe pick writes
+//! nothing. Per thread: the [`TieCursor`].
 
 use super::queue_length::parse_unhonoured_repeat_count;
 use super::scan::{best_from_cursor, TieCursor};
 use super::{parse_u32_arg, ArgError, PathSelector, Pick, Setup};
-use crate::path::PathShared;
-use crate::sync::Ordering::Relaxed;
+use crate::load::PathLoad;
 use std::cmp::Ordering;
 
 /// Fraction bits of `hst` and of the weights.
@@ -92,6 +93,15 @@ pub struct HistoricalServiceTime {
     repeat_count: Vec<u32>,
 }
 
+/// The `hst` learnt in `load`: dm's initial 1 ns before the first sample.
+#[inline(always)]
+fn learnt_hst(load: &PathLoad) -> u64 {
+    match load.service_time_ewma() {
+        0 => FIXED_1,
+        hst => hst.min(FIXED_MAX),
+    }
+}
+
 /// One path as [`compare`] sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Estimate {
@@ -103,19 +113,15 @@ struct Estimate {
 }
 
 impl Estimate {
-    /// Reads `path` now; the group has `path_count` usable paths.
+    /// Reads `load` now; the group has `path_count` usable paths.
     #[inline(always)]
-    fn of(path: &PathShared, path_count: usize) -> Self {
-        // Relaxed: estimates only steer load; a stale read costs balance.
-        let hst = match path.service_time_ns_ewma.load(Relaxed) {
-            0 => FIXED_1,
-            hst => hst.min(FIXED_MAX),
-        };
-        let last_finish_ns = path.last_completion_ns.load(Relaxed);
+    fn of(load: &PathLoad, path_count: usize) -> Self {
+        let hst = learnt_hst(load);
+        let last_finish_ns = load.last_completion_ns();
         let window_ns = (path_count as u64).saturating_mul(hst >> FIXED_SHIFT);
         Estimate {
             hst,
-            in_flight: path.in_flight(),
+            in_flight: load.in_flight(),
             stale_after_ns: last_finish_ns.saturating_add(window_ns),
         }
     }
@@ -171,7 +177,6 @@ impl PathSelector for HistoricalServiceTime {
     const NAME: &'static str = "historical-service-time";
     const TABLE_PATH_ARGS: usize = 1;
     const STATUS_INFO_ARGS: usize = 3;
-    const COUNTS_IN_FLIGHT: bool = true;
     type ThreadState = TieCursor;
 
     fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
@@ -215,7 +220,7 @@ impl PathSelector for HistoricalServiceTime {
         best_from_cursor(
             thread,
             pick.candidates,
-            |position| Estimate::of(&pick.paths[usize::from(position)], count),
+            |position| Estimate::of(&pick.loads[usize::from(position)], count),
             |candidate, best| {
                 compare(*candidate, *best, pick.now_ns, self.threshold_multiplier) == Ordering::Less
             },
@@ -223,32 +228,20 @@ impl PathSelector for HistoricalServiceTime {
     }
 
     #[inline]
-    fn completed(&self, path: &PathShared, start_ns: u64, now_ns: u64) {
-        // This selector is the only writer of `last_completion_ns`.
-        // Relaxed load and store, not a fetch_max (a CAS loop on x86): two
-        // racing completions may leave the earlier of their two times,
-        // which shifts the next sample and the staleness window by the gap
-        // between them: noise next to a service time.
-        let previous_ns = path.last_completion_ns.load(Relaxed);
-        let busy_from_ns = if previous_ns <= now_ns {
-            path.last_completion_ns.store(now_ns, Relaxed);
-            start_ns.max(previous_ns)
+    fn completed(&self, load: &PathLoad, start_ns: u64, now_ns: u64) {
+        let previous_ns = load.last_completion_ns();
+        // Overlapping I/Os are served one after the other. A caller clock
+        // that went back (previous completion later than now) counts from
+        // the I/O's own start and keeps the later completion time.
+        let (busy_from_ns, completion_ns) = if previous_ns <= now_ns {
+            (start_ns.max(previous_ns), now_ns)
         } else {
-            start_ns // a racing completion stamped a later time: ours is not after it
+            (start_ns, previous_ns)
         };
         let service_ns = now_ns.saturating_sub(busy_from_ns);
-        // Racy load-compute-store, Relaxed: two completions racing here may
-        // lose one sample, which an average over many samples does not miss;
-        // the value stored is always a valid average (never torn, never
-        // outside the samples' range), and a CAS loop would make completions
-        // on a busy path retry against each other for no better estimate.
-        let last = match path.service_time_ns_ewma.load(Relaxed) {
-            0 => FIXED_1,
-            hst => hst.min(FIXED_MAX),
-        };
         let sample = service_ns.saturating_mul(FIXED_1).min(FIXED_MAX);
-        let hst = fixed_ema(last, sample, self.weight(service_ns));
-        path.service_time_ns_ewma.store(hst, Relaxed);
+        let hst = fixed_ema(learnt_hst(load), sample, self.weight(service_ns));
+        load.learn(hst, completion_ns);
     }
 
     fn table_args(&self) -> Vec<String> {
@@ -266,8 +259,8 @@ impl PathSelector for HistoricalServiceTime {
     /// dm's `hst in_flight stale_after`: `hst` fixed point (ns * 1024), and
     /// `stale_after` in ns counting every path of the group (status does
     /// not know which are usable; dm counts its valid paths).
-    fn status_path_info(&self, _position: usize, path: &PathShared) -> Vec<String> {
-        let estimate = Estimate::of(path, self.repeat_count.len());
+    fn status_path_info(&self, _position: usize, load: &PathLoad) -> Vec<String> {
+        let estimate = Estimate::of(load, self.repeat_count.len());
         vec![
             estimate.hst.to_string(),
             estimate.in_flight.to_string(),
@@ -279,15 +272,12 @@ impl PathSelector for HistoricalServiceTime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selector::testing::{assert_balanced_io, build, no_args, usable_sets, Harness};
+    use crate::selector::testing::{assert_balanced_io, build, end_io, no_args, usable_sets, Harness};
     use proptest::prelude::*;
 
-    /// Sets a path's learnt state: `hst` in whole ns, in flight, last finish.
-    fn set(path: &PathShared, hst_ns: u64, in_flight: u32, last_finish_ns: u64) {
-        path.service_time_ns_ewma
-            .store(hst_ns << FIXED_SHIFT, Relaxed);
-        path.in_flight.store(in_flight, Relaxed);
-        path.last_completion_ns.store(last_finish_ns, Relaxed);
+    /// A path's learnt state: `hst` in whole ns, in flight, last finish.
+    fn learnt(hst_ns: u64, in_flight: u32, last_finish_ns: u64) -> PathLoad {
+        PathLoad::with(in_flight, 0, hst_ns << FIXED_SHIFT, last_finish_ns)
     }
 
     #[test]
@@ -327,31 +317,32 @@ mod tests {
     #[test]
     fn end_io_averages_serialised_service_times() {
         let selector: HistoricalServiceTime = build(&[], &[&[]]).unwrap();
-        let path = PathShared::default();
-        let hst = || path.service_time_ns_ewma.load(Relaxed);
-        selector.start_io(&path, 512);
-        selector.start_io(&path, 512);
+        let path = PathLoad::default();
+        let hst = || path.service_time_ewma();
+        path.start_io(512);
+        path.start_io(512);
         // From the initial 1 ns: (1024 * 972 + 1000 * 1024 * 52 + 512) >> 10.
-        selector.end_io(&path, 512, 1_000, 2_000);
-        assert_eq!((hst(), path.last_completion_ns.load(Relaxed)), (52_972, 2_000));
+        end_io(&selector, &path, 512, 1_000, 2_000);
+        assert_eq!((hst(), path.last_completion_ns()), (52_972, 2_000));
         // Started at 1500, but the path was busy until 2000: 500 ns.
-        selector.end_io(&path, 512, 1_500, 2_500);
+        end_io(&selector, &path, 512, 1_500, 2_500);
         assert_eq!(hst(), 76_282);
-        // A racing completion stamped later: count from our own start.
+        // The caller's clock went back behind the last completion: count
+        // from our own start, keep the later completion time.
+        path.learn(76_282, 10_000);
         path.start_io(1);
-        path.last_completion_ns.store(10_000, Relaxed);
-        selector.end_io(&path, 1, 2_500, 3_500);
+        end_io(&selector, &path, 1, 2_500, 3_500);
         assert_eq!(hst(), fixed_ema(76_282, 1_000 * FIXED_1, 972));
-        assert_eq!(path.last_completion_ns.load(Relaxed), 10_000);
+        assert_eq!(path.last_completion_ns(), 10_000);
         // A sample in the last bucket replaces the history.
         path.start_io(1);
         let long_ns = 63 << BUCKET_SHIFT;
-        selector.end_io(&path, 1, 10_000, 10_000 + long_ns);
+        end_io(&selector, &path, 1, 10_000, 10_000 + long_ns);
         assert_eq!(hst(), long_ns * FIXED_1);
         assert_eq!((path.in_flight(), path.in_flight_bytes()), (0, 0));
         // The clock going backwards is a 0 ns sample, not a wrap.
         path.start_io(1);
-        selector.end_io(&path, 1, u64::MAX, 5);
+        end_io(&selector, &path, 1, u64::MAX, 5);
         assert!(hst() < long_ns * FIXED_1);
     }
 
@@ -384,8 +375,8 @@ mod tests {
             let selector: HistoricalServiceTime = build(&["972", threshold], &[&[], &[]]).unwrap();
             let mut harness = Harness::new(2);
             harness.now_ns = now;
-            for (path, (hst_ns, in_flight, last)) in harness.paths.iter().zip(paths) {
-                set(path, hst_ns, in_flight, last);
+            for (load, (hst_ns, in_flight, last)) in harness.loads.iter_mut().zip(paths) {
+                *load = learnt(hst_ns, in_flight, last);
             }
             for _ in 0..2 {
                 assert_eq!(harness.pick(&selector), expected, "case {index}");
@@ -396,11 +387,15 @@ mod tests {
     #[test]
     fn status_reports_hst_in_flight_and_stale_after() {
         let selector: HistoricalServiceTime = build(&[], &[&[], &[], &[]]).unwrap();
-        let path = PathShared::default();
         // Unmeasured: dm's initial 1 ns, stale 3 paths * 1 ns after time 0.
-        assert_eq!(selector.status_path_info(0, &path), ["1024", "0", "3"]);
-        set(&path, 100, 2, 5_000);
-        assert_eq!(selector.status_path_info(0, &path), ["102400", "2", "5300"]);
+        assert_eq!(
+            selector.status_path_info(0, &PathLoad::default()),
+            ["1024", "0", "3"]
+        );
+        assert_eq!(
+            selector.status_path_info(0, &learnt(100, 2, 5_000)),
+            ["102400", "2", "5300"]
+        );
     }
 
     proptest! {
@@ -415,10 +410,8 @@ mod tests {
             let selector: HistoricalServiceTime = build(&["0", &threshold], &no_args(6)).unwrap();
             let mut harness = Harness::new(6);
             harness.now_ns = now_ns;
-            for (path, (hst, in_flight, last)) in harness.paths.iter().zip(state) {
-                path.service_time_ns_ewma.store(hst, Relaxed);
-                path.in_flight.store(in_flight, Relaxed);
-                path.last_completion_ns.store(last, Relaxed);
+            for (load, (hst, in_flight, last)) in harness.loads.iter_mut().zip(state) {
+                *load = PathLoad::with(in_flight, 0, hst, last);
             }
             for set in sets {
                 harness.set_usable(&set);

@@ -36,7 +36,7 @@
 //! unflushed misses.
 
 use super::{ArgError, PathSelector, Pick, Setup};
-use crate::path::PathShared;
+use crate::load::PathLoad;
 use crate::sync::{AtomicU64, Ordering::Relaxed};
 
 /// CPUs a mask may name: 0..MAX_CPUS.
@@ -244,7 +244,7 @@ impl PathSelector for IoAffinity {
         vec![format_cpumask(&self.masks[position])]
     }
 
-    fn status_path_info(&self, _position: usize, _path: &PathShared) -> Vec<String> {
+    fn status_path_info(&self, _position: usize, _load: &PathLoad) -> Vec<String> {
         // Relaxed: a statistic.
         vec![self.map_misses.load(Relaxed).to_string()]
     }
@@ -356,7 +356,7 @@ mod tests {
         harness.cpu = 0;
         harness.pick(&selector);
         let expected = (MISS_BATCH * 2).to_string();
-        assert_eq!(selector.status_path_info(0, &harness.paths[0]), [expected]);
+        assert_eq!(selector.status_path_info(0, &harness.loads[0]), [expected]);
     }
 
     proptest! {

@@ -6,25 +6,26 @@
 //! a failed, standby or unavailable path: [`Pick::candidates`] holds only
 //! usable paths of the best access class (optimized, else non-optimized),
 //! is sorted by position and is never empty. `select` must return one of
-//! them. A selector is pure policy over that view, the per-path atomics in
-//! [`PathShared`] and its own per-thread state.
+//! them. A selector is pure policy over that view, the calling queue's
+//! [`PathLoad`] of each path and its own per-thread state.
 //!
 //! # Concurrency
-//! A selector instance is shared by every I/O thread (`&self`); state one
-//! thread reads and writes (a cursor, a cache) lives in its
-//! [`PathSelector::ThreadState`], owned by that thread's queue; state all
-//! threads share lives in per-path atomics.
+//! A selector instance is shared by every I/O thread (`&self`) and holds
+//! only what its table said. State one thread reads and writes (a cursor,
+//! a cache) lives in its [`PathSelector::ThreadState`], owned by that
+//! thread's queue; load lives in that queue's [`PathLoad`] records, which
+//! the queue keeps for every selector (see [`crate::load`] for why it is
+//! per queue). Nothing a selector touches per I/O is written by another
+//! thread.
 //!
 //! # Adding a selector
 //! Write `selector/<name>.rs` with a type implementing [`PathSelector`],
 //! then add one line to the `selectors!` invocation at the bottom of this
-//! file. A selector that reads in-flight load sets
-//! [`PathSelector::COUNTS_IN_FLIGHT`]; one that learns from completions
-//! implements [`PathSelector::completed`]; load-aware scans share
-//! `scan.rs`.
+//! file. A selector that learns from completions implements
+//! [`PathSelector::completed`]; load-aware scans share `scan.rs`.
 
+use crate::load::PathLoad;
 use crate::numa::NumaTopology;
-use crate::path::PathShared;
 
 /// Why a selector refused its arguments.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -87,8 +88,8 @@ pub struct Pick<'a> {
     pub candidates: &'a [u16],
     /// `usable[position]` is true exactly for the positions in `candidates`.
     pub usable: &'a [bool],
-    /// Shared counters of every path of the group, by position.
-    pub paths: &'a [PathShared],
+    /// The calling queue's load on every path of the group, by position.
+    pub loads: &'a [PathLoad],
     /// Bytes the I/O moves (0 for flush).
     pub bytes: u64,
     /// The CPU the submitting thread runs on.
@@ -125,36 +126,11 @@ pub trait PathSelector: Sized + Send + Sync + std::fmt::Debug + 'static {
     /// Picks one of `pick.candidates` and returns its position.
     fn select(&self, thread: &mut Self::ThreadState, pick: &Pick<'_>) -> u16;
 
-    /// True for selectors that read [`PathShared::in_flight`] or
-    /// [`PathShared::in_flight_bytes`]: only they pay for keeping those
-    /// shared counters (two atomic read-modify-writes at each end of an
-    /// I/O); the others leave them at zero.
-    const COUNTS_IN_FLIGHT: bool = false;
-
-    /// An I/O of `bytes` was dispatched to `path`: counted in flight if
-    /// [`PathSelector::COUNTS_IN_FLIGHT`]. Not meant to be overridden.
+    /// What the selector learns from a completion on the path whose load
+    /// is `load`, dispatched at `start_ns` (the caller's clock); called
+    /// after the in-flight counts dropped it. Default: nothing.
     #[inline]
-    fn start_io(&self, path: &PathShared, bytes: u64) {
-        if Self::COUNTS_IN_FLIGHT {
-            path.start_io(bytes);
-        }
-    }
-
-    /// The I/O `start_io` saw has finished on `path`, dispatched at
-    /// `start_ns` (the caller's clock): uncounted, then
-    /// [`PathSelector::completed`]. Not meant to be overridden.
-    #[inline]
-    fn end_io(&self, path: &PathShared, bytes: u64, start_ns: u64, now_ns: u64) {
-        if Self::COUNTS_IN_FLIGHT {
-            path.end_io(bytes);
-        }
-        self.completed(path, start_ns, now_ns);
-    }
-
-    /// What the selector learns from a completion (a service time, say),
-    /// after the in-flight counters were updated. Default: nothing.
-    #[inline]
-    fn completed(&self, _path: &PathShared, _start_ns: u64, _now_ns: u64) {}
+    fn completed(&self, _load: &PathLoad, _start_ns: u64, _now_ns: u64) {}
 
     /// The canonical selector arguments (dm's table output).
     fn table_args(&self) -> Vec<String> {
@@ -167,7 +143,8 @@ pub trait PathSelector: Sized + Send + Sync + std::fmt::Debug + 'static {
 
     /// The selector's live information about the path at `position`
     /// (dm's status info); exactly `STATUS_INFO_ARGS` values.
-    fn status_path_info(&self, _position: usize, _path: &PathShared) -> Vec<String> {
+    /// `load` is the sum over every queue (see [`crate::map::Map::path_load`]).
+    fn status_path_info(&self, _position: usize, _load: &PathLoad) -> Vec<String> {
         Vec::new()
     }
 }
@@ -248,16 +225,10 @@ macro_rules! selectors {
                 }
             }
 
-            /// See [`PathSelector::start_io`].
+            /// See [`PathSelector::completed`].
             #[inline]
-            pub fn start_io(&self, path: &PathShared, bytes: u64) {
-                match self { $(Selector::$variant(selector) => selector.start_io(path, bytes),)+ }
-            }
-
-            /// See [`PathSelector::end_io`].
-            #[inline]
-            pub fn end_io(&self, path: &PathShared, bytes: u64, start_ns: u64, now_ns: u64) {
-                match self { $(Selector::$variant(selector) => selector.end_io(path, bytes, start_ns, now_ns),)+ }
+            pub fn completed(&self, load: &PathLoad, start_ns: u64, now_ns: u64) {
+                match self { $(Selector::$variant(selector) => selector.completed(load, start_ns, now_ns),)+ }
             }
 
             /// See [`PathSelector::table_args`].
@@ -271,8 +242,8 @@ macro_rules! selectors {
             }
 
             /// See [`PathSelector::status_path_info`].
-            pub fn status_path_info(&self, position: usize, path: &PathShared) -> Vec<String> {
-                match self { $(Selector::$variant(selector) => selector.status_path_info(position, path),)+ }
+            pub fn status_path_info(&self, position: usize, load: &PathLoad) -> Vec<String> {
+                match self { $(Selector::$variant(selector) => selector.status_path_info(position, load),)+ }
             }
         }
     };

@@ -11,19 +11,19 @@
 //! kernel always favours the first in its list).
 //!
 //! The kernel counts active requests per controller, across all the
-//! namespaces it serves; ours counts this map's I/Os per path.
+//! namespaces and CPUs it serves; ours counts the calling queue's I/Os per
+//! path (see [`crate::load`]).
 //!
 //! # Arguments
 //! None, neither for the selector nor per path.
 //!
 //! # Concurrency
-//! Shared: `in_flight` of each path, kept by the engine because the
-//! selector sets `COUNTS_IN_FLIGHT` (relaxed atomics).
-//! Per thread: the [`TieCursor`].
+//! Reads the calling queue's `in_flight` of each path (kept by the queue);
+//! per thread: the [`TieCursor`].
 
 use super::scan::{fewest_in_flight, TieCursor};
 use super::{ArgError, PathSelector, Pick, Setup};
-use crate::path::PathShared;
+use crate::load::PathLoad;
 
 /// The queue-depth selector.
 #[derive(Debug)]
@@ -33,7 +33,6 @@ impl PathSelector for QueueDepth {
     const NAME: &'static str = "queue-depth";
     const TABLE_PATH_ARGS: usize = 0;
     const STATUS_INFO_ARGS: usize = 1;
-    const COUNTS_IN_FLIGHT: bool = true;
     type ThreadState = TieCursor;
 
     fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
@@ -62,8 +61,8 @@ impl PathSelector for QueueDepth {
         Vec::new()
     }
 
-    fn status_path_info(&self, _position: usize, path: &PathShared) -> Vec<String> {
-        vec![path.in_flight().to_string()]
+    fn status_path_info(&self, _position: usize, load: &PathLoad) -> Vec<String> {
+        vec![load.in_flight().to_string()]
     }
 }
 
@@ -113,11 +112,11 @@ mod tests {
         let mut harness = Harness::new(3);
         for _ in 0..30 {
             let position = harness.pick(&selector);
-            selector.start_io(&harness.paths[usize::from(position)], 4096);
+            harness.loads[usize::from(position)].start_io(4096);
         }
-        let in_flight: Vec<u32> = harness.paths.iter().map(PathShared::in_flight).collect();
+        let in_flight: Vec<u32> = harness.loads.iter().map(PathLoad::in_flight).collect();
         assert_eq!(in_flight, [10, 10, 10]);
-        assert_eq!(selector.status_path_info(1, &harness.paths[1]), ["10"]);
+        assert_eq!(selector.status_path_info(1, &harness.loads[1]), ["10"]);
     }
 
     proptest! {

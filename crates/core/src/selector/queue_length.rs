@@ -2,7 +2,7 @@
 //! fewest I/Os in flight (dm-ps-queue-length).
 //!
 //! # Rule
-//! Scan the candidates for the smallest [`PathShared::in_flight`], stopping
+//! Scan the candidates for the smallest [`PathLoad::in_flight`], stopping
 //! at the first idle path. Ties go to the candidate met first, and each
 //! thread starts its scan just after the path it picked last, so equally
 //! loaded paths take turns (the shared scan in `selector/scan.rs`).
@@ -14,15 +14,14 @@
 //! shows `1` (or `0` if `0` was given, which dm also accepts).
 //!
 //! # Concurrency
-//! Shared: `in_flight` of each path, kept by the engine because the
-//! selector sets `COUNTS_IN_FLIGHT` (relaxed atomics).
-//! Per thread: the [`TieCursor`] where the next scan starts.
+//! Reads the calling queue's `in_flight` of each path (kept by the queue);
+//! per thread: the [`TieCursor`] where the next scan starts.
 
 use super::round_robin::parse_repeat_count;
 pub use super::scan::TieCursor;
 use super::scan::fewest_in_flight;
 use super::{ArgError, PathSelector, Pick, Setup};
-use crate::path::PathShared;
+use crate::load::PathLoad;
 
 /// Parses the optional leading `[repeat_count]` of the dm selectors that
 /// accept it without honouring it (queue-length, service-time,
@@ -55,7 +54,6 @@ impl PathSelector for QueueLength {
     const NAME: &'static str = "queue-length";
     const TABLE_PATH_ARGS: usize = 1;
     const STATUS_INFO_ARGS: usize = 1;
-    const COUNTS_IN_FLIGHT: bool = true;
     type ThreadState = TieCursor;
 
     fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
@@ -85,15 +83,15 @@ impl PathSelector for QueueLength {
         vec![self.repeat_count[position].to_string()]
     }
 
-    fn status_path_info(&self, _position: usize, path: &PathShared) -> Vec<String> {
-        vec![path.in_flight().to_string()]
+    fn status_path_info(&self, _position: usize, load: &PathLoad) -> Vec<String> {
+        vec![load.in_flight().to_string()]
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selector::testing::{assert_balanced_io, build, no_args, usable_sets, Harness};
+    use crate::selector::testing::{assert_balanced_io, build, end_io, no_args, usable_sets, Harness};
     use proptest::prelude::*;
 
     #[test]
@@ -143,9 +141,9 @@ mod tests {
         let selector: QueueLength = build(&[], &[&[], &[]]).unwrap();
         let mut harness = Harness::new(2);
         let first = usize::from(harness.pick(&selector));
-        selector.start_io(&harness.paths[first], 4096);
+        harness.loads[first].start_io(4096);
         assert_eq!(
-            selector.status_path_info(first, &harness.paths[first]),
+            selector.status_path_info(first, &harness.loads[first]),
             ["1"]
         );
         harness.thread = TieCursor::default();
@@ -154,12 +152,12 @@ mod tests {
             first,
             "the busy path is avoided"
         );
-        selector.end_io(&harness.paths[first], 4096, 0, 1);
+        end_io(&selector, &harness.loads[first], 4096, 0, 1);
         assert_eq!(
-            selector.status_path_info(first, &harness.paths[first]),
+            selector.status_path_info(first, &harness.loads[first]),
             ["0"]
         );
-        assert_eq!(harness.paths[first].in_flight_bytes(), 0);
+        assert_eq!(harness.loads[first].in_flight_bytes(), 0);
     }
 
     proptest! {

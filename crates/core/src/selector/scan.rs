@@ -47,7 +47,7 @@ pub(crate) fn fewest_in_flight(cursor: &mut TieCursor, pick: &Pick<'_>) -> u16 {
     let mut best_index = index;
     let mut best_in_flight = u32::MAX;
     for _ in 0..len {
-        let in_flight = pick.paths[usize::from(candidates[index])].in_flight();
+        let in_flight = pick.loads[usize::from(candidates[index])].in_flight();
         if in_flight < best_in_flight {
             best_in_flight = in_flight;
             best_index = index;

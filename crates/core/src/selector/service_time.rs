@@ -16,14 +16,14 @@
 //! kept) but not honoured; `relative_throughput` is 0..=100, default 1.
 //!
 //! # Concurrency
-//! Shared: each path's `in_flight_bytes` (and `in_flight`), kept by
-//! [`PathShared::start_io`] / [`PathShared::end_io`] (relaxed atomics).
-//! Per thread: the [`TieCursor`]. `relative_throughput` is immutable.
+//! Reads the calling queue's `in_flight_bytes` of each path (kept by the
+//! queue); per thread: the [`TieCursor`]. `relative_throughput` is
+//! immutable.
 
 use super::queue_length::parse_unhonoured_repeat_count;
 use super::scan::{best_from_cursor, TieCursor};
 use super::{parse_u32_arg, ArgError, PathSelector, Pick, Setup};
-use crate::path::PathShared;
+use crate::load::PathLoad;
 use std::cmp::Ordering;
 
 /// Largest `relative_throughput`.
@@ -93,7 +93,7 @@ impl ServiceTime {
     fn load(&self, pick: &Pick<'_>, position: u16) -> Load {
         let position = usize::from(position);
         Load {
-            in_flight_bytes: pick.paths[position].in_flight_bytes(),
+            in_flight_bytes: pick.loads[position].in_flight_bytes(),
             relative_throughput: self.relative_throughput[position],
         }
     }
@@ -103,7 +103,6 @@ impl PathSelector for ServiceTime {
     const NAME: &'static str = "service-time";
     const TABLE_PATH_ARGS: usize = 2;
     const STATUS_INFO_ARGS: usize = 2;
-    const COUNTS_IN_FLIGHT: bool = true;
     type ThreadState = TieCursor;
 
     fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
@@ -148,9 +147,9 @@ impl PathSelector for ServiceTime {
         ]
     }
 
-    fn status_path_info(&self, position: usize, path: &PathShared) -> Vec<String> {
+    fn status_path_info(&self, position: usize, load: &PathLoad) -> Vec<String> {
         vec![
-            path.in_flight_bytes().to_string(),
+            load.in_flight_bytes().to_string(),
             self.relative_throughput[position].to_string(),
         ]
     }
@@ -239,16 +238,16 @@ mod tests {
             assert_eq!(harness.pick(&selector), 2);
         }
         // 40 has 3 MiB queued, 10 has none: 4 KiB / 10 beats (3 MiB + 4 KiB) / 40.
-        selector.start_io(&harness.paths[2], 3 << 20);
+        harness.loads[2].start_io(3 << 20);
         assert_eq!(harness.pick(&selector), 1);
         // Only the zero path and one other: never the zero path.
-        selector.start_io(&harness.paths[1], 1 << 40);
+        harness.loads[1].start_io(1 << 40);
         harness.set_usable(&[0, 1]);
         assert_eq!(harness.pick(&selector), 1);
         harness.set_usable(&[0]);
         assert_eq!(harness.pick(&selector), 0);
         assert_eq!(
-            selector.status_path_info(1, &harness.paths[1]),
+            selector.status_path_info(1, &harness.loads[1]),
             [(1u64 << 40).to_string(), "10".into()]
         );
     }
@@ -273,8 +272,8 @@ mod tests {
             let args: Vec<&[&str]> = refs.iter().map(Vec::as_slice).collect();
             let selector: ServiceTime = build(&[], &args).unwrap();
             let mut harness = Harness::new(6);
-            for (path, &bytes) in harness.paths.iter().zip(&bytes) {
-                path.start_io(bytes);
+            for (load, &bytes) in harness.loads.iter().zip(&bytes) {
+                load.start_io(bytes);
             }
             for set in sets {
                 harness.set_usable(&set);

@@ -2,8 +2,8 @@
 //! chosen set of usable paths and chosen counters.
 
 use super::{ArgError, PathSelector, PathSetup, Pick, Setup};
+use crate::load::PathLoad;
 use crate::numa::NumaTopology;
-use crate::path::PathShared;
 
 /// Builds selector `S` from selector args and per-path args (paths on no
 /// known NUMA node, on a one-node host).
@@ -40,10 +40,10 @@ pub(crate) fn build_on<S: PathSelector>(
     })
 }
 
-/// One thread's view of a group: which paths are usable, their counters,
-/// the thread's selector state and its CPU.
+/// One thread's view of a group: which paths are usable, its load on
+/// them, its selector state and its CPU.
 pub(crate) struct Harness<S: PathSelector> {
-    pub(crate) paths: Vec<PathShared>,
+    pub(crate) loads: Vec<PathLoad>,
     pub(crate) candidates: Vec<u16>,
     pub(crate) usable: Vec<bool>,
     pub(crate) thread: S::ThreadState,
@@ -58,7 +58,7 @@ impl<S: PathSelector> Harness<S> {
     /// `path_count` paths, all usable.
     pub(crate) fn new(path_count: usize) -> Self {
         Harness {
-            paths: (0..path_count).map(|_| PathShared::default()).collect(),
+            loads: (0..path_count).map(|_| PathLoad::default()).collect(),
             candidates: (0..path_count as u16).collect(),
             usable: vec![true; path_count],
             thread: S::ThreadState::default(),
@@ -76,7 +76,7 @@ impl<S: PathSelector> Harness<S> {
         for &position in positions {
             self.usable[usize::from(position)] = true;
         }
-        self.candidates = (0..self.paths.len() as u16)
+        self.candidates = (0..self.loads.len() as u16)
             .filter(|&position| self.usable[usize::from(position)])
             .collect();
         self.generation += 1;
@@ -87,7 +87,7 @@ impl<S: PathSelector> Harness<S> {
         let pick = Pick {
             candidates: &self.candidates,
             usable: &self.usable,
-            paths: &self.paths,
+            loads: &self.loads,
             bytes: self.bytes,
             cpu: self.cpu,
             node: self.node,
@@ -103,12 +103,25 @@ impl<S: PathSelector> Harness<S> {
         position
     }
 
-    /// Sets every path's in-flight count (bytes untouched).
+    /// Sets every path's in-flight count (no bytes, nothing learnt).
     pub(crate) fn set_in_flight(&mut self, counts: &[u32]) {
-        for (path, &count) in self.paths.iter().zip(counts) {
-            path.in_flight.store(count, crate::sync::Ordering::Relaxed);
+        for (load, &count) in self.loads.iter_mut().zip(counts) {
+            *load = PathLoad::with(count, 0, 0, 0);
         }
     }
+}
+
+/// Ends an I/O of `bytes` on `load` the way a queue does: uncounts it,
+/// then tells the selector.
+pub(crate) fn end_io<S: PathSelector>(
+    selector: &S,
+    load: &PathLoad,
+    bytes: u64,
+    start_ns: u64,
+    now_ns: u64,
+) {
+    load.end_io(bytes);
+    selector.completed(load, start_ns, now_ns);
 }
 
 /// Random non-empty usable sets over `path_count` paths, as sorted
@@ -156,21 +169,33 @@ pub(crate) fn assert_balanced_io<S: PathSelector>(
         if start || in_flight.is_empty() {
             harness.bytes = u64::from(bytes);
             let position = usize::from(harness.pick(selector));
-            selector.start_io(&harness.paths[position], harness.bytes);
+            harness.loads[position].start_io(harness.bytes);
             in_flight.push((position, harness.bytes, harness.now_ns));
         } else {
             let (position, bytes, start_ns) =
                 in_flight.swap_remove(usize::from(which) % in_flight.len());
-            selector.end_io(&harness.paths[position], bytes, start_ns, harness.now_ns);
+            end_io(
+                selector,
+                &harness.loads[position],
+                bytes,
+                start_ns,
+                harness.now_ns,
+            );
         }
     }
     for (position, bytes, start_ns) in in_flight {
-        selector.end_io(&harness.paths[position], bytes, start_ns, harness.now_ns);
+        end_io(
+            selector,
+            &harness.loads[position],
+            bytes,
+            start_ns,
+            harness.now_ns,
+        );
     }
-    for (position, path) in harness.paths.iter().enumerate() {
-        assert_eq!(path.in_flight(), 0, "in_flight of path {position}");
+    for (position, load) in harness.loads.iter().enumerate() {
+        assert_eq!(load.in_flight(), 0, "in_flight of path {position}");
         assert_eq!(
-            path.in_flight_bytes(),
+            load.in_flight_bytes(),
             0,
             "in_flight_bytes of path {position}"
         );

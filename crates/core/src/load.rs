@@ -1,0 +1,158 @@
+//! Path load as one I/O thread sees it: what its queue has in flight on
+//! each path, and what it learnt from its completions.
+//!
+//! # Why per queue
+//! The load-aware selectors (queue-length, service-time,
+//! historical-service-time, queue-depth) read a path's in-flight count on
+//! every I/O and change it twice per I/O. Shared counters make every core
+//! that does I/O write the same cache lines, which costs a line transfer
+//! per update as soon as two threads are busy (the measured 250–330 ns per
+//! I/O at 2 jobs in `docs/BENCHMARKS.md`), and even one thread pays a
+//! locked read-modify-write per update. So each queue keeps its own
+//! [`PathLoad`] per path and its selectors balance its own I/O. A path that
+//! other threads congest still shows here, as this queue's I/O on it
+//! completing later and piling up; the sum of per-queue balanced loads is
+//! balanced. This is blk-mq's per-hardware-context view rather than
+//! dm-mpath's global one, and it is what lets the fast path share nothing.
+//!
+//! # Concurrency
+//! One writer: the queue that owns the record (its thread). Readers: that
+//! queue's selectors, and status code on any thread, through
+//! [`crate::map::Map::path_load`], which sums the records of every live
+//! queue. Fields are atomics written with plain `load` + `store` (no
+//! read-modify-write, so no locked instruction): with one writer no update
+//! can be lost, and readers elsewhere only need a value that was true
+//! recently.
+
+use crate::sync::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// One queue's load on one path. See the module docs.
+///
+/// # Invariants
+/// With no I/O of the owning queue in flight on the path, `in_flight` and
+/// `in_flight_bytes` are 0: every [`PathLoad::start_io`] is matched by one
+/// [`PathLoad::end_io`].
+#[derive(Debug, Default)]
+pub struct PathLoad {
+    in_flight: AtomicU32,
+    in_flight_bytes: AtomicU64,
+    service_time_ewma: AtomicU64,
+    last_completion_ns: AtomicU64,
+}
+
+// Relaxed everywhere below: one thread writes, the values only steer load
+// or feed status, and no other data is published through them.
+impl PathLoad {
+    /// I/Os in flight.
+    #[inline]
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Relaxed)
+    }
+
+    /// Bytes of the I/Os in flight.
+    #[inline]
+    pub fn in_flight_bytes(&self) -> u64 {
+        self.in_flight_bytes.load(Relaxed)
+    }
+
+    /// historical-service-time's estimate of the service time (fixed
+    /// point, its scale); 0 until it learnt one.
+    #[inline]
+    pub fn service_time_ewma(&self) -> u64 {
+        self.service_time_ewma.load(Relaxed)
+    }
+
+    /// The caller's clock (ns) at the last completion a selector learnt
+    /// from; 0 before the first.
+    #[inline]
+    pub fn last_completion_ns(&self) -> u64 {
+        self.last_completion_ns.load(Relaxed)
+    }
+
+    /// Counts an I/O of `bytes` as started. Owning queue only.
+    #[inline]
+    pub(crate) fn start_io(&self, bytes: u64) {
+        self.in_flight
+            .store(self.in_flight().wrapping_add(1), Relaxed);
+        self.in_flight_bytes
+            .store(self.in_flight_bytes().wrapping_add(bytes), Relaxed);
+    }
+
+    /// Counts an I/O of `bytes` started with [`PathLoad::start_io`] as
+    /// done. Owning queue only.
+    #[inline]
+    pub(crate) fn end_io(&self, bytes: u64) {
+        debug_assert!(self.in_flight() > 0, "end_io without start_io");
+        self.in_flight
+            .store(self.in_flight().wrapping_sub(1), Relaxed);
+        self.in_flight_bytes
+            .store(self.in_flight_bytes().wrapping_sub(bytes), Relaxed);
+    }
+
+    /// Records a learnt service-time estimate and the completion it came
+    /// from. Owning queue only.
+    #[inline]
+    pub(crate) fn learn(&self, service_time_ewma: u64, completion_ns: u64) {
+        self.service_time_ewma.store(service_time_ewma, Relaxed);
+        self.last_completion_ns.store(completion_ns, Relaxed);
+    }
+
+    /// Adds `other` into this record: counts add up; the estimate is the
+    /// one of the queue that completed on the path last. For status.
+    pub(crate) fn accumulate(&self, other: &PathLoad) {
+        self.in_flight
+            .store(self.in_flight().saturating_add(other.in_flight()), Relaxed);
+        self.in_flight_bytes.store(
+            self.in_flight_bytes()
+                .saturating_add(other.in_flight_bytes()),
+            Relaxed,
+        );
+        if other.last_completion_ns() >= self.last_completion_ns() {
+            self.learn(other.service_time_ewma(), other.last_completion_ns());
+        }
+    }
+
+    /// A record holding the given values, for selector tests.
+    #[cfg(test)]
+    pub(crate) fn with(
+        in_flight: u32,
+        in_flight_bytes: u64,
+        service_time_ewma: u64,
+        last_completion_ns: u64,
+    ) -> Self {
+        let load = PathLoad::default();
+        load.in_flight.store(in_flight, Relaxed);
+        load.in_flight_bytes.store(in_flight_bytes, Relaxed);
+        load.learn(service_time_ewma, last_completion_ns);
+        load
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_and_end_balance() {
+        let load = PathLoad::default();
+        load.start_io(4096);
+        load.start_io(512);
+        load.end_io(4096);
+        assert_eq!((load.in_flight(), load.in_flight_bytes()), (1, 512));
+        load.end_io(512);
+        assert_eq!((load.in_flight(), load.in_flight_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn accumulate_sums_counts_and_keeps_the_latest_estimate() {
+        let total = PathLoad::default();
+        total.accumulate(&PathLoad::with(2, 8192, 700, 50));
+        total.accumulate(&PathLoad::with(1, 4096, 300, 90));
+        total.accumulate(&PathLoad::with(0, 0, 900, 10));
+        assert_eq!((total.in_flight(), total.in_flight_bytes()), (3, 12288));
+        assert_eq!(
+            (total.service_time_ewma(), total.last_completion_ns()),
+            (300, 90)
+        );
+    }
+}
