@@ -69,9 +69,11 @@ impl PathLoad {
         self.last_completion_ns.load(Relaxed)
     }
 
-    /// Counts an I/O of `bytes` as started. Owning queue only.
+    /// Counts an I/O of `bytes` as started. For the record's one writer:
+    /// the queue that owns it (or a benchmark or test driving a selector
+    /// without a queue); a second writer would lose counts.
     #[inline]
-    pub(crate) fn start_io(&self, bytes: u64) {
+    pub fn start_io(&self, bytes: u64) {
         self.in_flight
             .store(self.in_flight().wrapping_add(1), Relaxed);
         self.in_flight_bytes
@@ -79,9 +81,9 @@ impl PathLoad {
     }
 
     /// Counts an I/O of `bytes` started with [`PathLoad::start_io`] as
-    /// done. Owning queue only.
+    /// done. For the record's one writer, as `start_io`.
     #[inline]
-    pub(crate) fn end_io(&self, bytes: u64) {
+    pub fn end_io(&self, bytes: u64) {
         debug_assert!(self.in_flight() > 0, "end_io without start_io");
         self.in_flight
             .store(self.in_flight().wrapping_sub(1), Relaxed);

@@ -45,7 +45,6 @@ use super::queue_length::parse_unhonoured_repeat_count;
 use super::scan::{best_from_cursor, TieCursor};
 use super::{parse_u32_arg, ArgError, PathSelector, Pick, Setup};
 use crate::load::PathLoad;
-use std::cmp::Ordering;
 
 /// Fraction bits of `hst` and of the weights.
 const FIXED_SHIFT: u32 = 10;
@@ -94,15 +93,18 @@ pub struct HistoricalServiceTime {
 }
 
 /// The `hst` learnt in `load`: dm's initial 1 ns before the first sample.
+/// (`completed` only ever stores averages of samples clamped to
+/// `FIXED_MAX`, so a learnt value needs no clamping here.)
 #[inline(always)]
 fn learnt_hst(load: &PathLoad) -> u64 {
     match load.service_time_ewma() {
         0 => FIXED_1,
-        hst => hst.min(FIXED_MAX),
+        hst => hst,
     }
 }
 
-/// One path as [`compare`] sees it.
+/// One path as [`compare`] sees it, with everything a comparison needs
+/// worked out once per candidate rather than once per comparison.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Estimate {
     /// `hst`, fixed point, never 0.
@@ -110,57 +112,72 @@ struct Estimate {
     in_flight: u32,
     /// When the estimate goes stale, ns.
     stale_after_ns: u64,
+    /// Stale at the time of the pick.
+    stale: bool,
+    /// Predicted cost `(1 + in_flight) * hst`, saturated: it saturates
+    /// only past 2^64 fixed-point ns, hours of predicted service, where
+    /// every such path is equally hopeless.
+    cost: u64,
 }
 
 impl Estimate {
-    /// Reads `load` now; the group has `path_count` usable paths.
+    /// Reads `load` at `now_ns`; the group has `path_count` usable paths.
     #[inline(always)]
-    fn of(load: &PathLoad, path_count: usize) -> Self {
+    fn of(load: &PathLoad, path_count: usize, now_ns: u64) -> Self {
         let hst = learnt_hst(load);
-        let last_finish_ns = load.last_completion_ns();
-        let window_ns = (path_count as u64).saturating_mul(hst >> FIXED_SHIFT);
+        let in_flight = load.in_flight();
+        // At most MAX_PATHS (2^10) * (FIXED_MAX >> FIXED_SHIFT) (2^44).
+        let window_ns = path_count as u64 * (hst >> FIXED_SHIFT);
+        let stale_after_ns = load.last_completion_ns().saturating_add(window_ns);
         Estimate {
             hst,
-            in_flight: load.in_flight(),
-            stale_after_ns: last_finish_ns.saturating_add(window_ns),
+            in_flight,
+            stale_after_ns,
+            stale: stale_after_ns < now_ns,
+            cost: (1 + u64::from(in_flight)).saturating_mul(hst),
         }
     }
 }
 
-/// Orders two paths: `Less` when `a` is the better choice.
+/// True when `a` is the better choice than `b` under dm's comparison
+/// (`hst_compare`): the rule is spelt out in the module docs, and the
+/// tests check this against a plain transcription of it.
+///
+/// Branch-free on purpose: the inputs change with every I/O, so a
+/// branchy version mispredicts on most comparisons, and a scan over 8
+/// paths makes 7 of them per I/O.
 #[inline(always)]
-fn compare(a: Estimate, b: Estimate, now_ns: u64, threshold_multiplier: u32) -> Ordering {
+fn better(a: &Estimate, b: &Estimate, threshold_multiplier: u32) -> bool {
     // `hi > multiplier * lo`; with the default 0 always true (hst >= 1).
     let multiplier = u64::from(threshold_multiplier);
     let over_threshold =
-        multiplier == 0 || a.hst.max(b.hst) > a.hst.min(b.hst).saturating_mul(multiplier);
-    if !over_threshold {
-        return a.in_flight.cmp(&b.in_flight);
-    }
+        (multiplier == 0) | (a.hst.max(b.hst) > a.hst.min(b.hst).saturating_mul(multiplier));
+    let fewer_in_flight = a.in_flight < b.in_flight;
     let (a_idle, b_idle) = (a.in_flight == 0, b.in_flight == 0);
-    let (a_stale, b_stale) = (a.stale_after_ns < now_ns, b.stale_after_ns < now_ns);
-    if (a_idle && a_stale) || (b_idle && b_stale) || (a_idle && b_idle) {
-        // dm's `!out2 * stale1 - !out1 * stale2`: an idle stale path beats
-        // a busy one; of two idle paths, the one stale longest.
-        let a_key = if b_idle { a.stale_after_ns } else { 0 };
-        let b_key = if a_idle { b.stale_after_ns } else { 0 };
-        return a_key.cmp(&b_key);
-    }
-    let b_better = if a.in_flight == b.in_flight {
+    // dm's `!out2 * stale1 - !out1 * stale2`: an idle stale path beats a
+    // busy one; of two idle paths, the one stale longest.
+    let idle_rule = (a_idle & a.stale) | (b_idle & b.stale) | (a_idle & b_idle);
+    let a_key = if b_idle { a.stale_after_ns } else { 0 };
+    let b_key = if a_idle { b.stale_after_ns } else { 0 };
+    let staler = a_key < b_key;
+    // Otherwise the lower predicted cost (lower hst at equal usage) ...
+    let b_cheaper = if a.in_flight == b.in_flight {
         a.hst > b.hst
     } else {
-        // u128: (1 + u32) * (u64 >> 10) cannot overflow it.
-        let cost = |e: Estimate| (1 + u128::from(e.in_flight)) * u128::from(e.hst);
-        cost(a) > cost(b)
+        a.cost > b.cost
     };
-    // A stale winner's estimate may be too optimistic: equal usage only.
-    let winner_stale = if b_better { b_stale } else { a_stale };
-    if winner_stale {
-        a.in_flight.cmp(&b.in_flight)
-    } else if b_better {
-        Ordering::Greater
+    // ... but a stale winner's estimate may be too optimistic: equal usage.
+    let winner_stale = if b_cheaper { b.stale } else { a.stale };
+    let by_cost = if winner_stale {
+        fewer_in_flight
     } else {
-        Ordering::Less
+        !b_cheaper
+    };
+    let by_rule = if idle_rule { staler } else { by_cost };
+    if over_threshold {
+        by_rule
+    } else {
+        fewer_in_flight
     }
 }
 
@@ -220,10 +237,8 @@ impl PathSelector for HistoricalServiceTime {
         best_from_cursor(
             thread,
             pick.candidates,
-            |position| Estimate::of(&pick.loads[usize::from(position)], count),
-            |candidate, best| {
-                compare(*candidate, *best, pick.now_ns, self.threshold_multiplier) == Ordering::Less
-            },
+            |position| Estimate::of(&pick.loads[usize::from(position)], count, pick.now_ns),
+            |candidate, best| better(candidate, best, self.threshold_multiplier),
         )
     }
 
@@ -260,7 +275,7 @@ impl PathSelector for HistoricalServiceTime {
     /// `stale_after` in ns counting every path of the group (status does
     /// not know which are usable; dm counts its valid paths).
     fn status_path_info(&self, _position: usize, load: &PathLoad) -> Vec<String> {
-        let estimate = Estimate::of(load, self.repeat_count.len());
+        let estimate = Estimate::of(load, self.repeat_count.len(), 0);
         vec![
             estimate.hst.to_string(),
             estimate.in_flight.to_string(),
@@ -272,12 +287,82 @@ impl PathSelector for HistoricalServiceTime {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Ordering;
     use crate::selector::testing::{assert_balanced_io, build, end_io, no_args, usable_sets, Harness};
     use proptest::prelude::*;
 
     /// A path's learnt state: `hst` in whole ns, in flight, last finish.
     fn learnt(hst_ns: u64, in_flight: u32, last_finish_ns: u64) -> PathLoad {
         PathLoad::with(in_flight, 0, hst_ns << FIXED_SHIFT, last_finish_ns)
+    }
+
+    /// dm's `hst_compare` transcribed plainly, branch by branch: the oracle
+    /// [`better`] must agree with. `Less` when `a` is the better choice.
+    fn compare(a: &Estimate, b: &Estimate, threshold_multiplier: u32) -> Ordering {
+        // `hi > multiplier * lo`; with the default 0 always true (hst >= 1).
+        let multiplier = u64::from(threshold_multiplier);
+        let over_threshold =
+            multiplier == 0 || a.hst.max(b.hst) > a.hst.min(b.hst).saturating_mul(multiplier);
+        if !over_threshold {
+            return a.in_flight.cmp(&b.in_flight);
+        }
+        let (a_idle, b_idle) = (a.in_flight == 0, b.in_flight == 0);
+        if (a_idle && a.stale) || (b_idle && b.stale) || (a_idle && b_idle) {
+            // dm's `!out2 * stale1 - !out1 * stale2`: an idle stale path beats
+            // a busy one; of two idle paths, the one stale longest.
+            let a_key = if b_idle { a.stale_after_ns } else { 0 };
+            let b_key = if a_idle { b.stale_after_ns } else { 0 };
+            return a_key.cmp(&b_key);
+        }
+        let b_better = if a.in_flight == b.in_flight {
+            a.hst > b.hst
+        } else {
+            a.cost > b.cost
+        };
+        // A stale winner's estimate may be too optimistic: equal usage only.
+        let winner_stale = if b_better { b.stale } else { a.stale };
+        if winner_stale {
+            a.in_flight.cmp(&b.in_flight)
+        } else if b_better {
+            Ordering::Greater
+        } else {
+            Ordering::Less
+        }
+    }
+
+    /// Every pair of paths over a grid small enough to run whole and dense
+    /// enough for ties, equal deadlines, idle, stale and threshold edges.
+    #[test]
+    fn branch_free_rule_agrees_with_dm_transcription() {
+        let mut states = Vec::new();
+        for hst_ns in [0, 1, 2, 100] {
+            for in_flight in [0, 1, 2] {
+                for last in [0, 10, 1_000] {
+                    states.push((hst_ns, in_flight, last));
+                }
+            }
+        }
+        for path_count in [1, 3] {
+            for now_ns in [0, 11, 1_002, 9_000] {
+                let estimates: Vec<Estimate> = states
+                    .iter()
+                    .map(|&(hst_ns, in_flight, last)| {
+                        Estimate::of(&learnt(hst_ns, in_flight, last), path_count, now_ns)
+                    })
+                    .collect();
+                for threshold in [0, 1, 2, 3, u32::MAX] {
+                    for a in &estimates {
+                        for b in &estimates {
+                            assert_eq!(
+                                better(a, b, threshold),
+                                compare(a, b, threshold) == Ordering::Less,
+                                "{a:?} vs {b:?}, threshold {threshold}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
@@ -402,7 +487,7 @@ mod tests {
         #[test]
         fn never_picks_a_non_candidate(
             sets in usable_sets(6),
-            state in prop::collection::vec(any::<(u64, u32, u64)>(), 6),
+            state in prop::collection::vec((0..=FIXED_MAX, any::<u32>(), any::<u64>()), 6),
             now_ns in any::<u64>(),
             threshold in any::<u32>(),
         ) {

@@ -45,8 +45,36 @@ pub struct RoundRobin {
 pub struct RoundRobinThread {
     /// Position of the path last picked (`None` before the first pick).
     current: Option<u16>,
+    /// Index of `current` in the candidates of snapshot `generation`, so
+    /// that stepping on is O(1) until the candidates change.
+    index: usize,
+    /// The snapshot generation `index` belongs to (`None`: not yet found).
+    generation: Option<u64>,
     /// I/Os still to send down `current` before moving on.
     remaining: u32,
+}
+
+impl RoundRobinThread {
+    /// Finds the thread's place in new candidates: `current` itself if it
+    /// is still a candidate (keeping its remaining count), else just
+    /// before the first candidate after it, so the next step lands there.
+    #[cold]
+    fn anchor(&mut self, pick: &Pick<'_>) {
+        let candidates = pick.candidates;
+        self.generation = Some(pick.generation);
+        let Some(current) = self.current else {
+            self.index = candidates.len() - 1;
+            self.remaining = 0;
+            return;
+        };
+        let at = candidates.partition_point(|&position| position < current);
+        if candidates.get(at) == Some(&current) {
+            self.index = at;
+        } else {
+            self.index = at.checked_sub(1).unwrap_or(candidates.len() - 1);
+            self.remaining = 0;
+        }
+    }
 }
 
 impl PathSelector for RoundRobin {
@@ -70,20 +98,21 @@ impl PathSelector for RoundRobin {
 
     #[inline]
     fn select(&self, thread: &mut RoundRobinThread, pick: &Pick<'_>) -> u16 {
-        if let Some(current) = thread.current {
-            if thread.remaining > 0 && pick.usable[usize::from(current)] {
-                thread.remaining -= 1;
-                return current;
-            }
+        if thread.generation != Some(pick.generation) {
+            thread.anchor(pick);
         }
-        // The first candidate after the current one, wrapping around.
-        let next = match thread.current {
-            None => pick.candidates[0],
-            Some(current) => {
-                let after = pick.candidates.partition_point(|&position| position <= current);
-                pick.candidates[if after == pick.candidates.len() { 0 } else { after }]
-            }
+        let candidates = pick.candidates;
+        if thread.remaining > 0 {
+            thread.remaining -= 1;
+            return candidates[thread.index];
+        }
+        // The candidate after the current one, wrapping around.
+        thread.index = if thread.index + 1 < candidates.len() {
+            thread.index + 1
+        } else {
+            0
         };
+        let next = candidates[thread.index];
         thread.current = Some(next);
         thread.remaining = self.repeat_count[usize::from(next)] - 1;
         next
@@ -97,7 +126,7 @@ impl PathSelector for RoundRobin {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selector::testing::{build, Harness};
+    use crate::selector::testing::{build, usable_sets, Harness};
     use proptest::prelude::*;
 
     #[test]
@@ -133,7 +162,57 @@ mod tests {
         assert_eq!(harness.pick(&selector), 1);
     }
 
+    /// The rule stated plainly, for checking the O(1) stepping against:
+    /// stay on the current path while it is usable and has I/Os left, else
+    /// take the first candidate after it, wrapping around.
+    fn reference_pick(
+        repeat_count: &[u32],
+        state: &mut (Option<u16>, u32),
+        candidates: &[u16],
+        usable: &[bool],
+    ) -> u16 {
+        let (current, remaining) = state;
+        if let Some(position) = *current {
+            if *remaining > 0 && usable[usize::from(position)] {
+                *remaining -= 1;
+                return position;
+            }
+        }
+        let next = match *current {
+            None => candidates[0],
+            Some(position) => *candidates
+                .iter()
+                .find(|&&candidate| candidate > position)
+                .unwrap_or(&candidates[0]),
+        };
+        *current = Some(next);
+        *remaining = repeat_count[usize::from(next)] - 1;
+        next
+    }
+
     proptest! {
+        #[test]
+        fn follows_the_reference_rule_as_candidates_change(
+            sets in usable_sets(6),
+            repeat in prop::collection::vec(1u32..4, 6),
+            picks_per_set in 1usize..12,
+        ) {
+            let words: Vec<String> = repeat.iter().map(u32::to_string).collect();
+            let path_args: Vec<[&str; 1]> = words.iter().map(|word| [word.as_str()]).collect();
+            let args: Vec<&[&str]> = path_args.iter().map(|args| &args[..]).collect();
+            let selector: RoundRobin = build(&[], &args).unwrap();
+            let mut harness = Harness::new(6);
+            let mut reference = (None, 0);
+            for set in sets {
+                harness.set_usable(&set);
+                for _ in 0..picks_per_set {
+                    let expected =
+                        reference_pick(&repeat, &mut reference, &harness.candidates, &harness.usable);
+                    prop_assert_eq!(harness.pick(&selector), expected);
+                }
+            }
+        }
+
         #[test]
         fn spreads_evenly_within_repeat_count(
             repeat in 1u32..5,
