@@ -39,6 +39,11 @@ step "loom model checks"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p mpio-core --test loom --release --locked
 
+# A benchmark is not a test: this run only proves the micro-benchmark
+# still builds and runs; its numbers are printed, never asserted.
+step "selector micro-benchmark (smoke run)"
+cargo bench -p mpio-core --bench selectors --locked
+
 # The fuzz crate lives outside the workspace (cargo-fuzz needs nightly to
 # run it); check that it still builds against the parser.
 step "fuzz targets build"
