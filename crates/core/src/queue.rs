@@ -26,7 +26,7 @@
 //!
 //! [`MapOptions::no_path_timeout_ns`]: crate::map::MapOptions::no_path_timeout_ns
 
-use crate::io::{Buffer, Completion, Io, IoError, Op, PathOutcome};
+use crate::io::{Buffer, Completion, Io, IoError, Op, PathError, PathOutcome};
 use crate::load::PathLoad;
 use crate::map::Map;
 use crate::selector::{Pick, SelectorThreadState};
@@ -356,19 +356,26 @@ impl<P: PathQueue> Queue<P> {
     }
 
     /// Fetches the newest snapshot if the map changed, then releases or
-    /// fails the I/Os waiting for a path as it now allows.
-    #[inline]
+    /// fails the I/Os waiting for a path as it now allows. Per I/O this is
+    /// one atomic load and a compare; the rest is out of line.
+    #[inline(always)]
     fn refresh(&mut self, now_ns: u64) {
-        if self.map.generation() == self.snapshot.generation {
-            return;
+        if self.map.generation() != self.snapshot.generation {
+            self.change_snapshot(now_ns);
         }
+    }
+
+    /// The slow half of [`Queue::refresh`]: the map did change.
+    #[cold]
+    #[inline(never)]
+    fn change_snapshot(&mut self, now_ns: u64) {
         self.snapshot = self.map.snapshot();
         if self.waiting.is_empty() {
             return;
         }
         if self.snapshot.route.is_some() {
             while let Some(index) = self.waiting.pop_front() {
-                self.dispatch(index, now_ns);
+                self.redispatch(index, now_ns);
             }
         } else if !self.snapshot.queue_if_no_path {
             while let Some(index) = self.waiting.pop_front() {
@@ -377,8 +384,16 @@ impl<P: PathQueue> Queue<P> {
         }
     }
 
+    /// [`Queue::dispatch`] out of line, for the rare paths (retry, release
+    /// of waiting I/O), so that only `submit` carries an inlined copy.
+    #[inline(never)]
+    fn redispatch(&mut self, index: u32, now_ns: u64) {
+        self.dispatch(index, now_ns);
+    }
+
     /// Sends slot `index` down a path of the current route, or parks or
     /// fails it if there is none.
+    #[inline(always)]
     fn dispatch(&mut self, index: u32, now_ns: u64) {
         let snapshot = &*self.snapshot;
         let slot = &mut self.slots[index as usize];
@@ -444,6 +459,7 @@ impl<P: PathQueue> Queue<P> {
     /// Handles the end of one attempt reported by the queue of `path`;
     /// returns the I/O's completion if it finished (success or target
     /// error), so the caller hands it over without queueing it.
+    #[inline(always)]
     fn complete_attempt(
         &mut self,
         path: usize,
@@ -452,13 +468,11 @@ impl<P: PathQueue> Queue<P> {
     ) -> Option<Completion> {
         let index = completion.tag as u32;
         let generation = (completion.tag >> 32) as u32;
-        let Some(slot) = self.slots.get_mut(index as usize) else {
-            self.stats.stray_completions += 1;
-            return None;
-        };
-        let on_this_path =
-            matches!(slot.state, SlotState::OnPath { path: on, .. } if on as usize == path);
-        if slot.generation != generation || !on_this_path {
+        let current = self.slots.get(index as usize).is_some_and(|slot| {
+            slot.generation == generation
+                && matches!(slot.state, SlotState::OnPath { path: on, .. } if on as usize == path)
+        });
+        if !current {
             self.stats.stray_completions += 1;
             return None;
         }
@@ -467,18 +481,27 @@ impl<P: PathQueue> Queue<P> {
             PathOutcome::Ok => Ok(()),
             PathOutcome::Target(error) => Err(IoError::Target(error)),
             PathOutcome::Path(error) => {
-                self.slots[index as usize].buf = completion.buf;
-                self.path_stats[path].path_errors += 1;
-                self.map.fail_path(path, error);
-                self.retry(index, now_ns);
+                self.fail_over(index, path, completion.buf, error, now_ns);
                 return None;
             }
         };
         Some(self.release(index, completion.buf, result))
     }
 
+    /// The attempt of slot `index` on `path` ended in a path error: fail
+    /// the path and retry the I/O elsewhere.
+    #[cold]
+    #[inline(never)]
+    fn fail_over(&mut self, index: u32, path: usize, buf: Buffer, error: PathError, now_ns: u64) {
+        self.slots[index as usize].buf = buf;
+        self.path_stats[path].path_errors += 1;
+        self.map.fail_path(path, error);
+        self.retry(index, now_ns);
+    }
+
     /// Uncounts the attempt of slot `index` from `path`'s load and tells
     /// the selector that dispatched it.
+    #[inline(always)]
     fn end_attempt(&mut self, index: u32, path: usize, now_ns: u64) {
         let slot = &self.slots[index as usize];
         let load = &self.loads[path];
@@ -496,7 +519,7 @@ impl<P: PathQueue> Queue<P> {
         }
         self.stats.retries += 1;
         self.refresh(now_ns);
-        self.dispatch(index, now_ns);
+        self.redispatch(index, now_ns);
     }
 
     /// Times out hung attempts and I/Os that waited too long for a path.
@@ -534,7 +557,7 @@ impl<P: PathQueue> Queue<P> {
             // asked for again on every scan; the path is failed once.
             if !timed_out {
                 self.path_stats[path].path_errors += 1;
-                self.map.fail_path(path, crate::io::PathError::Timeout);
+                self.map.fail_path(path, PathError::Timeout);
             }
             let tag = slot.tag(index);
             match self.path_queues[path].abort(tag) {

@@ -216,7 +216,7 @@ macro_rules! selectors {
             ///
             /// # Panics
             /// If `thread` was made by a selector of another kind.
-            #[inline]
+            #[inline(always)]
             pub fn select(&self, thread: &mut SelectorThreadState, pick: &Pick<'_>) -> u16 {
                 match (self, thread) {
                     $((Selector::$variant(selector), SelectorThreadState::$variant(state)) => selector.select(state, pick),)+
@@ -226,7 +226,7 @@ macro_rules! selectors {
             }
 
             /// See [`PathSelector::completed`].
-            #[inline]
+            #[inline(always)]
             pub fn completed(&self, load: &PathLoad, start_ns: u64, now_ns: u64) {
                 match self { $(Selector::$variant(selector) => selector.completed(load, start_ns, now_ns),)+ }
             }

@@ -46,8 +46,13 @@ pub fn human(value: f64) -> String {
     }
 }
 
-fn micros(ns: u64) -> String {
-    format!("{:.2}µs", ns as f64 / 1e3)
+/// A latency in the unit that suits it (ns below a µs, then µs, then ms).
+fn latency(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns}ns"),
+        1_000..1_000_000 => format!("{:.2}µs", ns as f64 / 1e3),
+        _ => format!("{:.2}ms", ns as f64 / 1e6),
+    }
 }
 
 /// The JSON form of one run.
@@ -96,9 +101,9 @@ pub fn print_run(args: &BenchArgs, result: &RunResult) {
     );
     println!(
         "  latency (batch granularity): p50={} p99={} p99.9={}",
-        micros(result.latency.percentile(50.0)),
-        micros(result.latency.percentile(99.0)),
-        micros(result.latency.percentile(99.9))
+        latency(result.latency.percentile(50.0)),
+        latency(result.latency.percentile(99.0)),
+        latency(result.latency.percentile(99.9))
     );
     if !result.paths.is_empty() {
         println!("  per path:");
