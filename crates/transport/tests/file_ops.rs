@@ -219,3 +219,43 @@ fn dropping_a_queue_with_io_in_flight_gives_every_buffer_back_first() {
         .enumerate()
         .all(|(at, &byte)| byte == pattern(at as u64)));
 }
+
+#[test]
+fn more_io_than_the_ring_holds_waits_its_turn() {
+    let dir = direct_dir();
+    let file = pattern_file(dir.path(), "lun", BYTES);
+    let device = device(&format!("file:{}", file.display()));
+    // A ring of 4 entries (8 completions) given 64 reads at once.
+    let mut queue = device.paths[0].open(4);
+    for tag in 0..64u64 {
+        queue.submit(
+            PathIo {
+                tag,
+                op: Op::Read,
+                offset: tag * u64::from(BLOCK),
+                len: BLOCK,
+                buf: Buffer::zeroed(BLOCK as usize),
+            },
+            0,
+        );
+    }
+    let mut done = Vec::new();
+    let start = std::time::Instant::now();
+    while done.len() < 64 {
+        queue.poll(0, &mut done);
+        assert!(start.elapsed() < DEADLINE, "{} of 64 completed", done.len());
+        std::thread::yield_now();
+    }
+    done.sort_by_key(|completion| completion.tag);
+    for (tag, completion) in done.iter().enumerate() {
+        assert_eq!(completion.tag, tag as u64);
+        assert_eq!(completion.outcome, PathOutcome::Ok);
+        let offset = tag as u64 * u64::from(BLOCK);
+        assert!(completion
+            .buf
+            .as_slice()
+            .iter()
+            .enumerate()
+            .all(|(at, &byte)| byte == pattern(offset + at as u64)));
+    }
+}

@@ -78,6 +78,9 @@ pub struct FileQueue {
     backlog: VecDeque<u32>,
     /// Slots pushed to the ring and not yet completed.
     in_kernel: usize,
+    /// Most slots the kernel may hold: the completion ring's size, so its
+    /// completions always fit and none waits in the kernel's overflow list.
+    max_in_kernel: usize,
     /// Completions known, handed over at the next poll.
     done: Vec<PathCompletion>,
     /// (user_data, result) of reaped completion entries, reused.
@@ -101,13 +104,17 @@ impl FileQueue {
     /// A queue to `path` with room for `depth` I/Os in flight.
     pub fn new(path: Arc<FilePath>, depth: usize) -> Self {
         let entries = depth.clamp(1, MAX_RING_ENTRIES).next_power_of_two() as u32;
-        let ring = IoUring::builder()
+        let mut ring = IoUring::builder()
             .build(entries)
             .and_then(|ring| {
                 ring.submitter().register_files(&[path.file.as_raw_fd()])?;
                 Ok(Box::new(ring))
             })
             .map_err(|error| format!("io_uring setup for {}: {error}", path.path().display()));
+        let max_in_kernel = match &mut ring {
+            Ok(ring) => ring.completion().capacity(),
+            Err(_) => 0,
+        };
         let mut queue = FileQueue {
             path,
             ring,
@@ -115,6 +122,7 @@ impl FileQueue {
             free: Vec::with_capacity(depth),
             backlog: VecDeque::with_capacity(depth),
             in_kernel: 0,
+            max_in_kernel,
             done: Vec::with_capacity(depth),
             reaped: Vec::with_capacity(2 * entries as usize),
             switches_seen: None,
@@ -164,7 +172,10 @@ impl FileQueue {
             return;
         };
         let mut submission = ring.submission();
-        while let Some(&index) = self.backlog.front() {
+        while self.in_kernel < self.max_in_kernel {
+            let Some(&index) = self.backlog.front() else {
+                break;
+            };
             let Some(in_flight) = self.slots[index as usize].as_mut() else {
                 self.backlog.pop_front();
                 continue;
