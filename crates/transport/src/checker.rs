@@ -12,7 +12,9 @@
 //! `memory` paths. A probe that ends in a path error, or does not end
 //! within the probe timeout, marks the path down and drops the probe queue,
 //! so the next probe opens a fresh one (a new connection, for transports
-//! that have one). A target error counts as up: the storage answered
+//! that have one). Dropping a queue whose probe the transport could not
+//! take back waits for it as that transport's drop does (a file queue
+//! waits up to 5 s for the kernel to return the probe's buffer). A target error counts as up: the storage answered
 //! through this path, and failing every path over an error every path
 //! would give helps nobody.
 //!
@@ -46,14 +48,19 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// The shortest probe interval and timeout: a checker must not spin.
+pub const MIN_INTERVAL_NS: u64 = 1_000_000;
+
 /// How the checker runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckerOptions {
     /// Time from the start of one round to the start of the next
-    /// (multipathd's `polling_interval`, 5 s by default).
+    /// (multipathd's `polling_interval`, 5 s by default); at least
+    /// [`MIN_INTERVAL_NS`], a smaller value is raised to it.
     pub interval_ns: u64,
     /// A probe not done within this time fails (multipathd's
-    /// `checker_timeout`).
+    /// `checker_timeout`); at least [`MIN_INTERVAL_NS`], a smaller value is
+    /// raised to it.
     pub probe_timeout_ns: u64,
     /// When to switch back to the preferred group.
     pub failback: Failback,
@@ -153,7 +160,9 @@ pub struct Checker {
 impl Checker {
     /// A checker over `device`'s paths; its first round starts at the
     /// first poll.
-    pub fn new(device: &Device, options: CheckerOptions) -> Self {
+    pub fn new(device: &Device, mut options: CheckerOptions) -> Self {
+        options.interval_ns = options.interval_ns.max(MIN_INTERVAL_NS);
+        options.probe_timeout_ns = options.probe_timeout_ns.max(MIN_INTERVAL_NS);
         let probe_bytes = device.map.size_bytes().min(BUFFER_ALIGN as u64) as u32;
         Checker {
             map: Arc::clone(&device.map),

@@ -80,6 +80,15 @@ pub enum FileError {
         /// The file.
         path: PathBuf,
     },
+    /// io_uring is not available to this process (disabled by the
+    /// `kernel.io_uring_disabled` sysctl, seccomp, or an old kernel).
+    #[error("{path}: io_uring is unavailable here: {source}")]
+    Ring {
+        /// The file.
+        path: PathBuf,
+        /// What the kernel said.
+        source: std::io::Error,
+    },
     /// The size or the first block could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -157,6 +166,12 @@ impl FilePath {
                 });
             }
         }
+        // Every queue to the path is a ring: find out now, with a clear
+        // error, if rings cannot be made, rather than at the first I/O.
+        io_uring::IoUring::new(1).map_err(|source| FileError::Ring {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(FilePath {
             file,
             path: path.to_path_buf(),

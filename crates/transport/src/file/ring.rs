@@ -267,7 +267,9 @@ fn entry_for(index: u32, in_flight: &mut InFlight) -> squeue::Entry {
     let file = types::Fixed(0);
     let io = &mut in_flight.io;
     let done = in_flight.done_bytes;
-    let offset = io.offset + u64::from(done);
+    // Saturating: an offset past the end of u64 is the kernel's EINVAL
+    // (the caller's error), not a panic here.
+    let offset = io.offset.saturating_add(u64::from(done));
     let remaining = io.len - done;
     let entry = match io.op {
         Op::Read => {
