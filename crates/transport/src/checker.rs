@@ -16,7 +16,8 @@
 //! take back waits for it as that transport's drop does (a file queue
 //! waits up to 5 s for the kernel to return the probe's buffer). A target error counts as up: the storage answered
 //! through this path, and failing every path over an error every path
-//! would give helps nobody.
+//! would give helps nobody. A path failed by a `fail_path` message is
+//! reinstated by its next good probe, as multipathd does.
 //!
 //! # Rounds
 //! Every `interval_ns` a round starts one probe per path, all in flight

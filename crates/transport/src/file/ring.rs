@@ -8,7 +8,10 @@
 //! ([`super::FilePath::revoke`]). Buffers are not registered: each I/O
 //! brings its caller's [`mpio_core::io::Buffer`], so fixed buffers would
 //! mean a copy into a queue-owned pool, which costs more than the page
-//! pinning it saves at 4 KiB.
+//! pinning it saves at 4 KiB. Two path queues of one thread are two rings,
+//! so a poll enters the kernel once per path with work queued (measured in
+//! `docs/BENCHMARKS.md`: twice the enters for two paths, the same
+//! throughput); a shared per-thread ring would halve that.
 //!
 //! `submit` only writes a submission entry; `poll` enters the kernel once
 //! to submit what was queued and reaps completions from the shared ring
