@@ -7,12 +7,15 @@
 //! keeping the shared objects behind them (memory disks and their ports) by
 //! name; a [`Device`] opens per-thread queues from its handles.
 
+pub mod checker;
 pub mod clock;
+pub mod file;
 pub mod host;
 pub mod memory;
 pub mod null;
 pub mod uri;
 
+use file::{FileError, FilePath, FileQueue};
 use memory::{MemoryDisk, MemoryQueue, PortControl};
 use mpio_core::map::{Map, MapError, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
@@ -29,6 +32,8 @@ pub enum AnyQueue {
     Null(NullQueue),
     /// A port of a memory disk.
     Memory(MemoryQueue),
+    /// A file or block device.
+    File(FileQueue),
 }
 
 impl PathQueue for AnyQueue {
@@ -37,6 +42,7 @@ impl PathQueue for AnyQueue {
         match self {
             AnyQueue::Null(queue) => queue.submit(io, now_ns),
             AnyQueue::Memory(queue) => queue.submit(io, now_ns),
+            AnyQueue::File(queue) => queue.submit(io, now_ns),
         }
     }
 
@@ -45,6 +51,7 @@ impl PathQueue for AnyQueue {
         match self {
             AnyQueue::Null(queue) => queue.poll(now_ns, completions),
             AnyQueue::Memory(queue) => queue.poll(now_ns, completions),
+            AnyQueue::File(queue) => queue.poll(now_ns, completions),
         }
     }
 
@@ -52,6 +59,7 @@ impl PathQueue for AnyQueue {
         match self {
             AnyQueue::Null(queue) => queue.abort(tag),
             AnyQueue::Memory(queue) => queue.abort(tag),
+            AnyQueue::File(queue) => queue.abort(tag),
         }
     }
 }
@@ -65,6 +73,14 @@ pub enum SetupError {
     /// The map itself is malformed.
     #[error(transparent)]
     Map(#[from] MapError),
+    /// A file path could not be opened.
+    #[error("path {word:?}: {source}")]
+    File {
+        /// The path word.
+        word: String,
+        /// What failed.
+        source: FileError,
+    },
     /// A path is smaller than the map.
     #[error("path {word:?} holds {path_bytes} bytes but the map needs {map_bytes}")]
     TooSmall {
@@ -140,6 +156,17 @@ impl Transports {
                         disk_bytes,
                     )
                 }
+                Endpoint::File { path, direct } => {
+                    let file =
+                        FilePath::open(std::path::Path::new(&path), direct).map_err(|source| {
+                            SetupError::File {
+                                word: word.to_string(),
+                                source,
+                            }
+                        })?;
+                    let file_bytes = file.size_bytes();
+                    (PathHandle::File(Arc::new(file)), file_bytes)
+                }
             };
             if path_bytes < map_bytes {
                 return Err(SetupError::TooSmall {
@@ -196,6 +223,8 @@ pub enum PathHandle {
         /// The port's switches.
         port: Arc<PortControl>,
     },
+    /// A file or block device, opened once for every thread.
+    File(Arc<FilePath>),
 }
 
 impl PathHandle {
@@ -206,6 +235,7 @@ impl PathHandle {
             PathHandle::Memory { disk, port } => {
                 AnyQueue::Memory(MemoryQueue::new(Arc::clone(disk), Arc::clone(port), depth))
             }
+            PathHandle::File(file) => AnyQueue::File(file.open_queue(depth)),
         }
     }
 }

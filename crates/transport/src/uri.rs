@@ -3,8 +3,11 @@
 //! - `null:<size>[?latency_ns=<ns>]`: a null path of `size` bytes
 //!   (suffixes `K`, `M`, `G`, `T`, powers of 1024).
 //! - `memory:<disk>#<port>`: port `port` of RAM disk `disk`.
+//! - `file:<absolute path>[?direct=0|1]`: a regular file or block device,
+//!   with `O_DIRECT` unless `direct=0` asks for buffered I/O (the path
+//!   itself may not contain `?`).
 //!
-//! Later transports (`file:`, `nbd:`) add their own forms here.
+//! Later transports (`nbd:`) add their own forms here.
 
 /// Where a path leads, parsed from its word.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +25,13 @@ pub enum Endpoint {
         disk: String,
         /// Port name.
         port: String,
+    },
+    /// A file or block device.
+    File {
+        /// Absolute path.
+        path: String,
+        /// Open with `O_DIRECT`.
+        direct: bool,
     },
 }
 
@@ -74,7 +84,7 @@ impl Endpoint {
             reason,
         };
         let (scheme, rest) = word.split_once(':').ok_or_else(|| {
-            error("not a transport URI (null:<size>, memory:<disk>#<port>)".into())
+            error("not a transport URI (null:<size>, memory:<disk>#<port>, file:<path>)".into())
         })?;
         match scheme {
             "null" => {
@@ -123,8 +133,32 @@ impl Endpoint {
                     port: port.to_string(),
                 })
             }
+            "file" => {
+                let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+                if !path.starts_with('/') {
+                    return Err(error(
+                        "file paths are absolute: file:/dev/sdb, file:/srv/lun.img".into(),
+                    ));
+                }
+                let mut direct = true;
+                for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+                    direct = match pair {
+                        "direct=1" => true,
+                        "direct=0" => false,
+                        _ => {
+                            return Err(error(format!(
+                                "unknown file option {pair:?} (direct=0 or direct=1)"
+                            )))
+                        }
+                    };
+                }
+                Ok(Endpoint::File {
+                    path: path.to_string(),
+                    direct,
+                })
+            }
             _ => Err(error(format!(
-                "unknown transport {scheme:?} (null, memory)"
+                "unknown transport {scheme:?} (null, memory, file)"
             ))),
         }
     }
@@ -158,7 +192,25 @@ mod tests {
                 port: "port1".into()
             })
         );
+        assert_eq!(
+            Endpoint::parse("file:/srv/lun.img"),
+            Ok(Endpoint::File {
+                path: "/srv/lun.img".into(),
+                direct: true
+            })
+        );
+        assert_eq!(
+            Endpoint::parse("file:/dev/shm/x?direct=0"),
+            Ok(Endpoint::File {
+                path: "/dev/shm/x".into(),
+                direct: false
+            })
+        );
         for bad in [
+            "file:relative.img",
+            "file:",
+            "file:/x?direct=2",
+            "file:/x?sync=1",
             "8:16",
             "null:",
             "null:0",

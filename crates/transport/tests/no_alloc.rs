@@ -1,6 +1,7 @@
 //! The fast path allocates nothing: after a warm-up, thousands of I/Os
-//! through a map of null paths (every selector) and through a memory map
-//! with a failover in the middle make no heap allocation at all.
+//! through a map of null paths (every selector), through a memory map
+//! with a failover in the middle, and through two io_uring file paths make
+//! no heap allocation at all.
 //!
 //! A counting global allocator counts, per thread, every allocation made
 //! by the thread that drives the queue (a queue belongs to one thread), so
@@ -145,4 +146,18 @@ fn steady_state_io_allocates_nothing() {
         ));
     });
     assert!(device.map.paths()[0].is_failed());
+
+    // Two file paths to one file, through io_uring (the kernel's own
+    // memory is not ours to count).
+    let dir = tempfile::TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = dir.path().join("lun");
+    std::fs::write(&file, vec![0u8; 8 << 20]).unwrap();
+    let word = format!("file:{}", file.display());
+    let table = Table::parse(&format!(
+        "0 16384 multipath 0 0 1 1 round-robin 0 2 0 {word} {word}"
+    ))
+    .unwrap();
+    let device = transports.build(&table, MapOptions::default()).unwrap();
+    let mut queue = device.queue(DEPTH, 0);
+    measure("file", &mut queue, || {});
 }

@@ -1,0 +1,288 @@
+//! The `file` transport: a regular file or a block device, driven through
+//! io_uring. Several paths may name the same file: each path opens its own
+//! file description, the local stand-in for several paths to one LUN.
+//!
+//! # Opening
+//! A path word `file:/abs/path` opens the file read-write with `O_DIRECT`,
+//! so I/O bypasses the page cache as it would on a multipath LUN.
+//! A filesystem that refuses `O_DIRECT` (at `open` or at the first aligned
+//! read, which the open makes) is a clear [`FileError::DirectRefused`],
+//! never a silent fallback. `file:/abs/path?direct=0` asks for buffered I/O
+//! through the page cache explicitly: data is then as durable as the
+//! flushes make it, like any buffered file. The file must hold at least
+//! the map's size (checked by `Transports::build`).
+//!
+//! # Operations
+//! | op | regular file | block device |
+//! |---|---|---|
+//! | read, write | `IORING_OP_READ`/`WRITE` at the offset; a short transfer is continued | same |
+//! | flush | `fdatasync` (`IORING_OP_FSYNC`, `DATASYNC`) | same: the device's cache flush |
+//! | discard | `fallocate(PUNCH_HOLE \| KEEP_SIZE)`: reads back zeroes | same call: the kernel zeroes by unmapping, or answers `EOPNOTSUPP` |
+//! | write-zeroes | `fallocate(ZERO_RANGE \| KEEP_SIZE)` | same: the kernel's zero-out |
+//!
+//! Where the file system or device cannot do an operation (tmpfs has no
+//! `ZERO_RANGE`), the kernel's `EOPNOTSUPP` becomes
+//! [`TargetError::NotSupported`]: every path to the same storage would
+//! answer the same, so the path is not failed.
+//!
+//! # Errors
+//! Each errno is classified once, by [`classify_errno`], as dm classifies
+//! block statuses (`blk_path_error`): what the storage itself refused
+//! (`EOPNOTSUPP`, `ENOSPC`, `ENODATA` medium, `EILSEQ` protection,
+//! `EREMOTEIO` target, `EINVAL` malformed request) is a target error;
+//! everything else (`EIO`, `ETIMEDOUT`, `ENOLINK`, `EBADF`, `ENODEV`, ...)
+//! is a path error. A read that finds the end of the file before the end of
+//! the request (the file shrank under the map) is
+//! [`TargetError::OutOfRange`].
+//!
+//! # Fault switch
+//! [`FilePath::revoke`] takes the path's file away from every ring that
+//! uses it: each queue replaces its registered file with an empty slot, so
+//! the kernel itself fails every I/O submitted after it with `EBADF`
+//! (classified as a lost connection), as if the device had gone. I/O the
+//! kernel already holds completes normally. [`FilePath::restore`] puts the
+//! file back. Tests use it to fail and heal one path of several to the
+//! same file; an operator could use it to take a path out of service.
+
+mod ring;
+
+use mpio_core::io::{Buffer, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
+pub use ring::FileQueue;
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Why a file path could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The file could not be opened.
+    #[error("cannot open {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// What the kernel said.
+        source: std::io::Error,
+    },
+    /// The file system refuses `O_DIRECT`.
+    #[error(
+        "{path}: the file system refuses O_DIRECT (EINVAL); add ?direct=0 to the path word \
+         for buffered I/O through the page cache"
+    )]
+    DirectRefused {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The path names something that holds no blocks.
+    #[error("{path} is neither a regular file nor a block device")]
+    NotStorage {
+        /// The file.
+        path: PathBuf,
+    },
+    /// io_uring is not available to this process (disabled by the
+    /// `kernel.io_uring_disabled` sysctl, seccomp, or an old kernel).
+    #[error("{path}: io_uring is unavailable here: {source}")]
+    Ring {
+        /// The file.
+        path: PathBuf,
+        /// What the kernel said.
+        source: std::io::Error,
+    },
+    /// The size or the first block could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the kernel said.
+        source: std::io::Error,
+    },
+}
+
+/// One opened file path, shared by every thread's queue to it.
+#[derive(Debug)]
+pub struct FilePath {
+    file: File,
+    path: PathBuf,
+    direct: bool,
+    block_device: bool,
+    size_bytes: u64,
+    /// Set by [`FilePath::revoke`], cleared by [`FilePath::restore`].
+    revoked: AtomicBool,
+    /// Bumped on every revoke and restore, so a queue notices with one
+    /// load that it must update its ring.
+    switches: AtomicU64,
+}
+
+impl FilePath {
+    /// Opens `path` read-write, with `O_DIRECT` unless `direct` is false.
+    ///
+    /// # Errors
+    /// A [`FileError`] naming the file and what failed.
+    pub fn open(path: &Path, direct: bool) -> Result<FilePath, FileError> {
+        let mut options = OpenOptions::new();
+        options.read(true).write(true);
+        if direct {
+            options.custom_flags(libc::O_DIRECT);
+        }
+        let refused = || FileError::DirectRefused {
+            path: path.to_path_buf(),
+        };
+        let file = options.open(path).map_err(|source| {
+            if direct && source.raw_os_error() == Some(libc::EINVAL) {
+                refused()
+            } else {
+                FileError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
+        })?;
+        let read_error = |source| FileError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let metadata = file.metadata().map_err(read_error)?;
+        let block_device = metadata.file_type().is_block_device();
+        let size_bytes = if block_device {
+            // A block device's size is where a seek to its end lands.
+            (&file).seek(SeekFrom::End(0)).map_err(read_error)?
+        } else if metadata.is_file() {
+            metadata.len()
+        } else {
+            return Err(FileError::NotStorage {
+                path: path.to_path_buf(),
+            });
+        };
+        if direct {
+            // Some file systems accept O_DIRECT at open and refuse it at
+            // the first I/O: find out now, with an aligned block.
+            let mut block = Buffer::zeroed(BUFFER_ALIGN);
+            if let Err(source) = file.read_at(block.as_mut_slice(), 0) {
+                return Err(if source.raw_os_error() == Some(libc::EINVAL) {
+                    refused()
+                } else {
+                    read_error(source)
+                });
+            }
+        }
+        // Every queue to the path is a ring: find out now, with a clear
+        // error, if rings cannot be made, rather than at the first I/O.
+        io_uring::IoUring::new(1).map_err(|source| FileError::Ring {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(FilePath {
+            file,
+            path: path.to_path_buf(),
+            direct,
+            block_device,
+            size_bytes,
+            revoked: AtomicBool::new(false),
+            switches: AtomicU64::new(0),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Size in bytes when opened.
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    /// True if opened with `O_DIRECT`.
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    /// True for a block device, false for a regular file.
+    pub fn is_block_device(&self) -> bool {
+        self.block_device
+    }
+
+    /// Makes the kernel fail every I/O submitted on this path from now on
+    /// (see the module docs).
+    pub fn revoke(&self) {
+        self.revoked.store(true, Ordering::Relaxed);
+        // Release: a queue that sees the new count (Acquire) sees the flag.
+        self.switches.fetch_add(1, Ordering::Release);
+    }
+
+    /// Undoes [`FilePath::revoke`] for I/O submitted from now on.
+    pub fn restore(&self) {
+        self.revoked.store(false, Ordering::Relaxed);
+        // Release: as in `revoke`.
+        self.switches.fetch_add(1, Ordering::Release);
+    }
+
+    /// Opens one thread's queue to this path, for `depth` I/Os in flight.
+    pub fn open_queue(self: &std::sync::Arc<Self>, depth: usize) -> FileQueue {
+        FileQueue::new(std::sync::Arc::clone(self), depth)
+    }
+
+    /// The switch count and the revoked flag it goes with.
+    fn switch_state(&self) -> (u64, bool) {
+        // Acquire pairs with the Release in `revoke`/`restore`.
+        let switches = self.switches.load(Ordering::Acquire);
+        (switches, self.revoked.load(Ordering::Relaxed))
+    }
+}
+
+/// How an errno from a file operation is reported; see the module docs.
+pub fn classify_errno(errno: i32) -> PathOutcome {
+    match errno {
+        libc::EOPNOTSUPP => PathOutcome::Target(TargetError::NotSupported),
+        libc::ENOSPC | libc::EDQUOT => PathOutcome::Target(TargetError::NoSpace),
+        libc::ENODATA | libc::EREMOTEIO => PathOutcome::Target(TargetError::Medium),
+        libc::EILSEQ => PathOutcome::Target(TargetError::Protection),
+        libc::EINVAL => PathOutcome::Target(TargetError::Invalid),
+        libc::EFBIG | libc::EOVERFLOW => PathOutcome::Target(TargetError::OutOfRange),
+        libc::EROFS | libc::EPERM | libc::EACCES => PathOutcome::Target(TargetError::NotSupported),
+        libc::ETIMEDOUT => PathOutcome::Path(PathError::Timeout),
+        libc::EBADF | libc::ENODEV | libc::ENXIO => PathOutcome::Path(PathError::ConnectionLost),
+        libc::EIO | libc::ENOLINK | libc::EBADE => PathOutcome::Path(PathError::Transport),
+        _ => PathOutcome::Path(PathError::Unknown),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errnos_split_as_blk_path_error_does() {
+        for errno in [
+            libc::EOPNOTSUPP,
+            libc::ENOSPC,
+            libc::ENODATA,
+            libc::EILSEQ,
+            libc::EINVAL,
+        ] {
+            assert!(
+                matches!(classify_errno(errno), PathOutcome::Target(_)),
+                "errno {errno} is the target's answer"
+            );
+        }
+        for errno in [
+            libc::EIO,
+            libc::ETIMEDOUT,
+            libc::ENOLINK,
+            libc::EBADF,
+            libc::ENODEV,
+            0,
+            9999,
+        ] {
+            assert!(
+                matches!(classify_errno(errno), PathOutcome::Path(_)),
+                "errno {errno} is the route's failure"
+            );
+        }
+        assert_eq!(
+            classify_errno(libc::EBADF),
+            PathOutcome::Path(PathError::ConnectionLost)
+        );
+    }
+}

@@ -1,0 +1,399 @@
+//! One thread's io_uring queue to one file path: the only unsafe code of
+//! the file transport.
+//!
+//! # Shape
+//! One ring per path queue, with the path's file registered as fixed file
+//! 0: no `fget`/`fput` of a file shared by every I/O thread on each
+//! request, and a per-queue switch the kernel itself enforces
+//! ([`super::FilePath::revoke`]). Buffers are not registered: each I/O
+//! brings its caller's [`mpio_core::io::Buffer`], so fixed buffers would
+//! mean a copy into a queue-owned pool, which costs more than the page
+//! pinning it saves at 4 KiB. Two path queues of one thread are two rings,
+//! so a poll enters the kernel once per path with work queued (measured in
+//! `docs/BENCHMARKS.md`: twice the enters for two paths, the same
+//! throughput); a shared per-thread ring would halve that.
+//!
+//! `submit` only writes a submission entry; `poll` enters the kernel once
+//! to submit what was queued and reaps completions from the shared ring
+//! without a system call when it has nothing to submit. Completions are
+//! matched to their I/O by `user_data`, the I/O's slot index.
+//!
+//! # Contract (see [`PathQueue`])
+//! - Every submitted I/O comes back once, through `poll` or `abort`.
+//! - `abort` gives back only an I/O the kernel has never seen (still
+//!   waiting for room in the submission ring, or waiting to be sent again
+//!   after `EAGAIN` with nothing transferred). Once the kernel holds a
+//!   write, `IORING_OP_ASYNC_CANCEL` cannot promise it did not reach the
+//!   disk (a request already in the block layer is not cancellable), so
+//!   `abort` answers `None` and the I/O completes through `poll`.
+//! - A queue whose ring could not be set up completes every I/O with
+//!   [`PathError::Transport`]: the path fails over like any broken route.
+//!
+//! # Safety
+//! The kernel writes into (reads) and reads from (writes) an I/O's buffer
+//! until its completion is reaped. Each I/O stays in `slots`, untouched,
+//! from push to completion; its buffer's heap storage does not move when
+//! the `PathIo` that owns it does. Dropping the queue cancels what the
+//! kernel holds and waits for it (bounded); buffers still held after the
+//! bound are leaked, never freed under the kernel.
+
+#![allow(unsafe_code)]
+
+use super::{classify_errno, FilePath};
+use io_uring::{opcode, squeue, types, IoUring};
+use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
+use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
+use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most submission entries per ring; deeper queues keep the rest waiting.
+const MAX_RING_ENTRIES: usize = 4096;
+/// Times one I/O is sent again after `EAGAIN` or `EINTR` before it counts
+/// as a path error.
+const MAX_AGAIN: u8 = 8;
+/// How long dropping a queue waits for the kernel to give buffers back.
+const DROP_WAIT: Duration = Duration::from_secs(5);
+/// `user_data` of the cancel request sent at drop (slot indices are u32).
+const CANCEL_TAG: u64 = u64::MAX;
+
+/// An I/O the queue holds.
+#[derive(Debug)]
+struct InFlight {
+    io: PathIo,
+    /// Bytes already transferred (a short read or write is continued).
+    done_bytes: u32,
+    /// Times sent again after `EAGAIN`/`EINTR`.
+    again: u8,
+}
+
+/// One thread's queue to one file path. See the module docs.
+pub struct FileQueue {
+    path: Arc<FilePath>,
+    /// The ring (boxed: it is large, and `AnyQueue` holds this queue by
+    /// value), or why it could not be set up.
+    ring: Result<Box<IoUring>, String>,
+    slots: Vec<Option<InFlight>>,
+    free: Vec<u32>,
+    /// Slots to push to the ring: new I/O that found the submission ring
+    /// full, and I/O to send again (short transfer, `EAGAIN`).
+    backlog: VecDeque<u32>,
+    /// Slots pushed to the ring and not yet completed.
+    in_kernel: usize,
+    /// Most slots the kernel may hold: the completion ring's size, so its
+    /// completions always fit and none waits in the kernel's overflow list.
+    max_in_kernel: usize,
+    /// Completions known, handed over at the next poll.
+    done: Vec<PathCompletion>,
+    /// (user_data, result) of reaped completion entries, reused.
+    reaped: Vec<(u64, i32)>,
+    /// The path's switch count this queue last applied to its ring.
+    switches_seen: Option<u64>,
+}
+
+impl std::fmt::Debug for FileQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileQueue")
+            .field("path", &self.path.path())
+            .field("ring", &self.ring.as_ref().map(|_| "io_uring"))
+            .field("in_kernel", &self.in_kernel)
+            .field("backlog", &self.backlog.len())
+            .finish()
+    }
+}
+
+impl FileQueue {
+    /// A queue to `path` with room for `depth` I/Os in flight.
+    pub fn new(path: Arc<FilePath>, depth: usize) -> Self {
+        let entries = depth.clamp(1, MAX_RING_ENTRIES).next_power_of_two() as u32;
+        let mut ring = IoUring::builder()
+            .build(entries)
+            .and_then(|ring| {
+                ring.submitter().register_files(&[path.file.as_raw_fd()])?;
+                Ok(Box::new(ring))
+            })
+            .map_err(|error| format!("io_uring setup for {}: {error}", path.path().display()));
+        let max_in_kernel = match &mut ring {
+            Ok(ring) => ring.completion().capacity(),
+            Err(_) => 0,
+        };
+        let mut queue = FileQueue {
+            path,
+            ring,
+            slots: Vec::with_capacity(depth),
+            free: Vec::with_capacity(depth),
+            backlog: VecDeque::with_capacity(depth),
+            in_kernel: 0,
+            max_in_kernel,
+            done: Vec::with_capacity(depth),
+            reaped: Vec::with_capacity(2 * entries as usize),
+            switches_seen: None,
+        };
+        queue.apply_switch();
+        queue
+    }
+
+    /// Why the ring could not be set up, if it could not.
+    pub fn setup_error(&self) -> Option<&str> {
+        self.ring.as_ref().err().map(String::as_str)
+    }
+
+    /// Points the ring's fixed file at the path's file, or at nothing while
+    /// the path is revoked.
+    fn apply_switch(&mut self) {
+        let (switches, revoked) = self.path.switch_state();
+        if self.switches_seen == Some(switches) {
+            return;
+        }
+        let Ok(ring) = &self.ring else {
+            return;
+        };
+        let fd = if revoked {
+            -1
+        } else {
+            self.path.file.as_raw_fd()
+        };
+        // Only an unchanged count is skipped next time: a failed update is
+        // tried again at the next submit or poll.
+        if ring.submitter().register_files_update(0, &[fd]).is_ok() {
+            self.switches_seen = Some(switches);
+        }
+    }
+
+    fn complete_now(&mut self, io: PathIo, outcome: PathOutcome) {
+        self.done.push(PathCompletion {
+            tag: io.tag,
+            buf: io.buf,
+            outcome,
+        });
+    }
+
+    /// Pushes waiting slots into the submission ring while it has room.
+    fn push_backlog(&mut self) {
+        let Ok(ring) = &mut self.ring else {
+            return;
+        };
+        let mut submission = ring.submission();
+        while self.in_kernel < self.max_in_kernel {
+            let Some(&index) = self.backlog.front() else {
+                break;
+            };
+            let Some(in_flight) = self.slots[index as usize].as_mut() else {
+                self.backlog.pop_front();
+                continue;
+            };
+            let entry = entry_for(index, in_flight);
+            // SAFETY: the entry points into `in_flight.io.buf`, which stays
+            // in `slots`, unmoved and untouched, until this entry's
+            // completion is reaped (see the module's Safety section); the
+            // fixed file 0 is registered for the ring's lifetime.
+            if unsafe { submission.push(&entry) }.is_err() {
+                break;
+            }
+            self.backlog.pop_front();
+            self.in_kernel += 1;
+        }
+    }
+
+    /// Submits what is queued in the ring and reaps what completed.
+    fn enter_and_reap(&mut self) {
+        let Ok(ring) = &mut self.ring else {
+            return;
+        };
+        if !ring.submission().is_empty() {
+            // EAGAIN/EBUSY (no room for completions yet) and EINTR leave
+            // the entries queued for the next poll; nothing is lost.
+            let _ = ring.submit();
+        }
+        self.reaped.extend(
+            ring.completion()
+                .map(|entry| (entry.user_data(), entry.result())),
+        );
+        let mut reaped = std::mem::take(&mut self.reaped);
+        for (user_data, result) in reaped.drain(..) {
+            self.settle(user_data, result);
+        }
+        self.reaped = reaped;
+    }
+
+    /// Handles the completion of the entry of slot `user_data`.
+    fn settle(&mut self, user_data: u64, result: i32) {
+        if user_data == CANCEL_TAG {
+            return;
+        }
+        let index = user_data as u32;
+        let Some(in_flight) = self.slots.get_mut(index as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        self.in_kernel -= 1;
+        let outcome = if result < 0 {
+            let errno = -result;
+            if matches!(errno, libc::EAGAIN | libc::EINTR) && in_flight.again < MAX_AGAIN {
+                in_flight.again += 1;
+                self.backlog.push_back(index);
+                return;
+            }
+            classify_errno(errno)
+        } else {
+            match in_flight.io.op {
+                Op::Read | Op::Write => {
+                    let moved = result as u32;
+                    in_flight.done_bytes = in_flight.done_bytes.saturating_add(moved);
+                    if in_flight.done_bytes >= in_flight.io.len {
+                        PathOutcome::Ok
+                    } else if moved == 0 {
+                        // The end of the file came before the end of the
+                        // request: the storage shrank under the map.
+                        PathOutcome::Target(TargetError::OutOfRange)
+                    } else {
+                        self.backlog.push_back(index);
+                        return;
+                    }
+                }
+                Op::Flush | Op::Discard | Op::WriteZeroes => PathOutcome::Ok,
+            }
+        };
+        self.finish(index, outcome);
+    }
+
+    fn finish(&mut self, index: u32, outcome: PathOutcome) {
+        if let Some(in_flight) = self.slots[index as usize].take() {
+            self.free.push(index);
+            self.complete_now(in_flight.io, outcome);
+        }
+    }
+}
+
+/// The submission entry that does (the rest of) `in_flight`'s I/O.
+fn entry_for(index: u32, in_flight: &mut InFlight) -> squeue::Entry {
+    let file = types::Fixed(0);
+    let io = &mut in_flight.io;
+    let done = in_flight.done_bytes;
+    // Saturating: an offset past the end of u64 is the kernel's EINVAL
+    // (the caller's error), not a panic here.
+    let offset = io.offset.saturating_add(u64::from(done));
+    let remaining = io.len - done;
+    let entry = match io.op {
+        Op::Read => {
+            let rest = &mut io.buf.as_mut_slice()[done as usize..];
+            opcode::Read::new(file, rest.as_mut_ptr(), remaining)
+                .offset(offset)
+                .build()
+        }
+        Op::Write => {
+            let rest = &io.buf.as_slice()[done as usize..];
+            opcode::Write::new(file, rest.as_ptr(), remaining)
+                .offset(offset)
+                .build()
+        }
+        Op::Flush => opcode::Fsync::new(file)
+            .flags(types::FsyncFlags::DATASYNC)
+            .build(),
+        Op::Discard => opcode::Fallocate::new(file, u64::from(io.len))
+            .offset(io.offset)
+            .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
+            .build(),
+        Op::WriteZeroes => opcode::Fallocate::new(file, u64::from(io.len))
+            .offset(io.offset)
+            .mode(libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE)
+            .build(),
+    };
+    entry.user_data(u64::from(index))
+}
+
+impl PathQueue for FileQueue {
+    fn submit(&mut self, io: PathIo, _now_ns: u64) {
+        self.apply_switch();
+        if self.ring.is_err() {
+            self.complete_now(io, PathOutcome::Path(PathError::Transport));
+            return;
+        }
+        let data = matches!(io.op, Op::Read | Op::Write);
+        if data && io.buf.len() < io.len as usize {
+            self.complete_now(io, PathOutcome::Target(TargetError::Invalid));
+            return;
+        }
+        if io.len == 0 && io.op != Op::Flush {
+            self.complete_now(io, PathOutcome::Ok);
+            return;
+        }
+        let in_flight = InFlight {
+            io,
+            done_bytes: 0,
+            again: 0,
+        };
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.slots[index as usize] = Some(in_flight);
+                index
+            }
+            None => {
+                self.slots.push(Some(in_flight));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.backlog.push_back(index);
+        self.push_backlog();
+    }
+
+    fn poll(&mut self, _now_ns: u64, completions: &mut Vec<PathCompletion>) {
+        self.apply_switch();
+        self.push_backlog();
+        self.enter_and_reap();
+        if !self.backlog.is_empty() {
+            // Continuations of short transfers and retries go out now, not
+            // one poll later.
+            self.push_backlog();
+            self.enter_and_reap();
+        }
+        completions.append(&mut self.done);
+    }
+
+    fn abort(&mut self, tag: u64) -> Option<PathIo> {
+        let position = self.backlog.iter().position(|&index| {
+            self.slots[index as usize]
+                .as_ref()
+                .is_some_and(|in_flight| in_flight.io.tag == tag && in_flight.done_bytes == 0)
+        })?;
+        let index = self.backlog.remove(position)?;
+        let in_flight = self.slots[index as usize].take()?;
+        self.free.push(index);
+        Some(in_flight.io)
+    }
+}
+
+impl Drop for FileQueue {
+    fn drop(&mut self) {
+        if self.in_kernel == 0 {
+            return;
+        }
+        let Ok(ring) = &mut self.ring else {
+            return;
+        };
+        let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+            .build()
+            .user_data(CANCEL_TAG);
+        // SAFETY: a cancel request points at no memory.
+        let _ = unsafe { ring.submission().push(&cancel) };
+        let deadline = Instant::now() + DROP_WAIT;
+        let wait = types::Timespec::new().nsec(10_000_000);
+        while self.in_kernel > 0 && Instant::now() < deadline {
+            let Ok(ring) = &mut self.ring else {
+                return;
+            };
+            // ETIME (nothing within 10 ms) and EINTR just loop.
+            let _ = ring
+                .submitter()
+                .submit_with_args(1, &types::SubmitArgs::new().timespec(&wait));
+            self.enter_and_reap();
+        }
+        if self.in_kernel > 0 {
+            // The kernel still holds these buffers: leak them rather than
+            // free memory it may write.
+            for in_flight in self.slots.drain(..).flatten() {
+                std::mem::forget(in_flight.io.buf);
+            }
+        }
+    }
+}
