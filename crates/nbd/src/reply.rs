@@ -268,9 +268,7 @@ impl<'a> Chunk<'a> {
         let (reply_type, length) = match *self {
             Chunk::None if !done => return Err(invalid("NONE without DONE")),
             Chunk::None => (REPLY_TYPE_NONE, 0u64),
-            Chunk::OffsetData { data, .. } if data.is_empty() => {
-                return Err(invalid("OFFSET_DATA without data"))
-            }
+            Chunk::OffsetData { data: [], .. } => return Err(invalid("OFFSET_DATA without data")),
             Chunk::OffsetData { data, .. } => (REPLY_TYPE_OFFSET_DATA, 8 + data.len() as u64),
             Chunk::OffsetHole { length: 0, .. } => return Err(invalid("hole of length 0")),
             Chunk::OffsetHole { .. } => (REPLY_TYPE_OFFSET_HOLE, 12),

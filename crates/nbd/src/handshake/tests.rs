@@ -10,7 +10,7 @@ fn greeting_round_trips_and_refuses_oldstyle() {
     assert_eq!(&bytes[8..16], b"IHAVEOPT");
     assert_eq!(Greeting::decode(&bytes), Ok(greeting));
     let mut oldstyle = bytes;
-    oldstyle[8..16].copy_from_slice(&0x0042_0281_8612_53u64.to_be_bytes());
+    oldstyle[8..16].copy_from_slice(&0x0000_4202_8186_1253_u64.to_be_bytes());
     assert!(matches!(
         Greeting::decode(&oldstyle),
         Err(WireError::BadMagic {
