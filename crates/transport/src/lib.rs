@@ -10,6 +10,7 @@
 pub mod clock;
 pub mod host;
 pub mod memory;
+pub mod nbd;
 pub mod null;
 pub mod uri;
 
@@ -17,6 +18,7 @@ use memory::{MemoryDisk, MemoryQueue, PortControl};
 use mpio_core::map::{Map, MapError, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
 use mpio_core::table::Table;
+use nbd::{NbdError, NbdQueue, NbdTarget};
 use null::NullQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,6 +31,8 @@ pub enum AnyQueue {
     Null(NullQueue),
     /// A port of a memory disk.
     Memory(MemoryQueue),
+    /// A connection to an NBD server.
+    Nbd(NbdQueue),
 }
 
 impl PathQueue for AnyQueue {
@@ -37,6 +41,7 @@ impl PathQueue for AnyQueue {
         match self {
             AnyQueue::Null(queue) => queue.submit(io, now_ns),
             AnyQueue::Memory(queue) => queue.submit(io, now_ns),
+            AnyQueue::Nbd(queue) => queue.submit(io, now_ns),
         }
     }
 
@@ -45,6 +50,7 @@ impl PathQueue for AnyQueue {
         match self {
             AnyQueue::Null(queue) => queue.poll(now_ns, completions),
             AnyQueue::Memory(queue) => queue.poll(now_ns, completions),
+            AnyQueue::Nbd(queue) => queue.poll(now_ns, completions),
         }
     }
 
@@ -52,6 +58,7 @@ impl PathQueue for AnyQueue {
         match self {
             AnyQueue::Null(queue) => queue.abort(tag),
             AnyQueue::Memory(queue) => queue.abort(tag),
+            AnyQueue::Nbd(queue) => queue.abort(tag),
         }
     }
 }
@@ -65,6 +72,15 @@ pub enum SetupError {
     /// The map itself is malformed.
     #[error(transparent)]
     Map(#[from] MapError),
+    /// An NBD path's server could not be reached or its export does not
+    /// fit the map.
+    #[error("path {word:?}: {error}")]
+    Nbd {
+        /// The path word.
+        word: String,
+        /// What went wrong.
+        error: NbdError,
+    },
     /// A path is smaller than the map.
     #[error("path {word:?} holds {path_bytes} bytes but the map needs {map_bytes}")]
     TooSmall {
@@ -140,6 +156,14 @@ impl Transports {
                         disk_bytes,
                     )
                 }
+                Endpoint::Nbd(address) => {
+                    let target = Arc::new(NbdTarget::new(address, map_bytes));
+                    let export = target.probe().map_err(|error| SetupError::Nbd {
+                        word: word.to_string(),
+                        error,
+                    })?;
+                    (PathHandle::Nbd(target), export.size_bytes)
+                }
             };
             if path_bytes < map_bytes {
                 return Err(SetupError::TooSmall {
@@ -196,6 +220,8 @@ pub enum PathHandle {
         /// The port's switches.
         port: Arc<PortControl>,
     },
+    /// An NBD server's export.
+    Nbd(Arc<NbdTarget>),
 }
 
 impl PathHandle {
@@ -206,6 +232,7 @@ impl PathHandle {
             PathHandle::Memory { disk, port } => {
                 AnyQueue::Memory(MemoryQueue::new(Arc::clone(disk), Arc::clone(port), depth))
             }
+            PathHandle::Nbd(target) => AnyQueue::Nbd(NbdQueue::open(Arc::clone(target), depth)),
         }
     }
 }

@@ -3,6 +3,8 @@
 //! - `null:<size>[?latency_ns=<ns>]`: a null path of `size` bytes
 //!   (suffixes `K`, `M`, `G`, `T`, powers of 1024).
 //! - `memory:<disk>#<port>`: port `port` of RAM disk `disk`.
+//! - `nbd://host[:port]/export`, `nbd+unix:///export?socket=/path`: an
+//!   NBD server's export (see [`crate::nbd::address`]).
 //!
 //! Later transports (`file:`, `nbd:`) add their own forms here.
 
@@ -23,6 +25,8 @@ pub enum Endpoint {
         /// Port name.
         port: String,
     },
+    /// An NBD server's export.
+    Nbd(crate::nbd::address::Address),
 }
 
 /// A path word that names no transport, or names one badly.
@@ -123,8 +127,11 @@ impl Endpoint {
                     port: port.to_string(),
                 })
             }
+            "nbd" | "nbd+unix" => crate::nbd::address::Address::parse(scheme, rest)
+                .map(Endpoint::Nbd)
+                .map_err(error),
             _ => Err(error(format!(
-                "unknown transport {scheme:?} (null, memory)"
+                "unknown transport {scheme:?} (null, memory, nbd, nbd+unix)"
             ))),
         }
     }
