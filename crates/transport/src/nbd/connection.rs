@@ -258,11 +258,13 @@ impl Connection {
             return Err(unknown_cookie(reply.cookie));
         };
         let outcome = if reply.error == 0 {
-            in_flight
-                .io
-                .buf
-                .as_mut_slice()
-                .copy_from_slice(&available[SimpleReply::LEN..total]);
+            if data_len > 0 {
+                in_flight
+                    .io
+                    .buf
+                    .as_mut_slice()
+                    .copy_from_slice(&available[SimpleReply::LEN..total]);
+            }
             PathOutcome::Ok
         } else {
             classify(reply.error)

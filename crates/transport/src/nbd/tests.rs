@@ -142,14 +142,19 @@ fn collect(connection: &mut Connection, count: usize) -> Result<Vec<PathCompleti
 fn simple_replies_complete_out_of_order() {
     let (mut connection, mut server) = pair(false);
     connection.send(CMD_READ, io(1, Op::Read, 0, 1024)).unwrap();
-    connection.send(CMD_FLUSH, io(2, Op::Flush, 0, 0)).unwrap();
+    connection
+        .send(CMD_WRITE, io(2, Op::Write, 0, 512))
+        .unwrap();
     let read = read_request(&mut server);
-    let flush = read_request(&mut server);
+    let write = read_request(&mut server);
     assert_eq!(
         (read.cookie, read.command, read.length),
         (1, CMD_READ, 1024)
     );
-    assert_eq!((flush.cookie, flush.command), (2, CMD_FLUSH));
+    assert_eq!(
+        (write.cookie, write.command, write.length),
+        (2, CMD_WRITE, 512)
+    );
     server
         .write_all(
             &SimpleReply {
