@@ -43,7 +43,7 @@ fn data_written_while_paths_fail_and_recover_reads_back_through_each_path() {
         .unwrap();
     let a = error_server(&dir, "a");
     let b = error_server(&dir, "b");
-    let c = Server::qemu_nbd(&dir.join("c.sock"), &disk);
+    let c = Server::qemu_nbd(&dir.join("c.sock"), &disk, &[]);
     let words = [a.uri(), b.uri(), c.uri()];
     let (device, mut queue) = device(BLOCKS * u64::from(BLOCK), &words, MapOptions::default());
     let map = std::sync::Arc::clone(&device.map);

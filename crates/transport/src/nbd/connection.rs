@@ -94,6 +94,11 @@ impl Connection {
         &self.export
     }
 
+    /// I/Os waiting for their reply.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
     /// True if `tag` is waiting for its reply.
     pub fn is_in_flight(&self, tag: u64) -> bool {
         self.in_flight.contains_key(&tag)

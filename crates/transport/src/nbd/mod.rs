@@ -213,6 +213,11 @@ impl NbdQueue {
         self.connection.is_some()
     }
 
+    /// I/Os sent on the live connection and not answered yet.
+    pub fn in_flight(&self) -> usize {
+        self.connection.as_ref().map_or(0, Connection::in_flight)
+    }
+
     /// Why the last connection ended or the last connect failed.
     pub fn last_error(&self) -> Option<&str> {
         self.last_error.as_deref()

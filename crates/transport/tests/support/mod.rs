@@ -68,7 +68,7 @@ pub fn require(program: &str, package: &str) {
 }
 
 /// Where a test server listens.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 enum Listen {
     Unix(PathBuf),
     Tcp(u16),
@@ -122,39 +122,45 @@ impl Server {
         Server::start(Listen::Tcp(port), command)
     }
 
-    /// `qemu-nbd` serving raw file `file` on `socket`, to any number of
-    /// clients, staying up when they leave.
-    pub fn qemu_nbd(socket: &Path, file: &Path) -> Server {
+    /// `qemu-nbd` serving raw file `file` on `socket` with `args`, to any
+    /// number of clients, staying up when they leave.
+    pub fn qemu_nbd(socket: &Path, file: &Path, args: &[&str]) -> Server {
         require("qemu-nbd", "qemu-utils");
-        let command = vec![
+        let mut command = vec![
             "qemu-nbd".to_string(),
             "--format=raw".into(),
             "--persistent".into(),
             "--shared=64".into(),
             "--socket".into(),
             socket.display().to_string(),
-            file.display().to_string(),
         ];
+        command.extend(args.iter().map(|arg| arg.to_string()));
+        command.push(file.display().to_string());
         Server::start(Listen::Unix(socket.to_path_buf()), command)
     }
 
     fn start(listen: Listen, command: Vec<String>) -> Server {
-        if let Listen::Unix(socket) = &listen {
-            let _ = std::fs::remove_file(socket);
-        }
-        let child = Command::new(&command[0])
-            .args(&command[1..])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|error| panic!("starting {command:?}: {error}"));
         let mut server = Server {
-            child: Some(child),
+            child: None,
             listen,
             command,
         };
-        server.wait_listening();
+        server.spawn();
         server
+    }
+
+    fn spawn(&mut self) {
+        if let Listen::Unix(socket) = &self.listen {
+            let _ = std::fs::remove_file(socket);
+        }
+        let child = Command::new(&self.command[0])
+            .args(&self.command[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| panic!("starting {:?}: {error}", self.command));
+        self.child = Some(child);
+        self.wait_listening();
     }
 
     fn wait_listening(&mut self) {
@@ -208,7 +214,7 @@ impl Server {
     /// Starts the same command again, listening where it did.
     pub fn restart(&mut self) {
         self.kill();
-        *self = Server::start(self.listen.clone(), self.command.clone());
+        self.spawn();
     }
 }
 
@@ -282,6 +288,17 @@ pub fn io(user_data: u64, op: Op, offset: u64, len: u32, data: Option<&[u8]>) ->
 /// Submits `ios` (as fast as the queue takes them) and polls `queue` on
 /// the real clock until every one completed; panics after `bound`.
 pub fn run(queue: &mut Queue<AnyQueue>, ios: Vec<Io>, bound: Duration) -> Vec<Completion> {
+    run_with(queue, ios, bound, |_| {})
+}
+
+/// [`run`], calling `between_polls` after every poll (to inject a fault
+/// while the I/O is in flight).
+pub fn run_with(
+    queue: &mut Queue<AnyQueue>,
+    ios: Vec<Io>,
+    bound: Duration,
+    mut between_polls: impl FnMut(&mut Queue<AnyQueue>),
+) -> Vec<Completion> {
     let count = ios.len();
     let deadline = Instant::now() + bound;
     let mut ios = ios.into_iter();
@@ -298,6 +315,7 @@ pub fn run(queue: &mut Queue<AnyQueue>, ios: Vec<Io>, bound: Duration) -> Vec<Co
             }
         }
         queue.poll(clock::now_ns(), &mut |completion| done.push(completion));
+        between_polls(queue);
         assert!(
             Instant::now() < deadline,
             "{} of {count} I/Os completed within {bound:?}",
