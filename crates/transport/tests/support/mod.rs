@@ -79,6 +79,9 @@ pub struct Server {
     child: Option<Child>,
     listen: Listen,
     command: Vec<String>,
+    /// nbdkit writes its pid file once it accepts connections: waiting
+    /// for it spares the server a probe connection (and its log line).
+    pid_file: Option<PathBuf>,
 }
 
 impl Server {
@@ -87,15 +90,18 @@ impl Server {
     /// connection.
     pub fn nbdkit(socket: &Path, args: &[&str]) -> Server {
         require("nbdkit", "nbdkit");
+        let pid_file = PathBuf::from(format!("{}.pid", socket.display()));
         let mut command = vec![
             "nbdkit".to_string(),
             "--foreground".into(),
             "--exit-with-parent".into(),
             "--unix".into(),
             socket.display().to_string(),
+            "--pidfile".into(),
+            pid_file.display().to_string(),
         ];
         command.extend(args.iter().map(|arg| arg.to_string()));
-        Server::start(Listen::Unix(socket.to_path_buf()), command)
+        Server::start(Listen::Unix(socket.to_path_buf()), command, Some(pid_file))
     }
 
     /// `nbdkit` on a free TCP port of 127.0.0.1, otherwise as
@@ -109,6 +115,8 @@ impl Server {
             .local_addr()
             .unwrap()
             .port();
+        let pid_file =
+            std::env::temp_dir().join(format!("mpio-nbdkit-{}-{port}.pid", std::process::id()));
         let mut command = vec![
             "nbdkit".to_string(),
             "--foreground".into(),
@@ -117,9 +125,11 @@ impl Server {
             "127.0.0.1".into(),
             "--port".into(),
             port.to_string(),
+            "--pidfile".into(),
+            pid_file.display().to_string(),
         ];
         command.extend(args.iter().map(|arg| arg.to_string()));
-        Server::start(Listen::Tcp(port), command)
+        Server::start(Listen::Tcp(port), command, Some(pid_file))
     }
 
     /// `qemu-nbd` serving raw file `file` on `socket` with `args`, to any
@@ -136,23 +146,22 @@ impl Server {
         ];
         command.extend(args.iter().map(|arg| arg.to_string()));
         command.push(file.display().to_string());
-        Server::start(Listen::Unix(socket.to_path_buf()), command)
+        Server::start(Listen::Unix(socket.to_path_buf()), command, None)
     }
 
-    fn start(listen: Listen, command: Vec<String>) -> Server {
+    fn start(listen: Listen, command: Vec<String>, pid_file: Option<PathBuf>) -> Server {
         let mut server = Server {
             child: None,
             listen,
             command,
+            pid_file,
         };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
-        if let Listen::Unix(socket) = &self.listen {
-            let _ = std::fs::remove_file(socket);
-        }
+        self.remove_files();
         let child = Command::new(&self.command[0])
             .args(&self.command[1..])
             .stdin(Stdio::null())
@@ -166,9 +175,14 @@ impl Server {
     fn wait_listening(&mut self) {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            let listening = match &self.listen {
-                Listen::Unix(socket) => UnixStream::connect(socket).is_ok(),
-                Listen::Tcp(port) => std::net::TcpStream::connect(("127.0.0.1", *port)).is_ok(),
+            let listening = match (&self.pid_file, &self.listen) {
+                (Some(pid_file), _) => {
+                    std::fs::read_to_string(pid_file).is_ok_and(|pid| pid.ends_with('\n'))
+                }
+                (None, Listen::Unix(socket)) => UnixStream::connect(socket).is_ok(),
+                (None, Listen::Tcp(port)) => {
+                    std::net::TcpStream::connect(("127.0.0.1", *port)).is_ok()
+                }
             };
             if listening {
                 return;
@@ -206,8 +220,15 @@ impl Server {
             let _ = child.kill();
             let _ = child.wait();
         }
+        self.remove_files();
+    }
+
+    fn remove_files(&self) {
         if let Listen::Unix(socket) = &self.listen {
             let _ = std::fs::remove_file(socket);
+        }
+        if let Some(pid_file) = &self.pid_file {
+            let _ = std::fs::remove_file(pid_file);
         }
     }
 
