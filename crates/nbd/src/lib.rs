@@ -20,3 +20,6 @@ pub mod reply;
 pub mod request;
 
 pub use error::WireError;
+
+#[cfg(test)]
+mod properties;
