@@ -6,7 +6,7 @@
 //! - `nbd://host[:port]/export`, `nbd+unix:///export?socket=/path`: an
 //!   NBD server's export (see [`crate::nbd::address`]).
 //!
-//! Later transports (`file:`, `nbd:`) add their own forms here.
+//! Later transports (`file:`) add their own forms here.
 
 /// Where a path leads, parsed from its word.
 #[derive(Clone, Debug, PartialEq, Eq)]
