@@ -1,8 +1,14 @@
 //! One established NBD connection in the transmission phase, driven
-//! without blocking: requests are encoded into a send buffer and written
-//! as far as the socket takes them; replies are read into a receive
-//! buffer and parsed as they complete, in whatever order the server
-//! sends them.
+//! without blocking: requests wait in submission order and are encoded
+//! into a send buffer, a batch at a time, as the socket takes them;
+//! replies are read into a receive buffer and parsed as they complete, in
+//! whatever order the server sends them. Each request travels under its
+//! own cookie from an [`InFlightTable`], not under the I/O's tag.
+//!
+//! # Allocation
+//! None per I/O once the connection has carried its depth of requests
+//! and its largest write: the table, the waiting list and the send buffer
+//! are sized then, whatever the server's pace.
 //!
 //! # Errors
 //! A reply the protocol forbids (bad magic, unknown cookie, data outside
@@ -11,25 +17,29 @@
 //! fails every I/O in flight with a path error.
 
 use super::handshake::Export;
+use super::in_flight::InFlightTable;
 use super::stream::Stream;
 use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo};
 use mpio_nbd::consts::*;
 use mpio_nbd::reply::{header_len, Chunk, ChunkHeader, SimpleReply, MAX_ERROR_MESSAGE};
 use mpio_nbd::request::Request;
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 
 /// Receive buffer size before any large read reply grows it.
 const RECV_BUFFER: usize = 256 * 1024;
 
-/// Sent bytes kept at the front of the send buffer before it is compacted.
-const SEND_COMPACT: usize = 64 * 1024;
+/// Requests are encoded into the send buffer until it holds this many
+/// bytes, so that small requests share a write call.
+const SEND_BATCH: usize = 64 * 1024;
 
 /// An I/O the server has not finished answering.
 #[derive(Debug)]
 struct InFlight {
     io: PathIo,
+    /// The command carrying it.
+    command: u16,
     /// Read bytes received so far (data and hole chunks).
     received: u64,
     /// The first error chunk's outcome.
@@ -45,7 +55,9 @@ pub struct Broken(pub String);
 pub struct Connection {
     stream: Stream,
     export: Export,
-    in_flight: HashMap<u64, InFlight>,
+    in_flight: InFlightTable<InFlight>,
+    /// Cookies of requests not yet encoded, in submission order.
+    unsent: VecDeque<u64>,
     send: Vec<u8>,
     sent: usize,
     recv: Box<[u8]>,
@@ -80,8 +92,9 @@ impl Connection {
         Ok(Connection {
             stream,
             export,
-            in_flight: HashMap::with_capacity(depth),
-            send: Vec::with_capacity(depth * Request::LEN),
+            in_flight: InFlightTable::with_capacity(depth),
+            unsent: VecDeque::with_capacity(depth),
+            send: Vec::with_capacity(SEND_BATCH + Request::LEN),
             sent: 0,
             recv: vec![0; RECV_BUFFER].into_boxed_slice(),
             recv_start: 0,
@@ -101,7 +114,7 @@ impl Connection {
 
     /// True if `tag` is waiting for its reply.
     pub fn is_in_flight(&self, tag: u64) -> bool {
-        self.in_flight.contains_key(&tag)
+        self.in_flight.any(|in_flight| in_flight.io.tag == tag)
     }
 
     /// Queues `io` as command `command` and writes what the socket takes.
@@ -111,47 +124,72 @@ impl Connection {
     /// The socket failed; `io` is in flight and comes back from
     /// [`Connection::sever`].
     pub fn send(&mut self, command: u16, io: PathIo) -> Result<(), Broken> {
-        let request = Request {
-            flags: 0,
-            command,
-            cookie: io.tag,
-            offset: io.offset,
-            length: io.len,
+        // The buffer holds at most a batch plus one request: room for it
+        // is made when a larger write than before first comes, not while
+        // the socket is full.
+        let payload = if command == CMD_WRITE {
+            io.buf.len()
+        } else {
+            0
         };
-        self.send.extend_from_slice(&request.encode());
-        if command == CMD_WRITE {
-            self.send.extend_from_slice(io.buf.as_slice());
+        let need = SEND_BATCH + Request::LEN + payload;
+        if self.send.capacity() < need {
+            self.send.reserve_exact(need - self.send.len());
         }
-        self.in_flight.insert(
-            io.tag,
-            InFlight {
-                io,
-                received: 0,
-                error: None,
-            },
-        );
+        let cookie = self.in_flight.insert(InFlight {
+            io,
+            command,
+            received: 0,
+            error: None,
+        });
+        self.unsent.push_back(cookie);
         self.flush()
     }
 
-    /// Writes what the socket takes of the send buffer.
+    /// Encodes waiting requests into the empty send buffer, up to a batch.
+    fn refill(&mut self) {
+        self.send.clear();
+        self.sent = 0;
+        while self.send.len() < SEND_BATCH {
+            let Some(cookie) = self.unsent.pop_front() else {
+                break;
+            };
+            // A request whose I/O already ended (a server answered a
+            // cookie it was never sent) is not sent.
+            let Some(in_flight) = self.in_flight.get(cookie) else {
+                continue;
+            };
+            let request = Request {
+                flags: 0,
+                command: in_flight.command,
+                cookie,
+                offset: in_flight.io.offset,
+                length: in_flight.io.len,
+            };
+            self.send.extend_from_slice(&request.encode());
+            if in_flight.command == CMD_WRITE {
+                self.send.extend_from_slice(in_flight.io.buf.as_slice());
+            }
+        }
+    }
+
+    /// Writes what the socket takes of the waiting requests.
     fn flush(&mut self) -> Result<(), Broken> {
-        while self.sent < self.send.len() {
+        loop {
+            if self.sent == self.send.len() {
+                self.refill();
+                if self.send.is_empty() {
+                    return Ok(());
+                }
+            }
             match self.stream.write(&self.send[self.sent..]) {
                 Ok(0) => return Err(Broken("the server stopped taking requests".into())),
                 Ok(written) => self.sent += written,
-                Err(error) if error.kind() == ErrorKind::WouldBlock => break,
+                Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
                 Err(error) => return Err(Broken(format!("sending: {error}"))),
             }
         }
-        if self.sent == self.send.len() {
-            self.send.clear();
-            self.sent = 0;
-        } else if self.sent >= SEND_COMPACT {
-            self.send.drain(..self.sent);
-            self.sent = 0;
-        }
-        Ok(())
     }
 
     /// Sends what waits, reads what the server sent and appends finished
@@ -184,13 +222,13 @@ impl Connection {
     /// `completions` as [`PathError::ConnectionLost`].
     pub fn sever(mut self, completions: &mut Vec<PathCompletion>) {
         self.stream.shutdown();
-        for (_, in_flight) in self.in_flight.drain() {
+        self.in_flight.drain(|in_flight| {
             completions.push(PathCompletion {
                 tag: in_flight.io.tag,
                 buf: in_flight.io.buf,
                 outcome: PathOutcome::Path(PathError::ConnectionLost),
             });
-        }
+        });
     }
 
     /// Makes the receive buffer hold at least `need` bytes from
@@ -247,7 +285,7 @@ impl Connection {
         let reply = SimpleReply::decode(available).map_err(wire)?;
         let in_flight = self
             .in_flight
-            .get(&reply.cookie)
+            .get(reply.cookie)
             .ok_or_else(|| unknown_cookie(reply.cookie))?;
         let data_len = if in_flight.io.op == Op::Read && reply.error == 0 {
             in_flight.io.len as usize
@@ -259,7 +297,7 @@ impl Connection {
             self.make_room(total);
             return Ok(None);
         }
-        let Some(mut in_flight) = self.in_flight.remove(&reply.cookie) else {
+        let Some(mut in_flight) = self.in_flight.remove(reply.cookie) else {
             return Err(unknown_cookie(reply.cookie));
         };
         let outcome = if reply.error == 0 {
@@ -292,7 +330,7 @@ impl Connection {
         let header = ChunkHeader::decode(available).map_err(wire)?;
         let in_flight = self
             .in_flight
-            .get_mut(&header.cookie)
+            .get_mut(header.cookie)
             .ok_or_else(|| unknown_cookie(header.cookie))?;
         // A data chunk carries at most the whole read; anything else is
         // small. The bound keeps a bad length from growing the buffer.
@@ -347,7 +385,7 @@ impl Connection {
             }
         }
         if header.is_done() {
-            let Some(in_flight) = self.in_flight.remove(&header.cookie) else {
+            let Some(in_flight) = self.in_flight.remove(header.cookie) else {
                 return Err(unknown_cookie(header.cookie));
             };
             let expected = if in_flight.io.op == Op::Read {

@@ -61,6 +61,7 @@
 pub mod address;
 pub mod connection;
 pub mod handshake;
+pub mod in_flight;
 pub mod stream;
 
 use address::Address;

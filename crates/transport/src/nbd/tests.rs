@@ -147,26 +147,21 @@ fn simple_replies_complete_out_of_order() {
         .unwrap();
     let read = read_request(&mut server);
     let write = read_request(&mut server);
-    assert_eq!(
-        (read.cookie, read.command, read.length),
-        (1, CMD_READ, 1024)
-    );
-    assert_eq!(
-        (write.cookie, write.command, write.length),
-        (2, CMD_WRITE, 512)
-    );
+    assert_eq!((read.command, read.length), (CMD_READ, 1024));
+    assert_eq!((write.command, write.length), (CMD_WRITE, 512));
+    assert_ne!(read.cookie, write.cookie);
     server
         .write_all(
             &SimpleReply {
                 error: 0,
-                cookie: 2,
+                cookie: write.cookie,
             }
             .encode(),
         )
         .unwrap();
     let mut reply = SimpleReply {
         error: 0,
-        cookie: 1,
+        cookie: read.cookie,
     }
     .encode()
     .to_vec();
@@ -189,28 +184,28 @@ fn structured_reads_assemble_data_holes_and_errors() {
         .send(CMD_READ, io(1, Op::Read, 4096, 1024))
         .unwrap();
     connection.send(CMD_READ, io(2, Op::Read, 0, 512)).unwrap();
-    read_request(&mut server);
-    read_request(&mut server);
+    let first = read_request(&mut server).cookie;
+    let second = read_request(&mut server).cookie;
     let mut out = Vec::new();
     let data = [7u8; 512];
     Chunk::OffsetHole {
         offset: 4096 + 512,
         length: 512,
     }
-    .encode(1, false, &mut out)
+    .encode(first, false, &mut out)
     .unwrap();
     Chunk::Error {
         error: ENOSPC,
         message: "full",
         offset: None,
     }
-    .encode(2, true, &mut out)
+    .encode(second, true, &mut out)
     .unwrap();
     Chunk::OffsetData {
         offset: 4096,
         data: &data,
     }
-    .encode(1, true, &mut out)
+    .encode(first, true, &mut out)
     .unwrap();
     server.write_all(&out).unwrap();
     let done = collect(&mut connection, 2).unwrap();
@@ -224,41 +219,42 @@ fn structured_reads_assemble_data_holes_and_errors() {
 
 #[test]
 fn protocol_violations_break_the_connection_and_lose_nothing() {
-    let violations: [(&str, Vec<u8>); 4] = [
-        ("magic", vec![0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0]),
-        (
-            "not in flight",
+    // Each violation, given the cookie of the read in flight.
+    type Violation = fn(u64) -> Vec<u8>;
+    let violations: [(&str, Violation); 4] = [
+        ("magic", |_| vec![0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0]),
+        ("not in flight", |read| {
             SimpleReply {
                 error: 0,
-                cookie: 99,
+                cookie: read + 99,
             }
             .encode()
-            .to_vec(),
-        ),
-        ("outside the request", {
+            .to_vec()
+        }),
+        ("outside the request", |read| {
             let mut out = Vec::new();
             Chunk::OffsetData {
                 offset: 0,
                 data: &[1; 8],
             }
-            .encode(1, true, &mut out)
+            .encode(read, true, &mut out)
             .unwrap();
             out
         }),
-        ("missing chunks", {
+        ("missing chunks", |read| {
             let mut out = Vec::new();
-            Chunk::None.encode(1, true, &mut out).unwrap();
+            Chunk::None.encode(read, true, &mut out).unwrap();
             out
         }),
     ];
-    for (reason, bytes) in violations {
+    for (reason, violation) in violations {
         let (mut connection, mut server) = pair(true);
         connection
             .send(CMD_READ, io(1, Op::Read, 4096, 512))
             .unwrap();
         connection.send(CMD_FLUSH, io(2, Op::Flush, 0, 0)).unwrap();
-        read_request(&mut server);
-        server.write_all(&bytes).unwrap();
+        let read = read_request(&mut server).cookie;
+        server.write_all(&violation(read)).unwrap();
         let mut done = Vec::new();
         let broken = loop {
             if let Err(broken) = connection.poll(&mut done) {
@@ -364,8 +360,15 @@ fn piece() -> impl proptest::strategy::Strategy<Value = Piece> {
 }
 
 /// The bytes of `piece`, encoded by hand so that invalid chunks (empty
-/// holes, error 0) can be sent too.
-fn piece_bytes(piece: &Piece) -> Vec<u8> {
+/// holes, error 0) can be sent too; cookie `n` of 1..=4 stands for the
+/// `n`th request's cookie in `cookies`, any other for itself.
+fn piece_bytes(piece: &Piece, cookies: &[u64]) -> Vec<u8> {
+    let real = |cookie: u64| {
+        cookies
+            .get((cookie as usize).wrapping_sub(1))
+            .copied()
+            .unwrap_or(cookie)
+    };
     let chunk = |cookie: u64, reply_type: u16, done: bool, payload: &[u8]| {
         let header = mpio_nbd::reply::ChunkHeader {
             flags: if done { REPLY_FLAG_DONE } else { 0 },
@@ -385,7 +388,7 @@ fn piece_bytes(piece: &Piece) -> Vec<u8> {
         } => {
             let mut out = SimpleReply {
                 error: *error,
-                cookie: *cookie,
+                cookie: real(*cookie),
             }
             .encode()
             .to_vec();
@@ -400,7 +403,7 @@ fn piece_bytes(piece: &Piece) -> Vec<u8> {
         } => {
             let mut payload = at.to_be_bytes().to_vec();
             payload.extend(std::iter::repeat_n(0x33, *len));
-            chunk(*cookie, REPLY_TYPE_OFFSET_DATA, *done, &payload)
+            chunk(real(*cookie), REPLY_TYPE_OFFSET_DATA, *done, &payload)
         }
         Piece::Hole {
             cookie,
@@ -410,7 +413,7 @@ fn piece_bytes(piece: &Piece) -> Vec<u8> {
         } => {
             let mut payload = at.to_be_bytes().to_vec();
             payload.extend_from_slice(&len.to_be_bytes());
-            chunk(*cookie, REPLY_TYPE_OFFSET_HOLE, *done, &payload)
+            chunk(real(*cookie), REPLY_TYPE_OFFSET_HOLE, *done, &payload)
         }
         Piece::Error {
             cookie,
@@ -420,9 +423,9 @@ fn piece_bytes(piece: &Piece) -> Vec<u8> {
             let mut payload = error.to_be_bytes().to_vec();
             payload.extend_from_slice(&2u16.to_be_bytes());
             payload.extend_from_slice(b"no");
-            chunk(*cookie, REPLY_TYPE_ERROR, *done, &payload)
+            chunk(real(*cookie), REPLY_TYPE_ERROR, *done, &payload)
         }
-        Piece::None { cookie } => chunk(*cookie, REPLY_TYPE_NONE, true, &[]),
+        Piece::None { cookie } => chunk(real(*cookie), REPLY_TYPE_NONE, true, &[]),
         Piece::Garbage(bytes) => bytes.clone(),
     }
 }
@@ -445,10 +448,11 @@ proptest::proptest! {
         connection.send(CMD_READ, io(2, Op::Read, 4096, 1024)).unwrap();
         connection.send(CMD_WRITE, io(3, Op::Write, 0, 512)).unwrap();
         connection.send(CMD_FLUSH, io(4, Op::Flush, 0, 0)).unwrap();
-        for _ in 0..4 {
-            read_request(&mut server);
-        }
-        let bytes: Vec<u8> = pieces.iter().flat_map(piece_bytes).collect();
+        let cookies: Vec<u64> = (0..4).map(|_| read_request(&mut server).cookie).collect();
+        let bytes: Vec<u8> = pieces
+            .iter()
+            .flat_map(|piece| piece_bytes(piece, &cookies))
+            .collect();
         let mut done = Vec::new();
         let mut broken = false;
         for part in bytes.chunks(split) {
