@@ -6,9 +6,11 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-# Debian packages the tests drive as real peers. Empty until a transport or
-# frontend that talks to one lands (nbdkit, libnbd-bin, fio, qemu-utils).
-packages=()
+# Debian packages the tests drive as real peers: nbdkit (memory, null,
+# pattern, file plugins; error, delay, pause, nozero, rate filters) and
+# qemu-nbd (qemu-utils) serve the nbd transport's tests; libnbd-bin gives
+# nbdinfo for poking at them by hand.
+packages=(nbdkit libnbd-bin qemu-utils)
 if ((${#packages[@]})); then
   missing=()
   for package in "${packages[@]}"; do

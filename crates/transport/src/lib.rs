@@ -12,6 +12,7 @@ pub mod clock;
 pub mod file;
 pub mod host;
 pub mod memory;
+pub mod nbd;
 pub mod null;
 pub mod uri;
 
@@ -20,6 +21,7 @@ use memory::{MemoryDisk, MemoryQueue, PortControl};
 use mpio_core::map::{Map, MapError, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
 use mpio_core::table::Table;
+use nbd::{NbdError, NbdQueue, NbdTarget};
 use null::NullQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -34,6 +36,8 @@ pub enum AnyQueue {
     Memory(MemoryQueue),
     /// A file or block device.
     File(FileQueue),
+    /// A connection to an NBD server.
+    Nbd(NbdQueue),
 }
 
 impl PathQueue for AnyQueue {
@@ -43,6 +47,7 @@ impl PathQueue for AnyQueue {
             AnyQueue::Null(queue) => queue.submit(io, now_ns),
             AnyQueue::Memory(queue) => queue.submit(io, now_ns),
             AnyQueue::File(queue) => queue.submit(io, now_ns),
+            AnyQueue::Nbd(queue) => queue.submit(io, now_ns),
         }
     }
 
@@ -52,6 +57,7 @@ impl PathQueue for AnyQueue {
             AnyQueue::Null(queue) => queue.poll(now_ns, completions),
             AnyQueue::Memory(queue) => queue.poll(now_ns, completions),
             AnyQueue::File(queue) => queue.poll(now_ns, completions),
+            AnyQueue::Nbd(queue) => queue.poll(now_ns, completions),
         }
     }
 
@@ -60,6 +66,7 @@ impl PathQueue for AnyQueue {
             AnyQueue::Null(queue) => queue.abort(tag),
             AnyQueue::Memory(queue) => queue.abort(tag),
             AnyQueue::File(queue) => queue.abort(tag),
+            AnyQueue::Nbd(queue) => queue.abort(tag),
         }
     }
 }
@@ -80,6 +87,15 @@ pub enum SetupError {
         word: String,
         /// What failed.
         source: FileError,
+    },
+    /// An NBD path's server could not be reached or its export does not
+    /// fit the map.
+    #[error("path {word:?}: {error}")]
+    Nbd {
+        /// The path word.
+        word: String,
+        /// What went wrong.
+        error: NbdError,
     },
     /// A path is smaller than the map.
     #[error("path {word:?} holds {path_bytes} bytes but the map needs {map_bytes}")]
@@ -167,6 +183,14 @@ impl Transports {
                     let file_bytes = file.size_bytes();
                     (PathHandle::File(Arc::new(file)), file_bytes)
                 }
+                Endpoint::Nbd(address) => {
+                    let target = Arc::new(NbdTarget::new(address, map_bytes));
+                    let export = target.probe().map_err(|error| SetupError::Nbd {
+                        word: word.to_string(),
+                        error,
+                    })?;
+                    (PathHandle::Nbd(target), export.size_bytes)
+                }
             };
             if path_bytes < map_bytes {
                 return Err(SetupError::TooSmall {
@@ -225,6 +249,8 @@ pub enum PathHandle {
     },
     /// A file or block device, opened once for every thread.
     File(Arc<FilePath>),
+    /// An NBD server's export.
+    Nbd(Arc<NbdTarget>),
 }
 
 impl PathHandle {
@@ -236,6 +262,7 @@ impl PathHandle {
                 AnyQueue::Memory(MemoryQueue::new(Arc::clone(disk), Arc::clone(port), depth))
             }
             PathHandle::File(file) => AnyQueue::File(file.open_queue(depth)),
+            PathHandle::Nbd(target) => AnyQueue::Nbd(NbdQueue::open(Arc::clone(target), depth)),
         }
     }
 }

@@ -6,8 +6,8 @@
 //! - `file:<absolute path>[?direct=0|1]`: a regular file or block device,
 //!   with `O_DIRECT` unless `direct=0` asks for buffered I/O (the path
 //!   itself may not contain `?`).
-//!
-//! Later transports (`nbd:`) add their own forms here.
+//! - `nbd://host[:port]/export`, `nbd+unix:///export?socket=/path`: an
+//!   NBD server's export (see [`crate::nbd::address`]).
 
 /// Where a path leads, parsed from its word.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +33,8 @@ pub enum Endpoint {
         /// Open with `O_DIRECT`.
         direct: bool,
     },
+    /// An NBD server's export.
+    Nbd(crate::nbd::address::Address),
 }
 
 /// A path word that names no transport, or names one badly.
@@ -157,8 +159,11 @@ impl Endpoint {
                     direct,
                 })
             }
+            "nbd" | "nbd+unix" => crate::nbd::address::Address::parse(scheme, rest)
+                .map(Endpoint::Nbd)
+                .map_err(error),
             _ => Err(error(format!(
-                "unknown transport {scheme:?} (null, memory, file)"
+                "unknown transport {scheme:?} (null, memory, file, nbd, nbd+unix)"
             ))),
         }
     }

@@ -1,7 +1,8 @@
 //! The fast path allocates nothing: after a warm-up, thousands of I/Os
 //! through a map of null paths (every selector), through a memory map
-//! with a failover in the middle, and through two io_uring file paths make
-//! no heap allocation at all.
+//! with a failover in the middle, through two io_uring file paths, and
+//! through NBD connections to a real `nbdkit` make no heap allocation at
+//! all.
 //!
 //! A counting global allocator counts, per thread, every allocation made
 //! by the thread that drives the queue (a queue belongs to one thread), so
@@ -10,6 +11,8 @@
 // A global allocator is an `unsafe impl` by definition; this one only
 // forwards to the system allocator.
 #![allow(unsafe_code)]
+
+mod support;
 
 use mpio_core::io::{Buffer, Io, Op};
 use mpio_core::map::MapOptions;
@@ -160,4 +163,21 @@ fn steady_state_io_allocates_nothing() {
     let device = transports.build(&table, MapOptions::default()).unwrap();
     let mut queue = device.queue(DEPTH, 0);
     measure("file", &mut queue, || {});
+}
+
+#[test]
+fn steady_state_nbd_io_allocates_nothing() {
+    let dir = support::TempDir::new("nbd-no-alloc");
+    let server = support::Server::nbdkit(&dir.join("m.sock"), &["memory", "size=8M"]);
+    let text = format!(
+        "0 16384 multipath 0 0 1 1 round-robin 0 2 0 {} {}",
+        server.uri(),
+        server.uri()
+    );
+    let table = Table::parse(&text).unwrap();
+    let device = Transports::new()
+        .build(&table, MapOptions::default())
+        .unwrap();
+    let mut queue = device.queue(DEPTH, 0);
+    measure("nbd", &mut queue, || {});
 }

@@ -43,7 +43,8 @@ pub struct BenchArgs {
     /// I/Os per job instead of a runtime.
     #[arg(long)]
     pub ios: Option<u64>,
-    /// The map as a dm table; path words are transport URIs (null:4G, memory:disk#port, file:/path).
+    /// The map as a dm table; path words are transport URIs (null:4G, memory:disk#port,
+    /// file:/path, nbd://host:port/export, nbd+unix:///export?socket=/path).
     #[arg(long, conflicts_with_all = ["paths", "selector", "selector_args", "path_args"])]
     pub table: Option<String>,
     /// Null paths in the generated map.

@@ -1,0 +1,426 @@
+//! One established NBD connection in the transmission phase, driven
+//! without blocking: requests wait in submission order and are encoded
+//! into a send buffer, a batch at a time, as the socket takes them;
+//! replies are read into a receive buffer and parsed as they complete, in
+//! whatever order the server sends them. Each request travels under its
+//! own cookie from an [`InFlightTable`], not under the I/O's tag.
+//!
+//! # Allocation
+//! None per I/O once the connection has carried its depth of requests
+//! and its largest write: the table, the waiting list and the send buffer
+//! are sized then, whatever the server's pace.
+//!
+//! # Errors
+//! A reply the protocol forbids (bad magic, unknown cookie, data outside
+//! the request, a length beyond what the request allows) ends the
+//! connection: nothing read after it could be trusted. The caller then
+//! fails every I/O in flight with a path error.
+
+use super::handshake::Export;
+use super::in_flight::InFlightTable;
+use super::stream::Stream;
+use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
+use mpio_core::queue::{PathCompletion, PathIo};
+use mpio_nbd::consts::*;
+use mpio_nbd::reply::{header_len, Chunk, ChunkHeader, SimpleReply, MAX_ERROR_MESSAGE};
+use mpio_nbd::request::Request;
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+
+/// Receive buffer size before any large read reply grows it.
+const RECV_BUFFER: usize = 256 * 1024;
+
+/// Requests are encoded into the send buffer until it holds this many
+/// bytes, so that small requests share a write call.
+const SEND_BATCH: usize = 64 * 1024;
+
+/// An I/O the server has not finished answering.
+#[derive(Debug)]
+struct InFlight {
+    io: PathIo,
+    /// The command carrying it.
+    command: u16,
+    /// Read bytes received so far (data and hole chunks).
+    received: u64,
+    /// The first error chunk's outcome.
+    error: Option<PathOutcome>,
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+pub struct Broken(pub String);
+
+/// An established connection. See the module docs.
+#[derive(Debug)]
+pub struct Connection {
+    stream: Stream,
+    export: Export,
+    in_flight: InFlightTable<InFlight>,
+    /// Cookies of requests not yet encoded, in submission order.
+    unsent: VecDeque<u64>,
+    send: Vec<u8>,
+    sent: usize,
+    recv: Box<[u8]>,
+    recv_start: usize,
+    recv_end: usize,
+}
+
+/// What the server answers `error` with, classified: EIO and errors that
+/// say nothing about the request (ENOMEM, ESHUTDOWN, unknown values) are
+/// path errors, as the kernel's `blk_path_error` treats EIO; the others
+/// describe the request and every path would give them.
+pub fn classify(error: u32) -> PathOutcome {
+    match error {
+        ENOSPC => PathOutcome::Target(TargetError::NoSpace),
+        EINVAL | EOVERFLOW => PathOutcome::Target(TargetError::Invalid),
+        // EPERM: a write to a read-only export, refused by the server.
+        ENOTSUP | EPERM => PathOutcome::Target(TargetError::NotSupported),
+        EIO | ENOMEM | ESHUTDOWN => PathOutcome::Path(PathError::Transport),
+        _ => PathOutcome::Path(PathError::Unknown),
+    }
+}
+
+impl Connection {
+    /// Wraps a stream whose handshake ended with `export`, for `depth`
+    /// I/Os in flight.
+    ///
+    /// # Errors
+    /// The socket cannot be made non-blocking.
+    pub fn new(stream: Stream, export: Export, depth: usize) -> std::io::Result<Connection> {
+        stream.set_timeouts(None)?;
+        stream.set_nonblocking(true)?;
+        Ok(Connection {
+            stream,
+            export,
+            in_flight: InFlightTable::with_capacity(depth),
+            unsent: VecDeque::with_capacity(depth),
+            send: Vec::with_capacity(SEND_BATCH + Request::LEN),
+            sent: 0,
+            recv: vec![0; RECV_BUFFER].into_boxed_slice(),
+            recv_start: 0,
+            recv_end: 0,
+        })
+    }
+
+    /// What the server said about the export.
+    pub fn export(&self) -> &Export {
+        &self.export
+    }
+
+    /// I/Os waiting for their reply.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// True if `tag` is waiting for its reply.
+    pub fn is_in_flight(&self, tag: u64) -> bool {
+        self.in_flight.any(|in_flight| in_flight.io.tag == tag)
+    }
+
+    /// Queues `io` as command `command` and writes what the socket takes.
+    /// The caller checked that the export supports it.
+    ///
+    /// # Errors
+    /// The socket failed; `io` is in flight and comes back from
+    /// [`Connection::sever`].
+    pub fn send(&mut self, command: u16, io: PathIo) -> Result<(), Broken> {
+        // The buffer holds at most a batch plus one request: room for it
+        // is made when a larger write than before first comes, not while
+        // the socket is full.
+        let payload = if command == CMD_WRITE {
+            io.buf.len()
+        } else {
+            0
+        };
+        let need = SEND_BATCH + Request::LEN + payload;
+        if self.send.capacity() < need {
+            self.send.reserve_exact(need - self.send.len());
+        }
+        let cookie = self.in_flight.insert(InFlight {
+            io,
+            command,
+            received: 0,
+            error: None,
+        });
+        self.unsent.push_back(cookie);
+        self.flush()
+    }
+
+    /// Encodes waiting requests into the empty send buffer, up to a batch.
+    fn refill(&mut self) {
+        self.send.clear();
+        self.sent = 0;
+        while self.send.len() < SEND_BATCH {
+            let Some(cookie) = self.unsent.pop_front() else {
+                break;
+            };
+            // A request whose I/O already ended (a server answered a
+            // cookie it was never sent) is not sent.
+            let Some(in_flight) = self.in_flight.get(cookie) else {
+                continue;
+            };
+            let request = Request {
+                flags: 0,
+                command: in_flight.command,
+                cookie,
+                offset: in_flight.io.offset,
+                length: in_flight.io.len,
+            };
+            self.send.extend_from_slice(&request.encode());
+            if in_flight.command == CMD_WRITE {
+                self.send.extend_from_slice(in_flight.io.buf.as_slice());
+            }
+        }
+    }
+
+    /// Writes what the socket takes of the waiting requests.
+    fn flush(&mut self) -> Result<(), Broken> {
+        loop {
+            if self.sent == self.send.len() {
+                self.refill();
+                if self.send.is_empty() {
+                    return Ok(());
+                }
+            }
+            match self.stream.write(&self.send[self.sent..]) {
+                Ok(0) => return Err(Broken("the server stopped taking requests".into())),
+                Ok(written) => self.sent += written,
+                Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(error) if error.kind() == ErrorKind::Interrupted => {}
+                Err(error) => return Err(Broken(format!("sending: {error}"))),
+            }
+        }
+    }
+
+    /// Sends what waits, reads what the server sent and appends finished
+    /// I/Os to `completions`.
+    ///
+    /// # Errors
+    /// The connection ended or the server broke the protocol; I/O still
+    /// in flight comes back from [`Connection::sever`].
+    pub fn poll(&mut self, completions: &mut Vec<PathCompletion>) -> Result<(), Broken> {
+        self.flush()?;
+        loop {
+            if self.recv_end == self.recv.len() {
+                self.make_room(self.recv.len() - self.recv_start + 1);
+            }
+            match self.stream.read(&mut self.recv[self.recv_end..]) {
+                Ok(0) => return Err(Broken("the server closed the connection".into())),
+                Ok(read) => {
+                    self.recv_end += read;
+                    self.parse(completions)?;
+                }
+                Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(error) if error.kind() == ErrorKind::Interrupted => {}
+                Err(error) => return Err(Broken(format!("receiving: {error}"))),
+            }
+        }
+    }
+
+    /// Ends the connection (both directions, so a server that still holds
+    /// requests sees it go) and appends every I/O in flight to
+    /// `completions` as [`PathError::ConnectionLost`].
+    pub fn sever(mut self, completions: &mut Vec<PathCompletion>) {
+        self.stream.shutdown();
+        self.in_flight.drain(|in_flight| {
+            completions.push(PathCompletion {
+                tag: in_flight.io.tag,
+                buf: in_flight.io.buf,
+                outcome: PathOutcome::Path(PathError::ConnectionLost),
+            });
+        });
+    }
+
+    /// Makes the receive buffer hold at least `need` bytes from
+    /// `recv_start`, moving unparsed bytes to the front.
+    fn make_room(&mut self, need: usize) {
+        if self.recv_start + need <= self.recv.len() {
+            return;
+        }
+        let pending = self.recv_end - self.recv_start;
+        if need > self.recv.len() {
+            let mut bigger = vec![0; need].into_boxed_slice();
+            bigger[..pending].copy_from_slice(&self.recv[self.recv_start..self.recv_end]);
+            self.recv = bigger;
+        } else {
+            self.recv.copy_within(self.recv_start..self.recv_end, 0);
+        }
+        self.recv_start = 0;
+        self.recv_end = pending;
+    }
+
+    /// Parses every complete reply in the receive buffer.
+    fn parse(&mut self, completions: &mut Vec<PathCompletion>) -> Result<(), Broken> {
+        loop {
+            let available = &self.recv[self.recv_start..self.recv_end];
+            let Some(header_len) = header_len(available).map_err(wire)? else {
+                break;
+            };
+            if available.len() < header_len {
+                self.make_room(header_len);
+                break;
+            }
+            let used = if header_len == SimpleReply::LEN {
+                self.parse_simple(completions)?
+            } else {
+                self.parse_chunk(completions)?
+            };
+            let Some(used) = used else { break };
+            self.recv_start += used;
+        }
+        if self.recv_start == self.recv_end {
+            self.recv_start = 0;
+            self.recv_end = 0;
+        }
+        Ok(())
+    }
+
+    /// Parses the simple reply at `recv_start`: `Ok(None)` if its data has
+    /// not all arrived, else the bytes it took.
+    fn parse_simple(
+        &mut self,
+        completions: &mut Vec<PathCompletion>,
+    ) -> Result<Option<usize>, Broken> {
+        let available = &self.recv[self.recv_start..self.recv_end];
+        let reply = SimpleReply::decode(available).map_err(wire)?;
+        let in_flight = self
+            .in_flight
+            .get(reply.cookie)
+            .ok_or_else(|| unknown_cookie(reply.cookie))?;
+        let data_len = if in_flight.io.op == Op::Read && reply.error == 0 {
+            in_flight.io.len as usize
+        } else {
+            0
+        };
+        let total = SimpleReply::LEN + data_len;
+        if available.len() < total {
+            self.make_room(total);
+            return Ok(None);
+        }
+        let Some(mut in_flight) = self.in_flight.remove(reply.cookie) else {
+            return Err(unknown_cookie(reply.cookie));
+        };
+        let outcome = if reply.error == 0 {
+            if data_len > 0 {
+                in_flight
+                    .io
+                    .buf
+                    .as_mut_slice()
+                    .copy_from_slice(&available[SimpleReply::LEN..total]);
+            }
+            PathOutcome::Ok
+        } else {
+            classify(reply.error)
+        };
+        completions.push(PathCompletion {
+            tag: in_flight.io.tag,
+            buf: in_flight.io.buf,
+            outcome,
+        });
+        Ok(Some(total))
+    }
+
+    /// Parses the structured reply chunk at `recv_start`, like
+    /// [`Connection::parse_simple`].
+    fn parse_chunk(
+        &mut self,
+        completions: &mut Vec<PathCompletion>,
+    ) -> Result<Option<usize>, Broken> {
+        let available = &self.recv[self.recv_start..self.recv_end];
+        let header = ChunkHeader::decode(available).map_err(wire)?;
+        let in_flight = self
+            .in_flight
+            .get_mut(header.cookie)
+            .ok_or_else(|| unknown_cookie(header.cookie))?;
+        // A data chunk carries at most the whole read; anything else is
+        // small. The bound keeps a bad length from growing the buffer.
+        let limit = (u64::from(in_flight.io.len) + 8).max(16 + MAX_ERROR_MESSAGE as u64);
+        if u64::from(header.length) > limit {
+            return Err(Broken(format!(
+                "reply chunk of {} bytes for a request of {}",
+                header.length, in_flight.io.len
+            )));
+        }
+        let total = ChunkHeader::LEN + header.length as usize;
+        if available.len() < total {
+            self.make_room(total);
+            return Ok(None);
+        }
+        let chunk = Chunk::decode(&header, &available[ChunkHeader::LEN..total]).map_err(wire)?;
+        let (io_offset, io_len, is_read) = (
+            in_flight.io.offset,
+            u64::from(in_flight.io.len),
+            in_flight.io.op == Op::Read,
+        );
+        let place = |offset: u64, len: u64| -> Result<std::ops::Range<usize>, Broken> {
+            match offset.checked_sub(io_offset) {
+                Some(start) if is_read && start + len <= io_len => {
+                    Ok(start as usize..(start + len) as usize)
+                }
+                _ => Err(Broken(format!(
+                    "reply data at {offset}+{len} outside the request at {io_offset}+{io_len}"
+                ))),
+            }
+        };
+        match chunk {
+            Chunk::None | Chunk::Unknown { .. }
+                if header.reply_type & REPLY_TYPE_FLAG_ERROR == 0 => {}
+            Chunk::OffsetData { offset, data } => {
+                let range = place(offset, data.len() as u64)?;
+                in_flight.io.buf.as_mut_slice()[range].copy_from_slice(data);
+                in_flight.received += data.len() as u64;
+            }
+            Chunk::OffsetHole { offset, length } => {
+                let range = place(offset, u64::from(length))?;
+                in_flight.io.buf.as_mut_slice()[range].fill(0);
+                in_flight.received += u64::from(length);
+            }
+            Chunk::Error { error, .. } => {
+                in_flight.error.get_or_insert(classify(error));
+            }
+            Chunk::None | Chunk::Unknown { .. } => {
+                in_flight
+                    .error
+                    .get_or_insert(PathOutcome::Path(PathError::Unknown));
+            }
+        }
+        if header.is_done() {
+            let Some(in_flight) = self.in_flight.remove(header.cookie) else {
+                return Err(unknown_cookie(header.cookie));
+            };
+            let expected = if in_flight.io.op == Op::Read {
+                u64::from(in_flight.io.len)
+            } else {
+                0
+            };
+            let short = in_flight.error.is_none() && in_flight.received != expected;
+            let outcome = match in_flight.error {
+                Some(outcome) => outcome,
+                None if short => PathOutcome::Path(PathError::Transport),
+                None => PathOutcome::Ok,
+            };
+            let received = in_flight.received;
+            completions.push(PathCompletion {
+                tag: in_flight.io.tag,
+                buf: in_flight.io.buf,
+                outcome,
+            });
+            if short {
+                return Err(Broken(format!(
+                    "read of {expected} bytes answered with {received} (overlapping or missing chunks)"
+                )));
+            }
+        }
+        Ok(Some(total))
+    }
+}
+
+fn wire(error: mpio_nbd::WireError) -> Broken {
+    Broken(format!("protocol error: {error}"))
+}
+
+fn unknown_cookie(cookie: u64) -> Broken {
+    Broken(format!(
+        "reply for cookie {cookie:#x}, which is not in flight"
+    ))
+}

@@ -1,0 +1,476 @@
+//! The client's command choice and its reply parser, against a fake
+//! server on the other end of a socket pair (real servers are in
+//! `tests/nbd_*.rs`).
+
+use super::connection::classify;
+use super::*;
+use mpio_core::io::Buffer;
+use mpio_nbd::reply::{Chunk, SimpleReply};
+use mpio_nbd::request::Request;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+
+fn export(flags: u16, structured_replies: bool) -> Export {
+    Export {
+        size_bytes: 1 << 20,
+        flags: FLAG_HAS_FLAGS | flags,
+        structured_replies,
+        min_block: 512,
+        max_payload: 64 * 1024,
+    }
+}
+
+fn io(tag: u64, op: Op, offset: u64, len: u32) -> PathIo {
+    let buf = match op {
+        Op::Read | Op::Write => Buffer::zeroed(len as usize),
+        _ => Buffer::empty(),
+    };
+    PathIo {
+        tag,
+        op,
+        offset,
+        len,
+        buf,
+    }
+}
+
+#[test]
+fn commands_follow_the_export_flags() {
+    use PathOutcome::{Ok as Done, Target};
+    let all = FLAG_SEND_FLUSH | FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
+    let cases = [
+        (all, io(1, Op::Read, 0, 4096), Ok(CMD_READ)),
+        (all, io(1, Op::Write, 512, 512), Ok(CMD_WRITE)),
+        (all, io(1, Op::Flush, 0, 0), Ok(CMD_FLUSH)),
+        (0, io(1, Op::Flush, 0, 0), Err(Done)),
+        (all, io(1, Op::Discard, 0, 4096), Ok(CMD_TRIM)),
+        (
+            0,
+            io(1, Op::Discard, 0, 4096),
+            Err(Target(TargetError::NotSupported)),
+        ),
+        (all, io(1, Op::WriteZeroes, 0, 4096), Ok(CMD_WRITE_ZEROES)),
+        (
+            0,
+            io(1, Op::WriteZeroes, 0, 4096),
+            Err(Target(TargetError::NotSupported)),
+        ),
+        (
+            FLAG_READ_ONLY,
+            io(1, Op::Write, 0, 512),
+            Err(Target(TargetError::NotSupported)),
+        ),
+        (FLAG_READ_ONLY, io(1, Op::Read, 0, 512), Ok(CMD_READ)),
+        (
+            all,
+            io(1, Op::Read, 100, 512),
+            Err(Target(TargetError::Invalid)),
+        ),
+        (
+            all,
+            io(1, Op::Read, 0, 128 * 1024),
+            Err(Target(TargetError::Invalid)),
+        ),
+        (
+            all,
+            io(1, Op::Read, (1 << 20) - 512, 1024),
+            Err(Target(TargetError::OutOfRange)),
+        ),
+        (all, io(1, Op::Read, 0, 0), Err(Done)),
+    ];
+    for (flags, io, expected) in cases {
+        assert_eq!(
+            command_for(&io, &export(flags, true)),
+            expected,
+            "{:?} with flags {flags:#x}",
+            io.op
+        );
+    }
+}
+
+#[test]
+fn errors_are_classified_like_blk_path_error() {
+    assert_eq!(classify(EIO), PathOutcome::Path(PathError::Transport));
+    assert_eq!(classify(ESHUTDOWN), PathOutcome::Path(PathError::Transport));
+    assert_eq!(classify(9999), PathOutcome::Path(PathError::Unknown));
+    assert_eq!(classify(ENOSPC), PathOutcome::Target(TargetError::NoSpace));
+    assert_eq!(
+        classify(ENOTSUP),
+        PathOutcome::Target(TargetError::NotSupported)
+    );
+    assert_eq!(classify(EINVAL), PathOutcome::Target(TargetError::Invalid));
+}
+
+/// A connection to a fake server: the test reads requests from `server`
+/// and writes replies to it.
+fn pair(structured_replies: bool) -> (Connection, UnixStream) {
+    let (client, server) = UnixStream::pair().unwrap();
+    server
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let connection = Connection::new(
+        Stream::Unix(client),
+        export(FLAG_SEND_FLUSH, structured_replies),
+        8,
+    )
+    .unwrap();
+    (connection, server)
+}
+
+fn read_request(server: &mut UnixStream) -> Request {
+    let mut header = [0; Request::LEN];
+    server.read_exact(&mut header).unwrap();
+    let request = Request::decode(&header).unwrap();
+    let mut payload = vec![0; request.payload_len() as usize];
+    server.read_exact(&mut payload).unwrap();
+    request
+}
+
+/// Polls until `count` completions arrived or the connection broke.
+fn collect(connection: &mut Connection, count: usize) -> Result<Vec<PathCompletion>, String> {
+    let mut done = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while done.len() < count {
+        connection.poll(&mut done).map_err(|broken| broken.0)?;
+        assert!(std::time::Instant::now() < deadline, "no reply in 10 s");
+        std::thread::yield_now();
+    }
+    Ok(done)
+}
+
+#[test]
+fn simple_replies_complete_out_of_order() {
+    let (mut connection, mut server) = pair(false);
+    connection.send(CMD_READ, io(1, Op::Read, 0, 1024)).unwrap();
+    connection
+        .send(CMD_WRITE, io(2, Op::Write, 0, 512))
+        .unwrap();
+    let read = read_request(&mut server);
+    let write = read_request(&mut server);
+    assert_eq!((read.command, read.length), (CMD_READ, 1024));
+    assert_eq!((write.command, write.length), (CMD_WRITE, 512));
+    assert_ne!(read.cookie, write.cookie);
+    server
+        .write_all(
+            &SimpleReply {
+                error: 0,
+                cookie: write.cookie,
+            }
+            .encode(),
+        )
+        .unwrap();
+    let mut reply = SimpleReply {
+        error: 0,
+        cookie: read.cookie,
+    }
+    .encode()
+    .to_vec();
+    reply.extend(std::iter::repeat_n(0xAB, 1024));
+    // Split mid-data: the parser waits for the rest.
+    server.write_all(&reply[..500]).unwrap();
+    let first = collect(&mut connection, 1).unwrap();
+    assert_eq!(first[0].tag, 2);
+    server.write_all(&reply[500..]).unwrap();
+    let second = collect(&mut connection, 1).unwrap();
+    assert_eq!(second[0].tag, 1);
+    assert_eq!(second[0].outcome, PathOutcome::Ok);
+    assert!(second[0].buf.as_slice().iter().all(|byte| *byte == 0xAB));
+}
+
+#[test]
+fn structured_reads_assemble_data_holes_and_errors() {
+    let (mut connection, mut server) = pair(true);
+    connection
+        .send(CMD_READ, io(1, Op::Read, 4096, 1024))
+        .unwrap();
+    connection.send(CMD_READ, io(2, Op::Read, 0, 512)).unwrap();
+    let first = read_request(&mut server).cookie;
+    let second = read_request(&mut server).cookie;
+    let mut out = Vec::new();
+    let data = [7u8; 512];
+    Chunk::OffsetHole {
+        offset: 4096 + 512,
+        length: 512,
+    }
+    .encode(first, false, &mut out)
+    .unwrap();
+    Chunk::Error {
+        error: ENOSPC,
+        message: "full",
+        offset: None,
+    }
+    .encode(second, true, &mut out)
+    .unwrap();
+    Chunk::OffsetData {
+        offset: 4096,
+        data: &data,
+    }
+    .encode(first, true, &mut out)
+    .unwrap();
+    server.write_all(&out).unwrap();
+    let done = collect(&mut connection, 2).unwrap();
+    assert_eq!(done[0].tag, 2);
+    assert_eq!(done[0].outcome, PathOutcome::Target(TargetError::NoSpace));
+    assert_eq!(done[1].tag, 1);
+    assert_eq!(done[1].outcome, PathOutcome::Ok);
+    assert!(done[1].buf.as_slice()[..512].iter().all(|byte| *byte == 7));
+    assert!(done[1].buf.as_slice()[512..].iter().all(|byte| *byte == 0));
+}
+
+#[test]
+fn protocol_violations_break_the_connection_and_lose_nothing() {
+    // Each violation, given the cookie of the read in flight.
+    type Violation = fn(u64) -> Vec<u8>;
+    let violations: [(&str, Violation); 4] = [
+        ("magic", |_| vec![0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0]),
+        ("not in flight", |read| {
+            SimpleReply {
+                error: 0,
+                cookie: read + 99,
+            }
+            .encode()
+            .to_vec()
+        }),
+        ("outside the request", |read| {
+            let mut out = Vec::new();
+            Chunk::OffsetData {
+                offset: 0,
+                data: &[1; 8],
+            }
+            .encode(read, true, &mut out)
+            .unwrap();
+            out
+        }),
+        ("missing chunks", |read| {
+            let mut out = Vec::new();
+            Chunk::None.encode(read, true, &mut out).unwrap();
+            out
+        }),
+    ];
+    for (reason, violation) in violations {
+        let (mut connection, mut server) = pair(true);
+        connection
+            .send(CMD_READ, io(1, Op::Read, 4096, 512))
+            .unwrap();
+        connection.send(CMD_FLUSH, io(2, Op::Flush, 0, 0)).unwrap();
+        let read = read_request(&mut server).cookie;
+        server.write_all(&violation(read)).unwrap();
+        let mut done = Vec::new();
+        let broken = loop {
+            if let Err(broken) = connection.poll(&mut done) {
+                break broken;
+            }
+            std::thread::yield_now();
+        };
+        assert!(broken.0.contains(reason), "{reason}: {}", broken.0);
+        connection.sever(&mut done);
+        let mut tags: Vec<u64> = done.iter().map(|completion| completion.tag).collect();
+        tags.sort_unstable();
+        assert_eq!(tags, [1, 2], "{reason}: every I/O comes back once");
+        assert!(done
+            .iter()
+            .all(|completion| matches!(completion.outcome, PathOutcome::Path(_))));
+    }
+}
+
+#[test]
+fn a_closed_connection_is_reported() {
+    let (mut connection, server) = pair(false);
+    drop(server);
+    let mut done = Vec::new();
+    let broken = connection.poll(&mut done).unwrap_err();
+    assert!(broken.0.contains("closed"), "{}", broken.0);
+}
+
+/// One piece of a reply stream a fake server sends.
+#[derive(Clone, Debug)]
+enum Piece {
+    Simple {
+        cookie: u64,
+        error: u32,
+        data: usize,
+    },
+    Data {
+        cookie: u64,
+        at: u64,
+        len: usize,
+        done: bool,
+    },
+    Hole {
+        cookie: u64,
+        at: u64,
+        len: u32,
+        done: bool,
+    },
+    Error {
+        cookie: u64,
+        error: u32,
+        done: bool,
+    },
+    None {
+        cookie: u64,
+    },
+    Garbage(Vec<u8>),
+}
+
+fn piece() -> impl proptest::strategy::Strategy<Value = Piece> {
+    use proptest::prelude::*;
+    // Cookies 1..=4 are in flight; 99 never was.
+    let cookie = prop_oneof![1u64..=4, Just(99u64)];
+    prop_oneof![
+        (
+            cookie.clone(),
+            prop_oneof![Just(0u32), Just(EIO), any::<u32>()],
+            0usize..1100
+        )
+            .prop_map(|(cookie, error, data)| Piece::Simple {
+                cookie,
+                error,
+                data
+            }),
+        (cookie.clone(), 4000u64..5200, 1usize..1100, any::<bool>()).prop_map(
+            |(cookie, at, len, done)| Piece::Data {
+                cookie,
+                at,
+                len,
+                done
+            }
+        ),
+        (cookie.clone(), 4000u64..5200, 0u32..1100, any::<bool>()).prop_map(
+            |(cookie, at, len, done)| Piece::Hole {
+                cookie,
+                at,
+                len,
+                done
+            }
+        ),
+        (
+            cookie.clone(),
+            prop_oneof![Just(0u32), Just(ENOSPC), any::<u32>()],
+            any::<bool>()
+        )
+            .prop_map(|(cookie, error, done)| Piece::Error {
+                cookie,
+                error,
+                done
+            }),
+        cookie.prop_map(|cookie| Piece::None { cookie }),
+        proptest::collection::vec(any::<u8>(), 1..24).prop_map(Piece::Garbage),
+    ]
+}
+
+/// The bytes of `piece`, encoded by hand so that invalid chunks (empty
+/// holes, error 0) can be sent too; cookie `n` of 1..=4 stands for the
+/// `n`th request's cookie in `cookies`, any other for itself.
+fn piece_bytes(piece: &Piece, cookies: &[u64]) -> Vec<u8> {
+    let real = |cookie: u64| {
+        cookies
+            .get((cookie as usize).wrapping_sub(1))
+            .copied()
+            .unwrap_or(cookie)
+    };
+    let chunk = |cookie: u64, reply_type: u16, done: bool, payload: &[u8]| {
+        let header = mpio_nbd::reply::ChunkHeader {
+            flags: if done { REPLY_FLAG_DONE } else { 0 },
+            reply_type,
+            cookie,
+            length: payload.len() as u32,
+        };
+        let mut out = header.encode().to_vec();
+        out.extend_from_slice(payload);
+        out
+    };
+    match piece {
+        Piece::Simple {
+            cookie,
+            error,
+            data,
+        } => {
+            let mut out = SimpleReply {
+                error: *error,
+                cookie: real(*cookie),
+            }
+            .encode()
+            .to_vec();
+            out.extend(std::iter::repeat_n(0x5A, *data));
+            out
+        }
+        Piece::Data {
+            cookie,
+            at,
+            len,
+            done,
+        } => {
+            let mut payload = at.to_be_bytes().to_vec();
+            payload.extend(std::iter::repeat_n(0x33, *len));
+            chunk(real(*cookie), REPLY_TYPE_OFFSET_DATA, *done, &payload)
+        }
+        Piece::Hole {
+            cookie,
+            at,
+            len,
+            done,
+        } => {
+            let mut payload = at.to_be_bytes().to_vec();
+            payload.extend_from_slice(&len.to_be_bytes());
+            chunk(real(*cookie), REPLY_TYPE_OFFSET_HOLE, *done, &payload)
+        }
+        Piece::Error {
+            cookie,
+            error,
+            done,
+        } => {
+            let mut payload = error.to_be_bytes().to_vec();
+            payload.extend_from_slice(&2u16.to_be_bytes());
+            payload.extend_from_slice(b"no");
+            chunk(real(*cookie), REPLY_TYPE_ERROR, *done, &payload)
+        }
+        Piece::None { cookie } => chunk(real(*cookie), REPLY_TYPE_NONE, true, &[]),
+        Piece::Garbage(bytes) => bytes.clone(),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+    /// Whatever a server sends (valid replies, replies for unknown
+    /// cookies, data outside the request, garbage, cut anywhere), the
+    /// client never panics, and once the connection ends every I/O comes
+    /// back exactly once.
+    #[test]
+    fn any_reply_stream_returns_every_io_exactly_once(
+        pieces in proptest::collection::vec(piece(), 0..10),
+        split in 1usize..200,
+        structured_replies in proptest::prelude::any::<bool>(),
+    ) {
+        let (mut connection, mut server) = pair(structured_replies);
+        connection.send(CMD_READ, io(1, Op::Read, 4096, 1024)).unwrap();
+        connection.send(CMD_READ, io(2, Op::Read, 4096, 1024)).unwrap();
+        connection.send(CMD_WRITE, io(3, Op::Write, 0, 512)).unwrap();
+        connection.send(CMD_FLUSH, io(4, Op::Flush, 0, 0)).unwrap();
+        let cookies: Vec<u64> = (0..4).map(|_| read_request(&mut server).cookie).collect();
+        let bytes: Vec<u8> = pieces
+            .iter()
+            .flat_map(|piece| piece_bytes(piece, &cookies))
+            .collect();
+        let mut done = Vec::new();
+        let mut broken = false;
+        for part in bytes.chunks(split) {
+            server.write_all(part).unwrap();
+            if connection.poll(&mut done).is_err() {
+                broken = true;
+                break;
+            }
+        }
+        drop(server);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !broken {
+            broken = connection.poll(&mut done).is_err();
+            proptest::prop_assert!(std::time::Instant::now() < deadline);
+        }
+        connection.sever(&mut done);
+        let mut tags: Vec<u64> = done.iter().map(|completion| completion.tag).collect();
+        tags.sort_unstable();
+        proptest::prop_assert_eq!(tags, vec![1, 2, 3, 4]);
+    }
+}
