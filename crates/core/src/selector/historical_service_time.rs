@@ -103,7 +103,7 @@ fn learnt_hst(load: &PathLoad) -> u64 {
     }
 }
 
-/// One path as [`compare`] sees it, with everything a comparison needs
+/// One path as [`better`] sees it, with everything a comparison needs
 /// worked out once per candidate rather than once per comparison.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Estimate {
@@ -114,9 +114,12 @@ struct Estimate {
     stale_after_ns: u64,
     /// Stale at the time of the pick.
     stale: bool,
+    /// Nothing in flight.
+    idle: bool,
     /// Predicted cost `(1 + in_flight) * hst`, saturated: it saturates
     /// only past 2^64 fixed-point ns, hours of predicted service, where
-    /// every such path is equally hopeless.
+    /// every such path is equally hopeless. At equal usage, costs compare
+    /// as the `hst` do (dm compares those), short of that saturation.
     cost: u64,
 }
 
@@ -134,50 +137,54 @@ impl Estimate {
             in_flight,
             stale_after_ns,
             stale: stale_after_ns < now_ns,
+            idle: in_flight == 0,
             cost: (1 + u64::from(in_flight)).saturating_mul(hst),
         }
     }
 }
 
 /// True when `a` is the better choice than `b` under dm's comparison
-/// (`hst_compare`): the rule is spelt out in the module docs, and the
-/// tests check this against a plain transcription of it.
+/// (`hst_compare`) with the default `threshold_multiplier` 0, where the
+/// estimates always differ enough to count: the rule is spelt out in the
+/// module docs, and the tests check this against a plain transcription.
 ///
 /// Branch-free on purpose: the inputs change with every I/O, so a
 /// branchy version mispredicts on most comparisons, and a scan over 8
 /// paths makes 7 of them per I/O.
 #[inline(always)]
-fn better(a: &Estimate, b: &Estimate, threshold_multiplier: u32) -> bool {
-    // `hi > multiplier * lo`; with the default 0 always true (hst >= 1).
-    let multiplier = u64::from(threshold_multiplier);
-    let over_threshold =
-        (multiplier == 0) | (a.hst.max(b.hst) > a.hst.min(b.hst).saturating_mul(multiplier));
-    let fewer_in_flight = a.in_flight < b.in_flight;
-    let (a_idle, b_idle) = (a.in_flight == 0, b.in_flight == 0);
+fn better(a: &Estimate, b: &Estimate) -> bool {
     // dm's `!out2 * stale1 - !out1 * stale2`: an idle stale path beats a
     // busy one; of two idle paths, the one stale longest.
-    let idle_rule = (a_idle & a.stale) | (b_idle & b.stale) | (a_idle & b_idle);
-    let a_key = if b_idle { a.stale_after_ns } else { 0 };
-    let b_key = if a_idle { b.stale_after_ns } else { 0 };
+    let idle_rule = (a.idle & a.stale) | (b.idle & b.stale) | (a.idle & b.idle);
+    let a_key = if b.idle { a.stale_after_ns } else { 0 };
+    let b_key = if a.idle { b.stale_after_ns } else { 0 };
     let staler = a_key < b_key;
-    // Otherwise the lower predicted cost (lower hst at equal usage) ...
-    let b_cheaper = if a.in_flight == b.in_flight {
-        a.hst > b.hst
-    } else {
-        a.cost > b.cost
-    };
+    // Otherwise the lower predicted cost ...
+    let b_cheaper = a.cost > b.cost;
     // ... but a stale winner's estimate may be too optimistic: equal usage.
     let winner_stale = if b_cheaper { b.stale } else { a.stale };
     let by_cost = if winner_stale {
-        fewer_in_flight
+        a.in_flight < b.in_flight
     } else {
         !b_cheaper
     };
-    let by_rule = if idle_rule { staler } else { by_cost };
-    if over_threshold {
-        by_rule
+    if idle_rule {
+        staler
     } else {
-        fewer_in_flight
+        by_cost
+    }
+}
+
+/// [`better`] with a `threshold_multiplier` above 0: estimates within
+/// that factor of each other (`hi <= multiplier * lo`) are compared by
+/// usage alone.
+#[inline(always)]
+fn better_with_threshold(a: &Estimate, b: &Estimate, threshold_multiplier: u32) -> bool {
+    let multiplier = u64::from(threshold_multiplier);
+    if a.hst.max(b.hst) > a.hst.min(b.hst).saturating_mul(multiplier) {
+        better(a, b)
+    } else {
+        a.in_flight < b.in_flight
     }
 }
 
@@ -234,12 +241,13 @@ impl PathSelector for HistoricalServiceTime {
     #[inline]
     fn select(&self, thread: &mut TieCursor, pick: &Pick<'_>) -> u16 {
         let count = pick.candidates.len();
-        best_from_cursor(
-            thread,
-            pick.candidates,
-            |position| Estimate::of(&pick.loads[usize::from(position)], count, pick.now_ns),
-            |candidate, best| better(candidate, best, self.threshold_multiplier),
-        )
+        let estimate = |position: u16| Estimate::of(&pick.loads[usize::from(position)], count, pick.now_ns);
+        match self.threshold_multiplier {
+            0 => best_from_cursor(thread, pick.candidates, estimate, better),
+            multiplier => best_from_cursor(thread, pick.candidates, estimate, |a, b| {
+                better_with_threshold(a, b, multiplier)
+            }),
+        }
     }
 
     #[inline]
@@ -353,8 +361,12 @@ mod tests {
                 for threshold in [0, 1, 2, 3, u32::MAX] {
                     for a in &estimates {
                         for b in &estimates {
+                            let better = match threshold {
+                                0 => better(a, b),
+                                _ => better_with_threshold(a, b, threshold),
+                            };
                             assert_eq!(
-                                better(a, b, threshold),
+                                better,
                                 compare(a, b, threshold) == Ordering::Less,
                                 "{a:?} vs {b:?}, threshold {threshold}"
                             );

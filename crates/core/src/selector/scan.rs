@@ -66,7 +66,7 @@ pub(crate) fn fewest_in_flight(cursor: &mut TieCursor, pick: &Pick<'_>) -> u16 {
 
 /// Picks the candidate whose `key` is best by `better(candidate, best)`,
 /// scanning once from the cursor; ties go to the first met.
-#[inline]
+#[inline(always)]
 pub(crate) fn best_from_cursor<K>(
     cursor: &mut TieCursor,
     candidates: &[u16],
