@@ -67,11 +67,17 @@ fn bench_matrix_covers_raw_and_every_selector() {
         "500",
         "--locking",
         "global",
+        "--repeat",
+        "2",
         "--json",
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(report["rounds"], 2);
     let rows = report["rows"].as_array().unwrap();
+    for row in rows {
+        assert_eq!(row["iops_by_round"].as_array().unwrap().len(), 2, "{row}");
+    }
     let labels: Vec<&str> = rows
         .iter()
         .map(|row| row["label"].as_str().unwrap())

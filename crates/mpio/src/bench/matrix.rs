@@ -2,7 +2,9 @@
 //! (the same harness on one null path, no map), then every selector over 8
 //! null paths, at 1 job and at one job per CPU, with each run's IOPS, its
 //! ratio to raw at the same job count, and the CPU time the map adds per
-//! I/O: `jobs × (1/IOPS − 1/IOPS_raw)`.
+//! I/O: `jobs × (1/IOPS − 1/IOPS_raw)`. With `--repeat N` every row runs
+//! once per round, and each row reports the median of its rounds (each
+//! against the raw run of its own round) and their range.
 
 use super::report::{human, run_json};
 use super::{run, BenchArgs, Locking, RunResult, Subject};
@@ -38,6 +40,33 @@ fn matrix_table(args: &BenchArgs, selector: &str, cpus: usize) -> Result<Table, 
     Table::parse(&text).map_err(|error| format!("matrix table for {selector}: {error}"))
 }
 
+/// One row of the matrix: what runs, and its result in every round.
+struct Row {
+    label: String,
+    jobs: u32,
+    subject: Subject,
+    /// For a map row, the index of the raw row at the same job count.
+    raw_row: Option<usize>,
+    runs: Vec<RunResult>,
+}
+
+impl Row {
+    /// The round whose IOPS is the median (the lower middle for an even
+    /// count).
+    fn median_round(&self) -> usize {
+        let mut rounds: Vec<usize> = (0..self.runs.len()).collect();
+        rounds.sort_by(|&a, &b| self.runs[a].iops().total_cmp(&self.runs[b].iops()));
+        rounds[(rounds.len() - 1) / 2]
+    }
+}
+
+/// Median and range of `values` (not empty).
+fn median_and_range(mut values: Vec<f64>) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    let median = values[(values.len() - 1) / 2];
+    (median, values[0], values[values.len() - 1])
+}
+
 /// Runs and prints the matrix.
 pub fn run_matrix(args: &BenchArgs) -> Result<(), String> {
     let cpus = std::thread::available_parallelism().map_or(1, |count| count.get());
@@ -46,20 +75,18 @@ pub fn run_matrix(args: &BenchArgs) -> Result<(), String> {
     } else {
         vec![1]
     };
-    let mut rows: Vec<(RunResult, Option<f64>)> = Vec::new();
-    let mut raw_iops = Vec::new();
-    for &jobs in &job_counts {
-        let raw = run(
-            args,
-            &Subject::Raw {
+    let mut rows: Vec<Row> = job_counts
+        .iter()
+        .map(|&jobs| Row {
+            label: "raw (1 null path, no map)".to_string(),
+            jobs,
+            subject: Subject::Raw {
                 latency_ns: args.latency_ns,
             },
-            jobs,
-            "raw (1 null path, no map)",
-        )?;
-        raw_iops.push(raw.iops());
-        rows.push((raw, None));
-    }
+            raw_row: None,
+            runs: Vec::new(),
+        })
+        .collect();
     let lockings: &[Locking] = match args.locking {
         Locking::None => &[Locking::None],
         Locking::Global => &[Locking::None, Locking::Global],
@@ -67,61 +94,111 @@ pub fn run_matrix(args: &BenchArgs) -> Result<(), String> {
     for selector in SELECTOR_NAMES {
         let table = matrix_table(args, selector, cpus)?;
         for &locking in lockings {
-            for (&jobs, &raw) in job_counts.iter().zip(&raw_iops) {
-                let label = match locking {
-                    Locking::None => format!("{selector} ({MATRIX_PATHS} paths)"),
-                    Locking::Global => format!("{selector} ({MATRIX_PATHS} paths, global lock)"),
-                };
-                let subject = Subject::Map {
-                    table: table.clone(),
-                    locking,
-                };
-                let result = run(args, &subject, jobs, &label)?;
-                if result.errors > 0 {
-                    return Err(format!("{label}: {} I/Os failed", result.errors));
-                }
-                rows.push((result, Some(raw)));
+            for (raw_row, &jobs) in job_counts.iter().enumerate() {
+                rows.push(Row {
+                    label: match locking {
+                        Locking::None => format!("{selector} ({MATRIX_PATHS} paths)"),
+                        Locking::Global => {
+                            format!("{selector} ({MATRIX_PATHS} paths, global lock)")
+                        }
+                    },
+                    jobs,
+                    subject: Subject::Map {
+                        table: table.clone(),
+                        locking,
+                    },
+                    raw_row: Some(raw_row),
+                    runs: Vec::new(),
+                });
             }
         }
     }
+    // Round by round, so that a noisy stretch of the machine lands on
+    // every row of one round instead of on every round of one row.
+    for _ in 0..args.repeat {
+        for row in &mut rows {
+            let result = run(args, &row.subject, row.jobs, &row.label)?;
+            if result.errors > 0 {
+                return Err(format!("{}: {} I/Os failed", row.label, result.errors));
+            }
+            row.runs.push(result);
+        }
+    }
+    // Per row: the ratio to raw and the added ns of each round against the
+    // raw run of the same round.
+    let rounds = args.repeat as usize;
+    let compared: Vec<Option<(Vec<f64>, Vec<f64>)>> = rows
+        .iter()
+        .map(|row| {
+            row.raw_row.map(|raw_row| {
+                (0..rounds)
+                    .map(|round| {
+                        let raw = rows[raw_row].runs[round].iops();
+                        let result = &row.runs[round];
+                        (result.iops() / raw, added_ns(result, raw))
+                    })
+                    .unzip()
+            })
+        })
+        .collect();
     if args.json {
         let json_rows: Vec<_> = rows
             .iter()
-            .map(|(result, raw)| {
-                let mut value = run_json(result);
-                if let Some(raw) = raw {
-                    value["ratio_to_raw"] = json!(result.iops() / raw);
-                    value["added_ns_per_io"] = json!(added_ns(result, *raw));
+            .zip(&compared)
+            .map(|(row, compared)| {
+                let mut value = run_json(&row.runs[row.median_round()]);
+                value["iops_by_round"] =
+                    json!(row.runs.iter().map(RunResult::iops).collect::<Vec<_>>());
+                if let Some((ratios, added)) = compared {
+                    value["ratio_to_raw"] = json!(median_and_range(ratios.clone()).0);
+                    value["added_ns_per_io"] = json!(median_and_range(added.clone()).0);
+                    value["added_ns_per_io_by_round"] = json!(added);
                 }
                 value
             })
             .collect();
-        println!("{}", json!({ "cpus": cpus, "rows": json_rows }));
+        println!(
+            "{}",
+            json!({ "cpus": cpus, "rounds": rounds, "rows": json_rows })
+        );
         return Ok(());
     }
     println!(
-        "rw={:?} bs={} iodepth={} cpus={cpus}  (added = jobs x (1/IOPS - 1/IOPS_raw))",
-        args.rw, args.bs, args.iodepth
+        "rw={:?} bs={} iodepth={} cpus={cpus} rounds={rounds}  (added = jobs x (1/IOPS - 1/IOPS_raw); median of the rounds{})",
+        args.rw,
+        args.bs,
+        args.iodepth,
+        if rounds > 1 { ", range in brackets" } else { "" }
     );
     println!(
-        "{:<48} {:>4} {:>10} {:>8} {:>12}",
-        "subject", "jobs", "IOPS", "vs raw", "added ns/IO"
+        "{:<48} {:>4} {:>10} {:>8} {:>12} {:>16}",
+        "subject", "jobs", "IOPS", "vs raw", "added ns/IO", ""
     );
-    for (result, raw) in &rows {
-        let (ratio, added) = match raw {
-            Some(raw) => (
-                format!("{:.1}%", result.iops() * 100.0 / raw),
-                format!("{:.1}", added_ns(result, *raw)),
-            ),
-            None => ("100.0%".to_string(), "-".to_string()),
+    for (row, compared) in rows.iter().zip(&compared) {
+        let iops = median_and_range(row.runs.iter().map(RunResult::iops).collect()).0;
+        let (ratio, added, range) = match compared {
+            Some((ratios, added)) => {
+                let (added, low, high) = median_and_range(added.clone());
+                (
+                    format!("{:.1}%", median_and_range(ratios.clone()).0 * 100.0),
+                    format!("{added:.1}"),
+                    if rounds > 1 {
+                        format!("[{low:.1}..{high:.1}]")
+                    } else {
+                        String::new()
+                    },
+                )
+            }
+            None => ("100.0%".to_string(), "-".to_string(), String::new()),
         };
         println!(
-            "{:<48} {:>4} {:>10} {:>8} {:>12}",
-            result.label,
-            result.jobs,
-            human(result.iops()),
+            "{:<48} {:>4} {:>10} {:>8} {:>12} {:>16}",
+            row.label,
+            row.jobs,
+            human(iops),
             ratio,
-            added
+            added,
+            range
         );
     }
     Ok(())

@@ -74,6 +74,10 @@ pub struct BenchArgs {
     /// Print the seed's matrix: raw, then every selector, at 1 job and one job per CPU.
     #[arg(long)]
     pub matrix: bool,
+    /// Rounds of the matrix: each round runs every row once (raw included),
+    /// and each row reports its median round and the spread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99), requires = "matrix")]
+    pub repeat: u32,
     /// Print results as JSON.
     #[arg(long)]
     pub json: bool,
