@@ -218,10 +218,15 @@ macro_rules! selectors {
             /// If `thread` was made by a selector of another kind.
             #[inline(always)]
             pub fn select(&self, thread: &mut SelectorThreadState, pick: &Pick<'_>) -> u16 {
-                match (self, thread) {
-                    $((Selector::$variant(selector), SelectorThreadState::$variant(state)) => selector.select(state, pick),)+
-                    #[allow(unreachable_patterns)]
-                    _ => panic!("selector thread state of another kind"),
+                // One jump on the selector's kind, then one compare to
+                // check the state is of the same kind (a pair match costs
+                // a compare chain per I/O).
+                match self {
+                    $(Selector::$variant(selector) => match thread {
+                        SelectorThreadState::$variant(state) => selector.select(state, pick),
+                        #[allow(unreachable_patterns)]
+                        _ => panic!("selector thread state of another kind"),
+                    },)+
                 }
             }
 
