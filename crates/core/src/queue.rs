@@ -284,6 +284,9 @@ impl<P: PathQueue> Queue<P> {
     ///
     /// # Errors
     /// Gives `io` back if the queue already holds its depth of I/Os.
+    // Always inlined into the caller's loop: the I/O is then built in
+    // place instead of copied into a call (about 40 instructions per I/O).
+    #[inline(always)]
     pub fn submit(&mut self, io: Io, now_ns: u64) -> Result<(), Io> {
         let Some(index) = self.free.pop() else {
             return Err(io);
@@ -311,6 +314,7 @@ impl<P: PathQueue> Queue<P> {
     /// Collects completions from every path, fails over what failed,
     /// times out what hung, and hands finished I/Os to `sink`. Returns how
     /// many it handed.
+    #[inline]
     pub fn poll(&mut self, now_ns: u64, sink: &mut impl FnMut(Completion)) -> usize {
         self.refresh(now_ns);
         let mut handed = 0;
