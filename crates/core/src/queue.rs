@@ -482,6 +482,15 @@ impl<P: PathQueue> Queue<P> {
     /// Dispatches slot `index` again after a path error, within the map's
     /// attempt limit.
     fn retry(&mut self, index: u32, now_ns: u64) {
+        // The simulator's canary, compiled only under `--cfg mpio_canary`
+        // (never in a normal build): a deliberately broken failover that
+        // gives up at an I/O's first path error, usable path or not.
+        // `crates/sim/tests/canary.rs` proves the simulator catches it.
+        #[cfg(mpio_canary)]
+        if self.slots[index as usize].attempts == 1 {
+            self.finish(index, Err(IoError::NoPath));
+            return;
+        }
         if self.slots[index as usize].attempts >= self.map.options().max_attempts {
             self.finish(index, Err(IoError::RetryLimit));
             return;
