@@ -20,6 +20,9 @@ pub struct BatchReport {
     pub blocks_checked: u64,
     /// Path failures over every seed.
     pub path_failures: u64,
+    /// Wrapping sum of every seed's trace hash: equal for two batches of
+    /// the same seeds, whatever the thread count.
+    pub trace_digest: u64,
     /// The failing seeds' reports, by seed.
     pub failures: Vec<SeedReport>,
 }
@@ -48,6 +51,7 @@ pub fn run_seeds(first_seed: u64, count: u64, jobs: usize) -> BatchReport {
                 total.ios += report.ios;
                 total.blocks_checked += report.blocks_checked;
                 total.path_failures += report.path_failures;
+                total.trace_digest = total.trace_digest.wrapping_add(report.trace_hash);
                 if report.failure.is_some() {
                     total.failures.push(report);
                 }

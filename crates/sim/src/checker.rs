@@ -25,6 +25,9 @@ pub enum Checker {
     /// The map failed a path that reported no path error and held no
     /// attempt past the I/O timeout (a target error must not fail a path).
     SpuriousPathFailure,
+    /// A path reported a path error for an I/O and the map did not fail
+    /// it (a path error fails the path, as dm's `fail_path` on error).
+    IgnoredPathError,
     /// An I/O took longer than its bound (see the runner's `latency_bound_ns`).
     Latency,
     /// A counter (a path's in-flight count or bytes, a queue's in-flight
@@ -53,6 +56,7 @@ impl Checker {
             Checker::FailedWhileUsable => "failed-while-usable",
             Checker::UnexplainedTargetError => "unexplained-target-error",
             Checker::SpuriousPathFailure => "spurious-path-failure",
+            Checker::IgnoredPathError => "ignored-path-error",
             Checker::Latency => "latency",
             Checker::Counters => "counters",
             Checker::Liveness => "liveness",

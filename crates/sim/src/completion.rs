@@ -25,7 +25,8 @@
 //! - `Invalid` exactly for the requests the simulator made out of range.
 //!
 //! # The latency bound
-//! `max_attempts` attempts of at most [`Sim::attempt_bound_ns`] each, plus
+//! `max_attempts` attempts of at most the runner's attempt bound each (the
+//! slowest completion, or the I/O timeout plus one timeout scan), plus
 //! one scheduler step per wait for a path, plus every moment the map had
 //! no route (waiting, bounded by `no_path_timeout_ns` when set), plus every
 //! moment a path was hung (an attempt a transport cannot abort is waited
@@ -184,6 +185,13 @@ impl Sim {
         start_seq: u64,
         end_seq: u64,
     ) -> Result<(), Failure> {
+        let expected = (blocks.end - blocks.start) as usize * BLOCK_BYTES;
+        if buf.len() != expected {
+            return Err(Failure::new(
+                Checker::ReferenceDisk,
+                format!("read io{id} returned {} bytes for {expected}", buf.len()),
+            ));
+        }
         for (block, bytes) in blocks.zip(buf.as_slice().chunks_exact(BLOCK_BYTES)) {
             self.blocks_checked += 1;
             self.model

@@ -35,6 +35,17 @@ use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// What a path did, since the checker last looked, that bears on whether
+/// the map may or must fail it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evidence {
+    /// A path error, an attempt given back, or an attempt past the I/O
+    /// timeout: the map may fail the path.
+    pub may_fail: bool,
+    /// A path error reported to a queue: the map must fail the path.
+    pub must_fail: bool,
+}
+
 /// The ground-truth state of one path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -99,6 +110,8 @@ struct PathTruth {
     /// Path errors the path reported plus attempts it gave back, since the
     /// checker last looked.
     failure_evidence: u32,
+    /// True if the path reported a path error since the checker last looked.
+    reported_path_error: bool,
     /// Attempts the path completed successfully, over the run.
     completed_ok: u64,
 }
@@ -159,6 +172,7 @@ impl World {
                     hang_since_ns: None,
                     outstanding: Vec::new(),
                     failure_evidence: 0,
+                    reported_path_error: false,
                     completed_ok: 0,
                 })
                 .collect(),
@@ -272,17 +286,21 @@ impl World {
         self.paths[path].outstanding.len()
     }
 
-    /// Takes the failure evidence of `path` gathered since the last call:
-    /// true if the path reported a path error, gave back an attempt, or
-    /// holds an attempt older than the I/O timeout.
-    pub fn take_failure_evidence(&mut self, path: usize, now_ns: u64) -> bool {
+    /// Takes what `path` did since the last call that bears on its
+    /// health: whether it may be failed (it reported a path error, gave
+    /// back an attempt, or holds an attempt older than the I/O timeout) and
+    /// whether it must be (it reported a path error).
+    pub fn take_failure_evidence(&mut self, path: usize, now_ns: u64) -> Evidence {
         let truth = &mut self.paths[path];
         let reported = std::mem::take(&mut truth.failure_evidence) > 0;
         let overdue = truth
             .outstanding
             .iter()
             .any(|&(_, _, submit_ns)| now_ns - submit_ns >= self.io_timeout_ns);
-        reported || overdue
+        Evidence {
+            may_fail: reported || overdue,
+            must_fail: std::mem::take(&mut truth.reported_path_error),
+        }
     }
 
     /// Path errors reported to queue `queue` plus attempts it got back.
@@ -346,6 +364,7 @@ impl World {
         };
         if let PathOutcome::Path(_) = outcome {
             self.paths[path].failure_evidence += 1;
+            self.paths[path].reported_path_error = true;
             self.queue_failure_evidence[queue] += 1;
         }
         self.attempt_ended(path, queue, io.tag);
