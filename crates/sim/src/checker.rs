@@ -34,7 +34,8 @@ pub enum Checker {
     /// or waiting count, a transport's held attempts) disagrees with the
     /// ground truth, or is not back to zero at the end.
     Counters,
-    /// After the faults stopped, an I/O did not finish within the bound.
+    /// After the faults stopped, an I/O did not finish within the bound;
+    /// or a queue kept I/O waiting for a path while the map had a route.
     Liveness,
     /// The core broke the transport contract (aborted an attempt before
     /// its timeout, or sent an out-of-range request down a path).

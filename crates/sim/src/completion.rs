@@ -28,7 +28,8 @@
 //! `max_attempts` attempts of at most the runner's attempt bound each (the
 //! slowest completion, or the I/O timeout plus one timeout scan), plus
 //! one scheduler step per wait for a path, plus every moment the map had
-//! no route (waiting, bounded by `no_path_timeout_ns` when set), plus every
+//! no route (waiting; at most `no_path_timeout_ns` and a step when set,
+//! counted from the first wait), plus every
 //! moment a path was hung (an attempt a transport cannot abort is waited
 //! for, however long the hang).
 
@@ -207,9 +208,16 @@ impl Sim {
     /// completes now. See the module docs.
     fn latency_bound_ns(&self, submit_ns: u64) -> u64 {
         let attempts = u64::from(self.scenario.options.max_attempts);
+        let step_ns = self.scenario.step_max_ns;
+        // The wait limit counts from the I/O's first wait, however often
+        // a path comes and goes: past it, the I/O fails at its next poll.
+        let waiting_ns = match self.scenario.options.no_path_timeout_ns {
+            Some(limit_ns) => self.no_route_overlap_ns(submit_ns).min(limit_ns + step_ns),
+            None => self.no_route_overlap_ns(submit_ns),
+        };
         attempts * self.attempt_bound_ns()
-            + (attempts + 1) * self.scenario.step_max_ns
-            + self.no_route_overlap_ns(submit_ns)
+            + (attempts + 1) * step_ns
+            + waiting_ns
             + self.world.borrow().hang_overlap_ns(submit_ns, self.now_ns)
     }
 }

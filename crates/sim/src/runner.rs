@@ -295,7 +295,7 @@ impl Sim {
                 ),
             ));
         }
-        let view = self.after_call()?;
+        let view = self.after_call(queue, false)?;
         self.tracks[queue].no_path_seen |= view.fails_for_no_path;
         Ok(())
     }
@@ -304,7 +304,7 @@ impl Sim {
     pub(crate) fn poll(&mut self, queue: usize) -> Result<(), Failure> {
         let mut completions = std::mem::take(&mut self.scratch);
         self.queues[queue].poll(self.now_ns, &mut |completion| completions.push(completion));
-        let mut view = self.after_call()?;
+        let mut view = self.after_call(queue, true)?;
         view.fails_for_no_path |= self.tracks[queue].no_path_seen;
         let mut result = Ok(());
         for completion in completions.drain(..) {
@@ -315,10 +315,12 @@ impl Sim {
         result
     }
 
-    /// Checks taken after every call into a queue: the transport contract,
-    /// every path failure explained, in-flight counters against the ground
-    /// truth. Returns what the map's route was after the call.
-    fn after_call(&mut self) -> Result<CallView, Failure> {
+    /// Checks taken after every call into a queue (`polled`: a poll, else
+    /// a submit): the transport contract, every path failure explained and
+    /// every path error acted on, in-flight counters against the ground
+    /// truth, nothing waiting for a route that exists. Returns what the
+    /// map's route was after the call.
+    fn after_call(&mut self, queue: usize, polled: bool) -> Result<CallView, Failure> {
         if let Some(breach) = self.world.borrow().contract_breach() {
             return Err(Failure::new(Checker::TransportContract, breach));
         }
@@ -370,7 +372,20 @@ impl Sim {
                 ));
             }
         }
-        Ok(self.track_route())
+        let view = self.track_route();
+        // A poll first fetches the newest snapshot and releases waiting
+        // I/O if it has a route; within the call the map only loses
+        // paths: so a route after a poll means nothing may still wait for
+        // one. (Not after a submit: one refused as invalid returns before
+        // looking at the map, leaving the release to the next poll.)
+        let waiting = self.queues[queue].waiting_for_path();
+        if polled && !view.no_route && waiting > 0 {
+            return Err(Failure::new(
+                Checker::Liveness,
+                format!("queue {queue} holds {waiting} I/O(s) waiting for a path while the map has a route"),
+            ));
+        }
+        Ok(view)
     }
 
     /// Notes whether the map has a route now, for the latency bound and
