@@ -296,3 +296,36 @@ fn group_text(rng: &mut Rng, table: &mut String, selector: &str, size: usize, fi
     table.push(' ');
     table.push_str(&words.join(" "));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn every_drawn_map_builds_and_the_draws_cover_the_space() {
+        let mut selectors = BTreeSet::new();
+        let mut shapes = BTreeSet::new();
+        for seed in 0..1000 {
+            let scenario = Scenario::draw(seed);
+            let map = scenario
+                .build_map()
+                .unwrap_or_else(|error| panic!("seed {seed}: {error}\n{}", scenario.table));
+            assert_eq!(map.paths().len(), scenario.path_count());
+            assert_eq!(map.groups().len(), scenario.group_count);
+            shapes.insert((scenario.group_count, scenario.path_count()));
+            for word in scenario.table.split_whitespace() {
+                if SELECTOR_NAMES.contains(&word) {
+                    selectors.insert(word.to_string());
+                }
+            }
+        }
+        assert_eq!(selectors.len(), SELECTOR_NAMES.len(), "{selectors:?}");
+        for groups in 1..=MAX_GROUPS {
+            assert!(shapes.iter().any(|&(count, _)| count == groups));
+        }
+        for paths in 1..=MAX_PATHS {
+            assert!(shapes.iter().any(|&(_, count)| count == paths));
+        }
+    }
+}

@@ -536,3 +536,135 @@ impl PathQueue for SimPathQueue {
         Some(attempt.io)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{decode, fill};
+    use mpio_core::io::Buffer;
+
+    fn world(stuck_per_mille: u32) -> Rc<RefCell<World>> {
+        let setup = WorldSetup {
+            block_count: 4,
+            base_latency_ns: vec![1_000, 1_000],
+            queue_count: 1,
+            land_per_mille: 1000,
+            stuck_per_mille,
+            io_timeout_ns: 10_000,
+            seed: 1,
+        };
+        Rc::new(RefCell::new(World::new(&setup, Trace::new(false))))
+    }
+
+    fn write(tag: u64, value: u64) -> PathIo {
+        let mut buf = Buffer::zeroed(BLOCK_BYTES);
+        fill(buf.as_mut_slice(), value, 0);
+        PathIo {
+            tag,
+            op: Op::Write,
+            offset: 0,
+            len: BLOCK_BYTES as u32,
+            buf,
+        }
+    }
+
+    fn block_zero(world: &Rc<RefCell<World>>) -> Option<u64> {
+        let mut bytes = [0u8; BLOCK_BYTES];
+        world.borrow().disk.read(0, &mut bytes);
+        decode(&bytes, 0)
+    }
+
+    fn poll(queue: &mut SimPathQueue, now_ns: u64) -> Vec<(u64, PathOutcome)> {
+        let mut done = Vec::new();
+        queue.poll(now_ns, &mut done);
+        done.iter().map(|c| (c.tag, c.outcome)).collect()
+    }
+
+    #[test]
+    fn an_aborted_write_never_lands() {
+        let world = world(0);
+        let mut queue = SimPathQueue::new(Rc::clone(&world), 0, 0);
+        world.borrow_mut().set_mode(0, Mode::Hang, 0);
+        queue.submit(write(1, 5), 0);
+        world.borrow_mut().now_ns = 20_000;
+        assert_eq!(queue.abort(1).map(|io| io.tag), Some(1));
+        world.borrow_mut().set_mode(0, Mode::Healthy, 20_000);
+        assert!(poll(&mut queue, 50_000).is_empty());
+        assert_eq!(block_zero(&world), Some(0));
+        assert!(world.borrow().contract_breach().is_none());
+        assert!(world.borrow_mut().take_failure_evidence(0, 50_000).may_fail);
+    }
+
+    #[test]
+    fn an_unabortable_attempt_waits_out_the_hang_and_an_early_abort_is_a_breach() {
+        let world = world(1000);
+        let mut queue = SimPathQueue::new(Rc::clone(&world), 0, 0);
+        world.borrow_mut().set_mode(0, Mode::Hang, 0);
+        queue.submit(write(1, 5), 0);
+        assert!(poll(&mut queue, 100_000).is_empty(), "held while hung");
+        world.borrow_mut().now_ns = 100_000;
+        assert!(queue.abort(1).is_none());
+        assert!(
+            world
+                .borrow_mut()
+                .take_failure_evidence(0, 100_000)
+                .may_fail
+        );
+        world.borrow_mut().set_mode(0, Mode::Healthy, 100_000);
+        assert_eq!(poll(&mut queue, 100_000), [(1, PathOutcome::Ok)]);
+        assert_eq!(block_zero(&world), Some(5));
+        assert_eq!(world.borrow().hang_overlap_ns(0, 200_000), 100_000);
+
+        let eager = self::world(0);
+        let mut queue = SimPathQueue::new(Rc::clone(&eager), 0, 0);
+        queue.submit(write(2, 6), 0);
+        eager.borrow_mut().now_ns = 5_000;
+        assert!(queue.abort(2).is_some());
+        assert!(eager.borrow().contract_breach().is_some());
+    }
+
+    #[test]
+    fn a_disconnect_ends_what_was_in_flight_only() {
+        let world = world(0);
+        let mut queue = SimPathQueue::new(Rc::clone(&world), 0, 0);
+        queue.submit(write(1, 5), 0);
+        world.borrow_mut().set_mode(0, Mode::Disconnected, 100);
+        world.borrow_mut().set_mode(0, Mode::Healthy, 200);
+        queue.submit(write(2, 6), 300);
+        let lost = PathOutcome::Path(PathError::ConnectionLost);
+        assert_eq!(poll(&mut queue, 10_000), [(1, lost), (2, PathOutcome::Ok)]);
+        let evidence = world.borrow_mut().take_failure_evidence(0, 10_000);
+        assert!(evidence.must_fail && evidence.may_fail);
+        assert_eq!(world.borrow().queue_failure_evidence(0), 1);
+    }
+
+    #[test]
+    fn a_target_fault_refuses_its_blocks_on_every_path_and_changes_nothing() {
+        let world = world(0);
+        world.borrow_mut().add_target_fault(TargetFault {
+            first_block: 0,
+            blocks: 1,
+            error: TargetError::Medium,
+            from_ns: 0,
+            until_ns: 5_000,
+        });
+        for path in 0..2 {
+            let mut queue = SimPathQueue::new(Rc::clone(&world), 0, path);
+            queue.submit(write(path as u64, 5), 0);
+            let medium = PathOutcome::Target(TargetError::Medium);
+            assert_eq!(poll(&mut queue, 2_000), [(path as u64, medium)]);
+            assert!(
+                !world
+                    .borrow_mut()
+                    .take_failure_evidence(path, 2_000)
+                    .may_fail
+            );
+        }
+        assert_eq!(block_zero(&world), Some(0));
+        let world = world.borrow();
+        assert!(world.target_fault_explains(TargetError::Medium, 0..2, 4_000, 9_000));
+        assert!(!world.target_fault_explains(TargetError::Medium, 0..2, 6_000, 9_000));
+        assert!(!world.target_fault_explains(TargetError::OutOfRange, 0..2, 0, 9_000));
+        assert!(!world.target_fault_explains(TargetError::Medium, 1..2, 0, 9_000));
+    }
+}
