@@ -65,7 +65,7 @@ fn an_io_waiting_a_second_time_still_fails_at_its_bound() {
     let path_queue = SimPathQueue::new(Rc::clone(&world), 0, 0);
     let mut queue = Queue::new(Arc::clone(&map), vec![path_queue], 4, 0);
     let mut done: Vec<Completion> = Vec::new();
-    let mut poll = |queue: &mut Queue<SimPathQueue>, now_ns: u64, done: &mut Vec<Completion>| {
+    let poll = |queue: &mut Queue<SimPathQueue>, now_ns: u64, done: &mut Vec<Completion>| {
         world.borrow_mut().now_ns = now_ns;
         queue.poll(now_ns, &mut |completion| done.push(completion));
     };
