@@ -295,7 +295,7 @@ impl Sim {
                 ),
             ));
         }
-        let view = self.after_call(queue, false)?;
+        let view = self.after_call(queue, None)?;
         self.tracks[queue].no_path_seen |= view.fails_for_no_path;
         Ok(())
     }
@@ -304,7 +304,7 @@ impl Sim {
     pub(crate) fn poll(&mut self, queue: usize) -> Result<(), Failure> {
         let mut completions = std::mem::take(&mut self.scratch);
         self.queues[queue].poll(self.now_ns, &mut |completion| completions.push(completion));
-        let mut view = self.after_call(queue, true)?;
+        let mut view = self.after_call(queue, Some(completions.len()))?;
         view.fails_for_no_path |= self.tracks[queue].no_path_seen;
         let mut result = Ok(());
         for completion in completions.drain(..) {
@@ -315,12 +315,13 @@ impl Sim {
         result
     }
 
-    /// Checks taken after every call into a queue (`polled`: a poll, else
-    /// a submit): the transport contract, every path failure explained and
+    /// Checks taken after every call into a queue (`delivered`: how many
+    /// I/Os a poll handed over, `None` after a submit): the transport contract, every path failure explained and
     /// every path error acted on, in-flight counters against the ground
-    /// truth, nothing waiting for a route that exists. Returns what the
-    /// map's route was after the call.
-    fn after_call(&mut self, queue: usize, polled: bool) -> Result<CallView, Failure> {
+    /// truth, after a poll the queue holding exactly the I/O not yet
+    /// completed and nothing waiting for a route that exists. Returns what
+    /// the map's route was after the call.
+    fn after_call(&mut self, queue: usize, delivered: Option<usize>) -> Result<CallView, Failure> {
         if let Some(breach) = self.world.borrow().contract_breach() {
             return Err(Failure::new(Checker::TransportContract, breach));
         }
@@ -378,8 +379,23 @@ impl Sim {
         // paths: so a route after a poll means nothing may still wait for
         // one. (Not after a submit: one refused as invalid returns before
         // looking at the map, leaving the release to the next poll.)
+        // A poll hands over every finished I/O, so after it the queue holds
+        // exactly the I/O the simulator has not had back.
+        let holding = self.queues[queue].in_flight();
+        if let Some(delivered) = delivered {
+            let expected = self.tracks[queue].outstanding - delivered;
+            if holding != expected {
+                return Err(Failure::new(
+                    Checker::Counters,
+                    format!(
+                        "queue {queue} holds {holding} I/Os after a poll that handed over \
+                         {delivered}; {expected} remain submitted and not completed"
+                    ),
+                ));
+            }
+        }
         let waiting = self.queues[queue].waiting_for_path();
-        if polled && !view.no_route && waiting > 0 {
+        if delivered.is_some() && !view.no_route && waiting > 0 {
             return Err(Failure::new(
                 Checker::Liveness,
                 format!("queue {queue} holds {waiting} I/O(s) waiting for a path while the map has a route"),
@@ -619,6 +635,13 @@ impl Sim {
                     queue.in_flight(),
                     queue.waiting_for_path()
                 ));
+            }
+            // Every simulated attempt ends exactly once, through poll or
+            // abort: a completion the queue did not expect means it lost
+            // track of an attempt.
+            let strays = queue.stats().stray_completions;
+            if strays != 0 {
+                return counters(format!("queue {index} counted {strays} stray completions"));
             }
             let held: usize = queue.path_queues_mut().iter().map(SimPathQueue::held).sum();
             if held != 0 {
