@@ -316,11 +316,12 @@ impl Sim {
     }
 
     /// Checks taken after every call into a queue (`delivered`: how many
-    /// I/Os a poll handed over, `None` after a submit): the transport contract, every path failure explained and
-    /// every path error acted on, in-flight counters against the ground
-    /// truth, after a poll the queue holding exactly the I/O not yet
-    /// completed and nothing waiting for a route that exists. Returns what
-    /// the map's route was after the call.
+    /// I/Os a poll handed over, `None` after a submit): the transport
+    /// contract, every path failure explained and every path error acted
+    /// on, in-flight counters against the ground truth, and after a poll
+    /// the queue holding exactly the I/O not yet completed and nothing
+    /// waiting for a route that exists. Returns the map's route after the
+    /// call.
     fn after_call(&mut self, queue: usize, delivered: Option<usize>) -> Result<CallView, Failure> {
         if let Some(breach) = self.world.borrow().contract_breach() {
             return Err(Failure::new(Checker::TransportContract, breach));
@@ -374,11 +375,6 @@ impl Sim {
             }
         }
         let view = self.track_route();
-        // A poll first fetches the newest snapshot and releases waiting
-        // I/O if it has a route; within the call the map only loses
-        // paths: so a route after a poll means nothing may still wait for
-        // one. (Not after a submit: one refused as invalid returns before
-        // looking at the map, leaving the release to the next poll.)
         // A poll hands over every finished I/O, so after it the queue holds
         // exactly the I/O the simulator has not had back.
         let holding = self.queues[queue].in_flight();
@@ -394,11 +390,19 @@ impl Sim {
                 ));
             }
         }
+        // A poll first fetches the newest snapshot and releases waiting
+        // I/O if it has a route; within the call the map only loses
+        // paths: so a route after a poll means nothing may still wait for
+        // one. (Not after a submit: one refused as invalid returns before
+        // looking at the map, leaving the release to the next poll.)
         let waiting = self.queues[queue].waiting_for_path();
         if delivered.is_some() && !view.no_route && waiting > 0 {
             return Err(Failure::new(
                 Checker::Liveness,
-                format!("queue {queue} holds {waiting} I/O(s) waiting for a path while the map has a route"),
+                format!(
+                    "queue {queue} holds {waiting} I/O(s) waiting for a path while the map \
+                     has a route"
+                ),
             ));
         }
         Ok(view)
