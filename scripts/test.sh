@@ -46,6 +46,20 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 step "selector micro-benchmark (smoke run)"
 cargo bench -p mpio-core --bench selectors --locked
 
+# The simulator's canary: under --cfg mpio_canary the core's failover is
+# deliberately broken, and the simulator must catch it (a harness that
+# cannot fail proves nothing). Its own target dir, like loom's.
+step "simulator canary"
+RUSTFLAGS="--cfg mpio_canary" CARGO_TARGET_DIR=target/canary \
+  cargo test -p mpio-sim --release --test canary --locked
+
+# 10,000 seeds of the deterministic simulator, in release (the CI budget
+# is 3 minutes on 2 cores; see docs/SIMULATION.md for the measured rate).
+# A failing seed prints its replay command and fails the step.
+step "simulator: 10,000 seeds"
+cargo build --release -p mpio --locked --quiet
+target/release/mpio sim --seeds 10000
+
 # The fuzz crate lives outside the workspace (cargo-fuzz needs nightly to
 # run it); check that it still builds against the parser.
 step "fuzz targets build"

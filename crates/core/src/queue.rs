@@ -517,6 +517,15 @@ impl<P: PathQueue> Queue<P> {
     /// Dispatches slot `index` again after a path error, within the map's
     /// attempt limit.
     fn retry(&mut self, index: u32, now_ns: u64) {
+        // The simulator's canary, compiled only under `--cfg mpio_canary`
+        // (never in a normal build): a deliberately broken failover that
+        // gives up at an I/O's first path error, usable path or not.
+        // `crates/sim/tests/canary.rs` proves the simulator catches it.
+        #[cfg(mpio_canary)]
+        if self.slots[index as usize].attempts == 1 {
+            self.finish(index, Err(IoError::NoPath));
+            return;
+        }
         if self.slots[index as usize].attempts >= self.map.options().max_attempts {
             self.finish(index, Err(IoError::RetryLimit));
             return;
@@ -529,13 +538,20 @@ impl<P: PathQueue> Queue<P> {
     /// Times out hung attempts and I/Os that waited too long for a path.
     fn expire(&mut self, now_ns: u64) {
         if let Some(limit) = self.map.options().no_path_timeout_ns {
-            while let Some(&index) = self.waiting.front() {
+            // The whole list, not up to the first I/O still in time: an I/O
+            // that waits again goes to the back with the time of its first
+            // wait, so the list is not in order of those times (the
+            // simulator found an I/O held 37.6 ms past a 20 ms limit behind
+            // younger ones). Survivors keep their order.
+            for _ in 0..self.waiting.len() {
+                let Some(index) = self.waiting.pop_front() else {
+                    break;
+                };
                 match self.slots[index as usize].state {
                     SlotState::Waiting { since_ns } if now_ns.saturating_sub(since_ns) >= limit => {
-                        self.waiting.pop_front();
                         self.finish(index, Err(IoError::NoPathTimeout));
                     }
-                    _ => break,
+                    _ => self.waiting.push_back(index),
                 }
             }
         }

@@ -1,9 +1,11 @@
 //! `mpio`: multipath block I/O in userspace.
 //!
 //! Verbs: `bench` (measure a map against the raw path), `table check`
-//! (validate a dm table and print its canonical form).
+//! (validate a dm table and print its canonical form), `sim` (the
+//! deterministic simulator: run seeds, replay one).
 
 mod bench;
+mod sim_cmd;
 mod table_cmd;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +26,8 @@ enum Command {
     /// dm table tools.
     #[command(subcommand)]
     Table(table_cmd::TableCommand),
+    /// Deterministic simulation of failover: run seeds, or replay one.
+    Sim(sim_cmd::SimArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +35,7 @@ fn main() -> ExitCode {
     let outcome = match &cli.command {
         Command::Bench(args) => bench::main(args),
         Command::Table(command) => table_cmd::main(command),
+        Command::Sim(args) => sim_cmd::main(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
