@@ -14,6 +14,7 @@ pub mod message;
 pub mod numa;
 pub mod path;
 pub mod queue;
+pub mod reload;
 pub mod selector;
 pub mod snapshot;
 pub mod status;

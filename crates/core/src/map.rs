@@ -406,6 +406,34 @@ impl Map {
         changed
     }
 
+    /// Takes over, path word by path word, what `old` (the map this one
+    /// replaces in a reload) knows of its paths: which are failed, by what
+    /// error, and how often they failed. A word this map has several times
+    /// (several paths through one endpoint) takes the state of the first
+    /// path of `old` with that word. Control state (current group,
+    /// disabled groups, `queue_if_no_path`) comes from the new table, as
+    /// in dm. Publishes the result.
+    pub fn carry_over_from(&self, old: &Map) {
+        let old_control = old.control_view();
+        let mut control = lock(&self.control);
+        let mut fail_counts = Vec::with_capacity(self.paths.len());
+        for index in 0..self.paths.len() {
+            let Some(old_index) = (0..old.paths.len())
+                .find(|&old_index| old.path_names[old_index] == self.path_names[index])
+            else {
+                continue;
+            };
+            control.failed[index] = old_control.failed[old_index];
+            control.last_error[index] = old_control.last_error[old_index];
+            fail_counts.push((index, old.paths[old_index].fail_count()));
+        }
+        self.publish(&mut control);
+        // After `publish`, whose marking a path failed counts one failure.
+        for (index, count) in fail_counts {
+            self.paths[index].restore_fail_count(count);
+        }
+    }
+
     fn paths_named(&self, name: &str) -> Result<Vec<usize>, MapError> {
         let indices: Vec<usize> = (0..self.paths.len())
             .filter(|&index| self.path_names[index] == name)

@@ -82,6 +82,13 @@ impl PathShared {
         self.fail_count.load(Ordering::Relaxed)
     }
 
+    /// Sets the failure count, for a map that takes over a path from the
+    /// map it replaces. Control code only, under the map's control lock.
+    pub(crate) fn restore_fail_count(&self, count: u32) {
+        // Relaxed: statistic; the lock orders writers.
+        self.fail_count.store(count, Ordering::Relaxed);
+    }
+
     /// Marks the path failed (counting it) or reinstated. Control code only,
     /// under the map's control lock; returns false if nothing changed.
     pub(crate) fn set_failed(&self, failed: bool) -> bool {

@@ -253,6 +253,11 @@ impl<P: PathQueue> Queue<P> {
         self.slots.len() - self.free.len()
     }
 
+    /// The most I/Os the queue holds at once.
+    pub fn depth(&self) -> usize {
+        self.slots.len()
+    }
+
     /// I/Os waiting for a usable path.
     pub fn waiting_for_path(&self) -> usize {
         self.waiting.len()
@@ -335,6 +340,31 @@ impl<P: PathQueue> Queue<P> {
             sink(completion);
         }
         handed
+    }
+
+    /// Hands up to `limit` I/Os waiting for a path back to `each`, oldest
+    /// first, as they were submitted, and forgets them: for moving them to
+    /// the queue of a reloaded map ([`crate::reload`]). No path ever held
+    /// these I/Os.
+    pub fn take_waiting(&mut self, limit: usize, mut each: impl FnMut(Io)) {
+        for _ in 0..limit {
+            let Some(index) = self.waiting.pop_front() else {
+                break;
+            };
+            let slot = &mut self.slots[index as usize];
+            debug_assert!(matches!(slot.state, SlotState::Waiting { .. }));
+            slot.state = SlotState::Free;
+            slot.generation = slot.generation.wrapping_add(1);
+            let io = Io {
+                user_data: slot.user_data,
+                op: slot.op,
+                offset: slot.offset,
+                len: slot.len,
+                buf: std::mem::replace(&mut slot.buf, Buffer::empty()),
+            };
+            self.free.push(index);
+            each(io);
+        }
     }
 
     fn validate(&self, io: &Io) -> Option<&'static str> {

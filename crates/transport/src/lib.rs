@@ -20,6 +20,7 @@ use file::{FileError, FilePath, FileQueue};
 use memory::{MemoryDisk, MemoryQueue, PortControl};
 use mpio_core::map::{Map, MapError, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
+use mpio_core::reload::{MapSlot, ReloadingQueue};
 use mpio_core::table::Table;
 use nbd::{NbdError, NbdQueue, NbdTarget};
 use null::NullQueue;
@@ -206,6 +207,21 @@ impl Transports {
         Ok(Device { map, paths })
     }
 
+    /// Gives the device in `slot` a new table, as dm's `reload` and
+    /// `resume`: the map is built with the current map's options, its path
+    /// words resolved as [`Transports::build`] does, the old map's path
+    /// state carried over by word, and installed. Threads' [`DeviceQueue`]s
+    /// move to it at their next submit or poll; I/O in flight finishes on
+    /// the old map. Returns the old map.
+    ///
+    /// # Errors
+    /// As [`Transports::build`]; the slot keeps its map then.
+    pub fn reload(&self, slot: &DeviceSlot, table: &Table) -> Result<Arc<Map>, SetupError> {
+        let options = slot.map().options().clone();
+        let device = self.build(table, options)?;
+        Ok(slot.install(device.map, Arc::new(device.paths)))
+    }
+
     /// The memory disk `name`, created with `size_bytes` if new.
     pub fn disk(&self, name: &str, size_bytes: u64) -> Arc<MemoryDisk> {
         let mut disks = self
@@ -272,7 +288,44 @@ impl PathHandle {
 impl Device {
     /// Opens a queue of `depth` I/Os over the device for a thread on `cpu`.
     pub fn queue(&self, depth: usize, cpu: u32) -> Queue<AnyQueue> {
-        let path_queues = self.paths.iter().map(|path| path.open(depth)).collect();
-        Queue::new(Arc::clone(&self.map), path_queues, depth, cpu)
+        Queue::new(
+            Arc::clone(&self.map),
+            open_paths(&self.paths, depth),
+            depth,
+            cpu,
+        )
     }
+
+    /// The device as a slot that [`Transports::reload`] can give a new
+    /// table, for the [`device_queue`]s that follow it.
+    pub fn into_slot(self) -> Arc<DeviceSlot> {
+        Arc::new(MapSlot::new(self.map, Arc::new(self.paths)))
+    }
+}
+
+/// One transport queue per path, in [`Map::paths`] order.
+fn open_paths(paths: &[PathHandle], depth: usize) -> Vec<AnyQueue> {
+    paths.iter().map(|path| path.open(depth)).collect()
+}
+
+/// A device that takes new tables while it serves: the map now served and
+/// its path handles (see [`mpio_core::reload`]).
+pub type DeviceSlot = MapSlot<Vec<PathHandle>>;
+
+/// A thread's queue on a [`DeviceSlot`], opening path queues from the
+/// handles of whatever map the slot serves.
+pub type DeviceQueue = ReloadingQueue<
+    AnyQueue,
+    Vec<PathHandle>,
+    Box<dyn FnMut(&Arc<Map>, &Vec<PathHandle>) -> Vec<AnyQueue> + Send>,
+>;
+
+/// Opens a [`DeviceQueue`] of `depth` I/Os on `slot` for a thread on `cpu`.
+pub fn device_queue(slot: &Arc<DeviceSlot>, depth: usize, cpu: u32) -> DeviceQueue {
+    ReloadingQueue::new(
+        Arc::clone(slot),
+        Box::new(move |_: &Arc<Map>, paths: &Vec<PathHandle>| open_paths(paths, depth)),
+        depth,
+        cpu,
+    )
 }
