@@ -370,6 +370,15 @@ impl Map {
         true
     }
 
+    /// Fails every path whose word is `word`, as [`Map::fail_path`] does:
+    /// for a path error seen on another map of the same device (one that a
+    /// reload replaced, while its I/O drains). Returns how many it failed.
+    pub fn fail_path_word(&self, word: &str, error: PathError) -> usize {
+        (0..self.paths.len())
+            .filter(|&index| self.path_names[index] == word && self.fail_path(index, error))
+            .count()
+    }
+
     /// Puts path `index` back in use (a checker found it healthy). Returns
     /// false if it was not failed or does not exist.
     pub fn reinstate_path(&self, index: usize) -> bool {

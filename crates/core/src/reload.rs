@@ -27,7 +27,7 @@
 //! For a while after a reload a thread may hold more than its depth: the
 //! old queues' I/O plus up to `depth` new ones.
 
-use crate::io::{Completion, Io};
+use crate::io::{Completion, Io, PathError};
 use crate::map::Map;
 use crate::queue::{PathQueue, Queue};
 use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
@@ -116,7 +116,41 @@ pub struct ReloadingQueue<P: PathQueue, T, O> {
     epoch: u64,
     current: Queue<P>,
     /// Queues of earlier maps that still hold I/O.
-    draining: Vec<Queue<P>>,
+    draining: Vec<Draining<P>>,
+}
+
+/// The queue of a map a reload replaced, while it still holds I/O.
+#[derive(Debug)]
+struct Draining<P: PathQueue> {
+    queue: Queue<P>,
+    /// Each of its map's paths' failure count when last looked at.
+    fail_counts: Box<[u32]>,
+}
+
+impl<P: PathQueue> Draining<P> {
+    fn new(queue: Queue<P>) -> Self {
+        let fail_counts = queue
+            .map()
+            .paths()
+            .iter()
+            .map(|path| path.fail_count())
+            .collect();
+        Draining { queue, fail_counts }
+    }
+
+    /// Fails in `current` each path word that failed again in this queue's
+    /// map since the last look.
+    fn carry_failures(&mut self, current: &Map) {
+        let map = self.queue.map();
+        for (index, seen) in self.fail_counts.iter_mut().enumerate() {
+            let count = map.paths()[index].fail_count();
+            if count != *seen {
+                *seen = count;
+                let error = map.control_view().last_error[index];
+                current.fail_path_word(map.path_name(index), error.unwrap_or(PathError::Unknown));
+            }
+        }
+    }
 }
 
 impl<P, T, O> ReloadingQueue<P, T, O>
@@ -153,9 +187,20 @@ where
         self.draining.len()
     }
 
+    /// Every queue this thread holds: the current map's, then the draining
+    /// ones, oldest first.
+    pub fn queues_mut(&mut self) -> impl Iterator<Item = &mut Queue<P>> {
+        std::iter::once(&mut self.current).chain(self.draining.iter_mut().map(|old| &mut old.queue))
+    }
+
     /// I/Os submitted and not yet handed back, over every map.
     pub fn in_flight(&self) -> usize {
-        self.current.in_flight() + self.draining.iter().map(Queue::in_flight).sum::<usize>()
+        self.current.in_flight()
+            + self
+                .draining
+                .iter()
+                .map(|old| old.queue.in_flight())
+                .sum::<usize>()
     }
 
     /// See [`Queue::submit`]; I/O goes to the current map.
@@ -196,11 +241,13 @@ where
         self.epoch = epoch;
         Self::move_waiting(&mut old, &mut self.current, now_ns);
         if old.in_flight() > 0 {
-            self.draining.push(old);
+            self.draining.push(Draining::new(old));
         }
     }
 
-    /// Polls the draining queues; I/O that waits for a path there (a retry
+    /// Polls the draining queues. A path that fails on an old map (its
+    /// attempt there ended in a path error) is failed in the current map
+    /// too: it is the same path. I/O that waits for a path there (a retry
     /// found the old map without one) moves to the current map, where the
     /// paths are reinstated and the messages go.
     #[cold]
@@ -208,10 +255,11 @@ where
     fn poll_draining(&mut self, now_ns: u64, sink: &mut impl FnMut(Completion)) -> usize {
         let mut handed = 0;
         for old in &mut self.draining {
-            handed += old.poll(now_ns, sink);
-            Self::move_waiting(old, &mut self.current, now_ns);
+            handed += old.queue.poll(now_ns, sink);
+            old.carry_failures(self.current.map());
+            Self::move_waiting(&mut old.queue, &mut self.current, now_ns);
         }
-        self.draining.retain(|old| old.in_flight() > 0);
+        self.draining.retain(|old| old.queue.in_flight() > 0);
         handed
     }
 

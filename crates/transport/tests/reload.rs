@@ -194,6 +194,38 @@ fn reload_removes_a_path_whose_io_finishes_on_the_old_map() {
 }
 
 #[test]
+fn a_path_error_on_the_old_map_fails_the_path_in_the_new_one() {
+    use mpio_core::io::PathOutcome;
+    let mut rig = Rig::new(&table("round-robin", &["a", "b"], false));
+    rig.port("a").hang();
+    for block in 0..4 {
+        rig.write(block, block, 0x20 + block as u8);
+    }
+    rig.poll();
+    rig.reload(&table("round-robin", &["a", "b"], false));
+    rig.poll();
+    assert_eq!(rig.queue.draining(), 1);
+    // a's held writes end in a path error on the old map, and are retried
+    // on the old map's b; the new map learns that a failed.
+    rig.port("a").fail(PathOutcome::Path(PathError::Transport));
+    rig.collect(4);
+    let status = rig.slot.map().status();
+    assert_eq!(status.groups[0].paths[0].state, PathState::Failed);
+    assert_eq!(
+        status.groups[0].paths[0].last_error,
+        Some(PathError::Transport)
+    );
+    assert_eq!(status.groups[0].paths[1].state, PathState::Active);
+    let mut reads = HashMap::new();
+    for block in 0..4 {
+        rig.read(100 + block, block);
+        reads.insert(100 + block, 0x20 + block as u8);
+    }
+    rig.collect(8);
+    rig.assert_once_ok(&reads);
+}
+
+#[test]
 fn io_waiting_for_a_path_moves_to_the_reloaded_map() {
     let mut rig = Rig::new(&table("round-robin", &["a"], true));
     rig.slot.map().fail_path(0, PathError::Transport);
