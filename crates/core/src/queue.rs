@@ -37,6 +37,15 @@ use std::collections::VecDeque;
 /// Largest queue depth (I/Os in flight on one queue).
 pub const MAX_QUEUE_DEPTH: usize = 1 << 16;
 
+/// An I/O moving from one map's queue to the next after a reload, with
+/// what it already went through there.
+#[derive(Debug)]
+pub(crate) struct Handover {
+    io: Io,
+    attempts: u32,
+    first_wait_ns: Option<u64>,
+}
+
 /// One attempt of an I/O, as a transport receives it.
 #[derive(Debug)]
 pub struct PathIo {
@@ -174,6 +183,13 @@ pub struct Queue<P: PathQueue> {
     cpu: u32,
     node: u16,
     next_timeout_scan_ns: u64,
+    /// Set once the queue's map was replaced by a reload: an I/O that finds
+    /// no route waits for [`Queue::take_waiting`], whatever this map says,
+    /// and path errors are noted for the new map.
+    hands_over: bool,
+    /// Path errors seen since the owner last took them (only once
+    /// `hands_over`).
+    handed_path_errors: Vec<(usize, PathError)>,
 }
 
 impl<P: PathQueue> Queue<P> {
@@ -232,6 +248,8 @@ impl<P: PathQueue> Queue<P> {
             cpu,
             node,
             next_timeout_scan_ns: 0,
+            hands_over: false,
+            handed_path_errors: Vec::new(),
         }
     }
 
@@ -293,6 +311,21 @@ impl<P: PathQueue> Queue<P> {
     // place instead of copied into a call (about 40 instructions per I/O).
     #[inline(always)]
     pub fn submit(&mut self, io: Io, now_ns: u64) -> Result<(), Io> {
+        self.accept(io, 0, None, now_ns)
+    }
+
+    /// [`Queue::submit`] for an I/O that already made `attempts` attempts
+    /// and first waited for a path at `first_wait_ns` (on another map's
+    /// queue, before a reload): its attempt limit and wait bound go on
+    /// counting from there.
+    #[inline(always)]
+    fn accept(
+        &mut self,
+        io: Io,
+        attempts: u32,
+        first_wait_ns: Option<u64>,
+        now_ns: u64,
+    ) -> Result<(), Io> {
         let Some(index) = self.free.pop() else {
             return Err(io);
         };
@@ -304,8 +337,8 @@ impl<P: PathQueue> Queue<P> {
         slot.offset = io.offset;
         slot.len = io.len;
         slot.buf = io.buf;
-        slot.attempts = 0;
-        slot.first_wait_ns = None;
+        slot.attempts = attempts;
+        slot.first_wait_ns = first_wait_ns;
         slot.state = SlotState::Accepted;
         if let Some(reason) = invalid {
             self.finish(index, Err(IoError::Invalid(reason)));
@@ -314,6 +347,29 @@ impl<P: PathQueue> Queue<P> {
         self.refresh(now_ns);
         self.dispatch(index, now_ns);
         Ok(())
+    }
+
+    /// Takes `handover` (from [`Queue::take_waiting`] on the queue of the
+    /// map a reload replaced), keeping its attempts and first wait.
+    ///
+    /// # Errors
+    /// Gives it back if the queue already holds its depth of I/Os.
+    pub(crate) fn accept_handover(
+        &mut self,
+        handover: Handover,
+        now_ns: u64,
+    ) -> Result<(), Handover> {
+        let Handover {
+            io,
+            attempts,
+            first_wait_ns,
+        } = handover;
+        self.accept(io, attempts, first_wait_ns, now_ns)
+            .map_err(|io| Handover {
+                io,
+                attempts,
+                first_wait_ns,
+            })
     }
 
     /// Collects completions from every path, fails over what failed,
@@ -342,11 +398,22 @@ impl<P: PathQueue> Queue<P> {
         handed
     }
 
-    /// Hands up to `limit` I/Os waiting for a path back to `each`, oldest
-    /// first, as they were submitted, and forgets them: for moving them to
-    /// the queue of a reloaded map ([`crate::reload`]). No path ever held
-    /// these I/Os.
-    pub fn take_waiting(&mut self, limit: usize, mut each: impl FnMut(Io)) {
+    /// Tells the queue its map was replaced (a reload): from now on an I/O
+    /// that finds no route here waits, even where this map would fail it,
+    /// for its owner to move it to the new map with
+    /// [`Queue::take_waiting`]. The new map's `queue_if_no_path` is the
+    /// one that counts. And each path error is noted for
+    /// [`Queue::take_path_errors`]: the path is the new map's too, and this
+    /// map may have failed it already when the new one had not.
+    pub(crate) fn hand_over_waiting(&mut self) {
+        self.hands_over = true;
+        self.handed_path_errors.reserve(2 * self.slots.len());
+    }
+
+    /// Hands up to `limit` I/Os waiting for a path to `each`, oldest
+    /// first, and forgets them: for moving them to the queue of a reloaded
+    /// map ([`crate::reload`]). No path ever holds these I/Os.
+    pub(crate) fn take_waiting(&mut self, limit: usize, mut each: impl FnMut(Handover)) {
         for _ in 0..limit {
             let Some(index) = self.waiting.pop_front() else {
                 break;
@@ -355,15 +422,19 @@ impl<P: PathQueue> Queue<P> {
             debug_assert!(matches!(slot.state, SlotState::Waiting { .. }));
             slot.state = SlotState::Free;
             slot.generation = slot.generation.wrapping_add(1);
-            let io = Io {
-                user_data: slot.user_data,
-                op: slot.op,
-                offset: slot.offset,
-                len: slot.len,
-                buf: std::mem::replace(&mut slot.buf, Buffer::empty()),
+            let handover = Handover {
+                io: Io {
+                    user_data: slot.user_data,
+                    op: slot.op,
+                    offset: slot.offset,
+                    len: slot.len,
+                    buf: std::mem::replace(&mut slot.buf, Buffer::empty()),
+                },
+                attempts: slot.attempts,
+                first_wait_ns: slot.first_wait_ns,
             };
             self.free.push(index);
-            each(io);
+            each(handover);
         }
     }
 
@@ -411,7 +482,7 @@ impl<P: PathQueue> Queue<P> {
             while let Some(index) = self.waiting.pop_front() {
                 self.redispatch(index, now_ns);
             }
-        } else if !self.snapshot.queue_if_no_path {
+        } else if !self.snapshot.queue_if_no_path && !self.hands_over {
             while let Some(index) = self.waiting.pop_front() {
                 self.finish(index, Err(IoError::NoPath));
             }
@@ -432,7 +503,7 @@ impl<P: PathQueue> Queue<P> {
         let snapshot = &*self.snapshot;
         let slot = &mut self.slots[index as usize];
         let Some(route) = &snapshot.route else {
-            if snapshot.queue_if_no_path {
+            if snapshot.queue_if_no_path || self.hands_over {
                 // The bound counts from the I/O's first wait, however often
                 // a flapping path takes it back out of the waiting list.
                 let since_ns = *slot.first_wait_ns.get_or_insert(now_ns);
@@ -529,7 +600,7 @@ impl<P: PathQueue> Queue<P> {
     fn fail_over(&mut self, index: u32, path: usize, buf: Buffer, error: PathError, now_ns: u64) {
         self.slots[index as usize].buf = buf;
         self.path_stats[path].path_errors += 1;
-        self.map.fail_path(path, error);
+        self.path_error(path, error);
         self.retry(index, now_ns);
     }
 
@@ -542,6 +613,23 @@ impl<P: PathQueue> Queue<P> {
         load.end_io(slot.io_bytes());
         let group = &self.map.groups()[slot.group as usize];
         group.selector.completed(load, slot.start_ns, now_ns);
+    }
+
+    /// Fails `path` for `error`; a queue whose map a reload replaced also
+    /// notes it for its owner to fail the path in the new map.
+    fn path_error(&mut self, path: usize, error: PathError) {
+        self.map.fail_path(path, error);
+        if self.hands_over {
+            self.handed_path_errors.push((path, error));
+        }
+    }
+
+    /// Hands the path errors noted since the last call (see
+    /// [`Queue::hand_over_waiting`]) to `each`, as (path, error).
+    pub(crate) fn take_path_errors(&mut self, mut each: impl FnMut(usize, PathError)) {
+        for (path, error) in self.handed_path_errors.drain(..) {
+            each(path, error);
+        }
     }
 
     /// Dispatches slot `index` again after a path error, within the map's
@@ -607,9 +695,9 @@ impl<P: PathQueue> Queue<P> {
             // asked for again on every scan; the path is failed once.
             if !timed_out {
                 self.path_stats[path].path_errors += 1;
-                self.map.fail_path(path, PathError::Timeout);
+                self.path_error(path, PathError::Timeout);
             }
-            let tag = slot.tag(index);
+            let tag = self.slots[index as usize].tag(index);
             match self.path_queues[path].abort(tag) {
                 Some(io) => {
                     self.slots[index as usize].buf = io.buf;
@@ -617,7 +705,7 @@ impl<P: PathQueue> Queue<P> {
                     self.retry(index, now_ns);
                 }
                 None => {
-                    slot.state = SlotState::OnPath {
+                    self.slots[index as usize].state = SlotState::OnPath {
                         path: path as u32,
                         timed_out: true,
                     };

@@ -16,7 +16,9 @@
 //! the opener the transport layer gave it) and sends new I/O there. I/O
 //! waiting for a path moves to the new map at once, as if submitted there;
 //! I/O a path holds finishes where it is (a retry after a path error stays
-//! on the old map's other paths), and an old queue is dropped once empty.
+//! on the old map's other paths, and moves to the new map if the old one
+//! has none: the new map's `queue_if_no_path` decides), and an old queue
+//! is dropped once empty.
 //! Nothing a path holds is ever submitted twice.
 //!
 //! # Concurrency
@@ -27,7 +29,7 @@
 //! For a while after a reload a thread may hold more than its depth: the
 //! old queues' I/O plus up to `depth` new ones.
 
-use crate::io::{Completion, Io, PathError};
+use crate::io::{Completion, Io};
 use crate::map::Map;
 use crate::queue::{PathQueue, Queue};
 use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
@@ -123,33 +125,21 @@ pub struct ReloadingQueue<P: PathQueue, T, O> {
 #[derive(Debug)]
 struct Draining<P: PathQueue> {
     queue: Queue<P>,
-    /// Each of its map's paths' failure count when last looked at.
-    fail_counts: Box<[u32]>,
 }
 
 impl<P: PathQueue> Draining<P> {
-    fn new(queue: Queue<P>) -> Self {
-        let fail_counts = queue
-            .map()
-            .paths()
-            .iter()
-            .map(|path| path.fail_count())
-            .collect();
-        Draining { queue, fail_counts }
+    fn new(mut queue: Queue<P>) -> Self {
+        queue.hand_over_waiting();
+        Draining { queue }
     }
 
-    /// Fails in `current` each path word that failed again in this queue's
+    /// Fails in `current` each path word a path error hit on this queue's
     /// map since the last look.
     fn carry_failures(&mut self, current: &Map) {
-        let map = self.queue.map();
-        for (index, seen) in self.fail_counts.iter_mut().enumerate() {
-            let count = map.paths()[index].fail_count();
-            if count != *seen {
-                *seen = count;
-                let error = map.control_view().last_error[index];
-                current.fail_path_word(map.path_name(index), error.unwrap_or(PathError::Unknown));
-            }
-        }
+        let map = Arc::clone(self.queue.map());
+        self.queue.take_path_errors(|path, error| {
+            current.fail_path_word(map.path_name(path), error);
+        });
     }
 }
 
@@ -189,6 +179,16 @@ where
 
     /// Every queue this thread holds: the current map's, then the draining
     /// ones, oldest first.
+    pub fn queues(&self) -> impl Iterator<Item = &Queue<P>> {
+        std::iter::once(&self.current).chain(self.draining.iter().map(|old| &old.queue))
+    }
+
+    /// I/Os waiting for a path, over every map.
+    pub fn waiting_for_path(&self) -> usize {
+        self.queues().map(Queue::waiting_for_path).sum()
+    }
+
+    /// [`ReloadingQueue::queues`], mutably.
     pub fn queues_mut(&mut self) -> impl Iterator<Item = &mut Queue<P>> {
         std::iter::once(&mut self.current).chain(self.draining.iter_mut().map(|old| &mut old.queue))
     }
@@ -222,11 +222,13 @@ where
         if self.slot.epoch() != self.epoch {
             self.follow(now_ns);
         }
-        let mut handed = self.current.poll(now_ns, sink);
+        // The draining queues first: what moves from them to the current
+        // map is then dispatched, or finished, and handed in this call.
+        let mut handed = 0;
         if !self.draining.is_empty() {
             handed += self.poll_draining(now_ns, sink);
         }
-        handed
+        handed + self.current.poll(now_ns, sink)
     }
 
     /// Moves to the slot's new map: a queue on it becomes current, the old
@@ -237,11 +239,11 @@ where
         let (map, attached, epoch) = self.slot.current();
         let paths = (self.open)(&map, &attached);
         let queue = Queue::new(map, paths, self.depth, self.cpu);
-        let mut old = std::mem::replace(&mut self.current, queue);
+        let mut old = Draining::new(std::mem::replace(&mut self.current, queue));
         self.epoch = epoch;
-        Self::move_waiting(&mut old, &mut self.current, now_ns);
-        if old.in_flight() > 0 {
-            self.draining.push(Draining::new(old));
+        Self::move_waiting(&mut old.queue, &mut self.current, now_ns);
+        if old.queue.in_flight() > 0 {
+            self.draining.push(old);
         }
     }
 
@@ -263,14 +265,14 @@ where
         handed
     }
 
-    /// Resubmits `from`'s waiting I/O to `to`, as many as `to` has room
-    /// for; the rest waits in `from` until a later poll.
+    /// Moves `from`'s waiting I/O to `to`, as many as `to` has room for
+    /// (attempts and first wait kept); the rest waits in `from` until a
+    /// later poll.
     fn move_waiting(from: &mut Queue<P>, to: &mut Queue<P>, now_ns: u64) {
         let room = to.depth() - to.in_flight();
-        from.take_waiting(room, |io| {
-            // `to` had room for every I/O taken, and each passed the same
-            // map size's checks when it was first submitted.
-            if to.submit(io, now_ns).is_err() {
+        from.take_waiting(room, |handover| {
+            // `to` had room for every I/O taken.
+            if to.accept_handover(handover, now_ns).is_err() {
                 unreachable!("a queue with room refused an I/O");
             }
         });

@@ -35,7 +35,8 @@ use mpio_core::io::{Buffer, Completion, Io, Op};
 use mpio_core::map::Map;
 use mpio_core::message::Message;
 use mpio_core::path::AccessState;
-use mpio_core::queue::Queue;
+use mpio_core::reload::{MapSlot, ReloadingQueue};
+use mpio_core::table::Table;
 use std::cell::RefCell;
 use std::ops::Range;
 use std::rc::Rc;
@@ -73,11 +74,20 @@ pub(crate) struct QueueTrack {
     pub(crate) retry_limited: u64,
 }
 
+/// Opens a simulated queue's path queues for one of its maps.
+type SimOpener = Box<dyn FnMut(&Arc<Map>, &()) -> Vec<SimPathQueue>>;
+
+/// A simulated I/O thread's queue: it follows the device across reloads.
+pub(crate) type SimQueue = ReloadingQueue<SimPathQueue, (), SimOpener>;
+
 /// A run in progress. See the module docs.
 pub(crate) struct Sim {
     pub(crate) scenario: Scenario,
+    /// The map the device serves now (the slot's).
     pub(crate) map: Arc<Map>,
-    pub(crate) queues: Vec<Queue<SimPathQueue>>,
+    /// The device, which reloads replace the map of.
+    slot: Arc<MapSlot<()>>,
+    pub(crate) queues: Vec<SimQueue>,
     pub(crate) world: Rc<RefCell<World>>,
     pub(crate) model: ReferenceDisk,
     rng: Rng,
@@ -113,15 +123,25 @@ impl Sim {
             seed: scenario.seed ^ 0x7472_616e_7370_6f72,
         };
         let world = Rc::new(RefCell::new(World::new(&setup, trace)));
+        let slot = Arc::new(MapSlot::new(Arc::clone(&map), Arc::new(())));
         let queues = scenario
             .queues
             .iter()
             .enumerate()
             .map(|(queue, spec)| {
-                let path_queues = (0..scenario.path_count())
-                    .map(|path| SimPathQueue::new(Rc::clone(&world), queue, path))
-                    .collect();
-                Queue::new(Arc::clone(&map), path_queues, spec.depth, spec.cpu)
+                let world = Rc::clone(&world);
+                let mut incarnation = 0;
+                let open: SimOpener = Box::new(move |map: &Arc<Map>, _: &()| {
+                    let path_queues = (0..map.paths().len())
+                        .map(|path| {
+                            SimPathQueue::new(Rc::clone(&world), queue, path)
+                                .for_incarnation(incarnation)
+                        })
+                        .collect();
+                    incarnation += 1;
+                    path_queues
+                });
+                ReloadingQueue::new(Arc::clone(&slot), open, spec.depth, spec.cpu)
             })
             .collect();
         let fail_counts = map.paths().iter().map(|path| path.fail_count()).collect();
@@ -131,6 +151,7 @@ impl Sim {
             tracks: vec![QueueTrack::default(); scenario.queues.len()],
             scenario,
             map,
+            slot,
             queues,
             world,
             ios: Vec::new(),
@@ -353,8 +374,8 @@ impl Sim {
                     ));
                 }
             }
-            let load = self.map.path_load(path);
-            let in_flight = load.in_flight() as usize;
+            let (in_flight, in_flight_bytes) = self.path_load(path);
+            let in_flight = in_flight as usize;
             let outstanding = self.world.borrow().outstanding(path);
             if in_flight != 0 && in_flight != outstanding {
                 return Err(Failure::new(
@@ -365,13 +386,10 @@ impl Sim {
                     ),
                 ));
             }
-            if in_flight == 0 && load.in_flight_bytes() != 0 {
+            if in_flight == 0 && in_flight_bytes != 0 {
                 return Err(Failure::new(
                     Checker::Counters,
-                    format!(
-                        "p{path} counts {} bytes in flight and no I/O",
-                        load.in_flight_bytes()
-                    ),
+                    format!("p{path} counts {in_flight_bytes} bytes in flight and no I/O"),
                 ));
             }
         }
@@ -475,8 +493,47 @@ impl Sim {
             Event::Message(message) => self.message(&message)?,
             Event::Access { path, state } => self.set_access(path, state),
             Event::CheckerPass => self.checker_pass(),
+            Event::Reload { table } => self.reload(&table)?,
         }
         Ok(())
+    }
+
+    /// Gives the device a new table, as `mpio reload` does.
+    fn reload(&mut self, text: &str) -> Result<(), Failure> {
+        self.record(TraceEvent::Message(format!("reload {text}")));
+        let harness = |error: String| Failure::new(Checker::Harness, error);
+        let table =
+            Table::parse(text).map_err(|error| harness(format!("reload table: {error}")))?;
+        let map = Map::new(
+            &table,
+            &self.scenario.path_infos,
+            self.scenario.options.clone(),
+        )
+        .map_err(|error| harness(format!("reload map: {error}")))?;
+        let map = Arc::new(map);
+        self.slot.install(Arc::clone(&map), Arc::new(()));
+        self.map = map;
+        // The new map took over each path's failure count: nothing failed.
+        for (path, count) in self.fail_counts.iter_mut().enumerate() {
+            *count = self.map.paths()[path].fail_count();
+        }
+        self.track_route();
+        Ok(())
+    }
+
+    /// I/Os and bytes in flight on `path`, over every queue of every map
+    /// (the maps of one run share their paths' order).
+    fn path_load(&self, path: usize) -> (u64, u64) {
+        self.queues
+            .iter()
+            .flat_map(SimQueue::queues)
+            .map(|queue| {
+                let load = &queue.path_loads()[path];
+                (u64::from(load.in_flight()), load.in_flight_bytes())
+            })
+            .fold((0, 0), |(ios, bytes), (more_ios, more_bytes)| {
+                (ios + more_ios, bytes + more_bytes)
+            })
     }
 
     /// Sends a control message to the map.
@@ -644,11 +701,18 @@ impl Sim {
             // Every simulated attempt ends exactly once, through poll or
             // abort: a completion the queue did not expect means it lost
             // track of an attempt.
-            let strays = queue.stats().stray_completions;
+            let strays: u64 = queue
+                .queues()
+                .map(|queue| queue.stats().stray_completions)
+                .sum();
             if strays != 0 {
                 return counters(format!("queue {index} counted {strays} stray completions"));
             }
-            let held: usize = queue.path_queues_mut().iter().map(SimPathQueue::held).sum();
+            let held: usize = queue
+                .queues_mut()
+                .flat_map(|queue| queue.path_queues_mut().iter())
+                .map(SimPathQueue::held)
+                .sum();
             if held != 0 {
                 return counters(format!(
                     "queue {index}'s transports still hold {held} attempts"
@@ -656,12 +720,10 @@ impl Sim {
             }
         }
         for index in 0..self.map.paths().len() {
-            let load = self.map.path_load(index);
-            if load.in_flight() != 0 || load.in_flight_bytes() != 0 {
+            let (ios, bytes) = self.path_load(index);
+            if ios != 0 || bytes != 0 {
                 return counters(format!(
-                    "p{index} ends with {} I/Os and {} bytes in flight (over every queue)",
-                    load.in_flight(),
-                    load.in_flight_bytes()
+                    "p{index} ends with {ios} I/Os and {bytes} bytes in flight (over every queue)"
                 ));
             }
         }

@@ -44,6 +44,10 @@ pub struct FaultMix {
     /// The path checker's interval: it reinstates failed paths that answer
     /// a probe. `None`: no checker (only messages and the end reinstate).
     pub checker_every_ns: Option<u64>,
+    /// The map is reloaded with a new table (other selectors and
+    /// arguments, initial group and `queue_if_no_path`; the same paths in
+    /// the same groups) while I/O runs.
+    pub reload_every_ns: Option<u64>,
 }
 
 /// One simulated I/O thread.
@@ -64,6 +68,8 @@ pub struct Scenario {
     pub table: String,
     /// Number of priority groups.
     pub group_count: usize,
+    /// Paths per group, in table order.
+    pub group_sizes: Vec<usize>,
     /// One entry per path, in table order.
     pub path_infos: Vec<PathInfo>,
     /// The map's options (timeouts, attempts, NUMA layout).
@@ -124,21 +130,7 @@ impl Scenario {
         let numa = NumaTopology::new(cpu_node, distance).expect("a square matrix over its nodes");
 
         let block_count = rng.range(8, 64);
-        let queue_if_no_path = rng.chance(500);
-        let features = if queue_if_no_path {
-            "1 queue_if_no_path"
-        } else {
-            "0"
-        };
-        let initial_group = rng.range(1, group_count as u64);
-        let mut table =
-            format!("0 {block_count} multipath {features} 0 {group_count} {initial_group}");
-        let mut path_index = 0;
-        for &size in &sizes {
-            let selector = rng.pick(SELECTOR_NAMES);
-            group_text(&mut rng, &mut table, selector, size, path_index);
-            path_index += size;
-        }
+        let table = draw_table(&mut rng, block_count, &sizes);
         let path_infos = (0..path_count)
             .map(|_| PathInfo {
                 node: rng
@@ -181,11 +173,13 @@ impl Scenario {
             message_every_ns: rate(&mut rng, 2, 30),
             access_every_ns: rate(&mut rng, 10, 80),
             checker_every_ns: rng.chance(850).then(|| rng.range(1, 10) * 1_000_000),
+            reload_every_ns: None,
         };
-        Scenario {
+        let mut scenario = Scenario {
             seed,
             table,
             group_count,
+            group_sizes: sizes,
             path_infos,
             options,
             queues,
@@ -199,7 +193,18 @@ impl Scenario {
             fault_phase_ns: rng.range(50, 200) * 1_000_000,
             step_max_ns: rng.range(20, 400) * 1_000,
             faults,
-        }
+        };
+        // Drawn last, so that every other draw of a seed stays as it was
+        // before reloads were simulated.
+        scenario.faults.reload_every_ns = rate(&mut rng, 10, 80);
+        scenario
+    }
+
+    /// A table for a reload: the scenario's paths in the same groups, with
+    /// selectors, their arguments, the initial group and
+    /// `queue_if_no_path` drawn anew.
+    pub fn draw_reload_table(&self, rng: &mut Rng) -> String {
+        draw_table(rng, self.block_count, &self.group_sizes)
     }
 
     /// Builds the scenario's map.
@@ -260,6 +265,28 @@ impl Scenario {
 }
 
 /// A fault rate: off half the time, else a mean gap of `low..=high` ms.
+/// A table over `block_count` blocks whose groups hold `sizes` paths (in
+/// order, from `p0`), each with a selector and valid arguments drawn from
+/// `rng`, and a drawn initial group and `queue_if_no_path`.
+fn draw_table(rng: &mut Rng, block_count: u64, sizes: &[usize]) -> String {
+    let queue_if_no_path = rng.chance(500);
+    let features = if queue_if_no_path {
+        "1 queue_if_no_path"
+    } else {
+        "0"
+    };
+    let group_count = sizes.len();
+    let initial_group = rng.range(1, group_count as u64);
+    let mut table = format!("0 {block_count} multipath {features} 0 {group_count} {initial_group}");
+    let mut path_index = 0;
+    for &size in sizes {
+        let selector = rng.pick(SELECTOR_NAMES);
+        group_text(rng, &mut table, selector, size, path_index);
+        path_index += size;
+    }
+    table
+}
+
 fn rate(rng: &mut Rng, low: u64, high: u64) -> Option<u64> {
     rng.chance(500).then(|| rng.range(low, high) * 1_000_000)
 }

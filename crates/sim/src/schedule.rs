@@ -47,6 +47,13 @@ pub enum Event {
     /// The path checker probes every failed path and reinstates those
     /// that answer.
     CheckerPass,
+    /// The device takes a new table (`mpio reload`): the same paths in the
+    /// same groups, other selectors and features. I/O in flight finishes
+    /// on the old map, waiting I/O moves to the new one.
+    Reload {
+        /// The new table, in dm's syntax.
+        table: String,
+    },
 }
 
 type Events = Vec<(u64, Event)>;
@@ -93,6 +100,7 @@ impl Schedule {
             message_every_ns,
             access_every_ns,
             checker_every_ns,
+            reload_every_ns,
         } = scenario.faults.clone();
 
         let path_episode = |mode: Mode, rng: &mut Rng, at_ns: u64, events: &mut Events| {
@@ -271,6 +279,18 @@ impl Schedule {
                 at_ns += every_ns;
             }
         }
+        // Drawn last, so that every other event of a seed stays as it was
+        // before reloads were simulated.
+        episodes(
+            reload_every_ns,
+            end_ns,
+            rng,
+            &mut events,
+            |rng, at_ns, events| {
+                let table = scenario.draw_reload_table(rng);
+                events.push((at_ns, Event::Reload { table }));
+            },
+        );
         events.retain(|(at_ns, _)| *at_ns < end_ns);
         // Stable: events drawn for the same instant keep their draw order.
         events.sort_by_key(|(at_ns, _)| *at_ns);

@@ -104,9 +104,9 @@ struct PathTruth {
     /// Bumped on entering `Disconnected`: attempts sent before are lost.
     connection: u64,
     hang_since_ns: Option<u64>,
-    /// Attempts outstanding on the path, over every queue: (tag, queue,
-    /// submission time).
-    outstanding: Vec<(u64, usize, u64)>,
+    /// Attempts outstanding on the path, over every queue: (tag, owner
+    /// (queue, incarnation), submission time).
+    outstanding: Vec<(u64, (usize, usize), u64)>,
     /// Path errors the path reported plus attempts it gave back, since the
     /// checker last looked.
     failure_evidence: u32,
@@ -318,22 +318,22 @@ impl World {
         self.contract_breach.as_deref()
     }
 
-    fn attempt_ended(&mut self, path: usize, queue: usize, tag: u64) {
+    fn attempt_ended(&mut self, path: usize, owner: (usize, usize), tag: u64) {
         let outstanding = &mut self.paths[path].outstanding;
         if let Some(position) = outstanding
             .iter()
-            .position(|&(known, owner, _)| known == tag && owner == queue)
+            .position(|&(known, known_owner, _)| known == tag && known_owner == owner)
         {
             outstanding.remove(position);
         }
     }
 
-    /// Ends attempt `io` of queue `queue` on `path` with the outcome the
+    /// Ends attempt `io` of `owner` (queue, incarnation) on `path` with the outcome the
     /// path and the storage give now; `lost` if the connection it went out
     /// on is gone.
     fn complete(
         &mut self,
-        queue: usize,
+        owner: (usize, usize),
         path: usize,
         mut io: PathIo,
         lost: bool,
@@ -365,13 +365,13 @@ impl World {
         if let PathOutcome::Path(_) = outcome {
             self.paths[path].failure_evidence += 1;
             self.paths[path].reported_path_error = true;
-            self.queue_failure_evidence[queue] += 1;
+            self.queue_failure_evidence[owner.0] += 1;
         }
-        self.attempt_ended(path, queue, io.tag);
+        self.attempt_ended(path, owner, io.tag);
         self.trace.record(
             now_ns,
             TraceEvent::AttemptEnd {
-                queue,
+                queue: owner.0,
                 path,
                 tag: io.tag,
                 outcome: outcome_word(outcome),
@@ -427,6 +427,9 @@ struct Attempt {
 pub struct SimPathQueue {
     world: Rc<RefCell<World>>,
     queue: usize,
+    /// Which of the queue's maps this path queue serves (0, then one more
+    /// per reload): attempts of two maps of one queue may carry one tag.
+    incarnation: usize,
     path: usize,
     /// Attempts not yet ended, in submission order.
     attempts: Vec<Attempt>,
@@ -438,9 +441,22 @@ impl SimPathQueue {
         SimPathQueue {
             world,
             queue,
+            incarnation: 0,
             path,
             attempts: Vec::new(),
         }
+    }
+
+    /// The same, for the queue's `incarnation`-th map (after reloads).
+    pub fn for_incarnation(mut self, incarnation: usize) -> Self {
+        self.incarnation = incarnation;
+        self
+    }
+
+    /// Who owns this queue's attempts in the world's books: the queue and
+    /// the map it serves.
+    fn owner(&self) -> (usize, usize) {
+        (self.queue, self.incarnation)
     }
 
     /// Attempts this queue holds (not yet ended).
@@ -463,7 +479,7 @@ impl PathQueue for SimPathQueue {
         let abortable = !world.rng.chance(world.stuck_per_mille);
         world.paths[self.path]
             .outstanding
-            .push((io.tag, self.queue, now_ns));
+            .push((io.tag, self.owner(), now_ns));
         world.trace.record(
             now_ns,
             TraceEvent::Attempt {
@@ -499,7 +515,7 @@ impl PathQueue for SimPathQueue {
                 continue;
             }
             let attempt = self.attempts.remove(index);
-            completions.push(world.complete(self.queue, self.path, attempt.io, lost, now_ns));
+            completions.push(world.complete(self.owner(), self.path, attempt.io, lost, now_ns));
         }
     }
 
@@ -532,7 +548,7 @@ impl PathQueue for SimPathQueue {
         }
         world.paths[self.path].failure_evidence += 1;
         world.queue_failure_evidence[self.queue] += 1;
-        world.attempt_ended(self.path, self.queue, tag);
+        world.attempt_ended(self.path, self.owner(), tag);
         Some(attempt.io)
     }
 }
