@@ -548,3 +548,40 @@ fn retry_after_path_error_never_returns_to_the_failed_path() {
         assert_eq!(map.generation(), map.snapshot().generation);
     });
 }
+
+/// Model 6: a reload installs a new map while another thread reads the
+/// slot the way a `ReloadingQueue` does (the epoch, then the map).
+///
+/// Catches: the epoch published before the map it announces (a reader
+/// that saw the new epoch fetching the old map, and never looking again),
+/// or a path failed before the reload lost by the new map.
+#[test]
+fn reload_publishes_the_map_before_its_epoch() {
+    use mpio_core::reload::MapSlot;
+    check(|| {
+        let old = two_path_map(1);
+        old.fail_path(1, PathError::Transport);
+        let slot = Arc::new(MapSlot::new(Arc::clone(&old), Arc::new(())));
+        let reader = thread::spawn({
+            let slot = Arc::clone(&slot);
+            move || {
+                let epoch = slot.epoch();
+                let (map, _, installed_epoch) = slot.current();
+                assert!(
+                    installed_epoch >= epoch,
+                    "saw epoch {epoch}, fetched the map of epoch {installed_epoch}"
+                );
+                (epoch, map)
+            }
+        });
+        let new = two_path_map(1);
+        slot.install(Arc::clone(&new), Arc::new(()));
+        let (epoch, map) = reader.join().unwrap();
+        if epoch == 1 {
+            assert!(Arc::ptr_eq(&map, &new), "epoch 1 is the new map");
+        }
+        assert!(new.paths()[1].is_failed(), "the failure carried over");
+        assert_eq!(new.paths()[1].fail_count(), 1);
+        assert!(!new.paths()[0].is_failed());
+    });
+}
