@@ -129,6 +129,11 @@ pub struct Io {
     pub len: u32,
     /// Data for writes, space for reads; empty otherwise.
     pub buf: Buffer,
+    /// Force unit access: a write, write-zeroes or discard completes only
+    /// once it is durable, as if a flush followed it (NBD's
+    /// `NBD_CMD_FLAG_FUA`, the block layer's `REQ_FUA`). Ignored for reads
+    /// and flushes.
+    pub fua: bool,
 }
 
 /// An error from the route to the storage: the path is failed and the I/O

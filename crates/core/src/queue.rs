@@ -59,6 +59,9 @@ pub struct PathIo {
     pub len: u32,
     /// Data for writes, space for reads.
     pub buf: Buffer,
+    /// Force unit access (see [`Io::fua`]): the transport completes the
+    /// write only once it is durable, natively or by flushing after it.
+    pub fua: bool,
 }
 
 /// How one attempt ended, as a transport reports it.
@@ -142,6 +145,7 @@ struct Slot {
     offset: u64,
     len: u32,
     buf: Buffer,
+    fua: bool,
     start_ns: u64,
     attempts: u32,
     /// Group of the path the current attempt went to.
@@ -218,6 +222,7 @@ impl<P: PathQueue> Queue<P> {
                 offset: 0,
                 len: 0,
                 buf: Buffer::empty(),
+                fua: false,
                 start_ns: 0,
                 attempts: 0,
                 group: 0,
@@ -337,6 +342,7 @@ impl<P: PathQueue> Queue<P> {
         slot.offset = io.offset;
         slot.len = io.len;
         slot.buf = io.buf;
+        slot.fua = io.fua;
         slot.attempts = attempts;
         slot.first_wait_ns = first_wait_ns;
         slot.state = SlotState::Accepted;
@@ -429,6 +435,7 @@ impl<P: PathQueue> Queue<P> {
                     offset: slot.offset,
                     len: slot.len,
                     buf: std::mem::replace(&mut slot.buf, Buffer::empty()),
+                    fua: slot.fua,
                 },
                 attempts: slot.attempts,
                 first_wait_ns: slot.first_wait_ns,
@@ -557,6 +564,7 @@ impl<P: PathQueue> Queue<P> {
             offset: slot.offset,
             len: slot.len,
             buf: std::mem::replace(&mut slot.buf, Buffer::empty()),
+            fua: slot.fua,
         };
         self.path_queues[path].submit(io, now_ns);
     }

@@ -120,6 +120,7 @@ fn read(user_data: u64) -> Io {
         offset: 0,
         len: 512,
         buf: Buffer::zeroed(512),
+        fua: false,
     }
 }
 

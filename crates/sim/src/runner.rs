@@ -283,6 +283,7 @@ impl Sim {
             offset: blocks.start * BLOCK_BYTES as u64,
             len: len as u32,
             buf,
+            fua: false,
         };
         let seq = self.next_seq();
         if op.is_write() && !invalid {

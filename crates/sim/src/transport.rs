@@ -581,6 +581,7 @@ mod tests {
             offset: 0,
             len: BLOCK_BYTES as u32,
             buf,
+            fua: false,
         }
     }
 

@@ -263,6 +263,7 @@ impl Checker {
                     offset: 0,
                     len: self.probe_bytes,
                     buf,
+                    fua: false,
                 },
                 now_ns,
             );

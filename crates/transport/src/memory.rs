@@ -14,7 +14,9 @@
 //!   with [`PathError::ConnectionLost`] without touching the disk.
 //!
 //! A write takes effect at its completion, so an I/O that did not
-//! complete successfully never changed the disk. I/Os complete in the
+//! complete successfully never changed the disk; and a RAM disk has no
+//! cache to lose, so every completed write is as durable as it gets: FUA
+//! ([`mpio_core::queue::PathIo::fua`]) and flush need nothing more. I/Os complete in the
 //! order they were submitted; a latency change applies to I/O submitted
 //! after it.
 //!
@@ -342,6 +344,7 @@ mod tests {
             offset: 0,
             len: 512,
             buf,
+            fua: false,
         }
     }
 

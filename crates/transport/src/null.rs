@@ -1,6 +1,7 @@
 //! The `null` transport: no data, completion at once or after a fixed
 //! latency (null_blk with `completion_nsec`). Reads leave the buffer as it
-//! was; writes go nowhere. It is the baseline of `mpio bench`.
+//! was; writes go nowhere (so FUA has nothing to make durable). It is the
+//! baseline of `mpio bench`.
 
 use mpio_core::io::PathOutcome;
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
@@ -70,6 +71,7 @@ mod tests {
             offset: 0,
             len: 512,
             buf: Buffer::zeroed(512),
+            fua: false,
         }
     }
 

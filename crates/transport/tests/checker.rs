@@ -118,6 +118,7 @@ fn a_failing_path_is_failed_kept_failed_and_reinstated_when_it_heals() {
             offset: 0,
             len: 512,
             buf: Buffer::zeroed(512),
+            fua: false,
         };
         queue.submit(io, 5 * INTERVAL).unwrap();
     }

@@ -76,6 +76,7 @@ impl Rig {
             offset: block * u64::from(BLOCK),
             len,
             buf,
+            fua: false,
         };
         self.queue.submit(io, self.now_ns).unwrap();
     }
@@ -365,6 +366,7 @@ fn invalid_requests_complete_with_an_error_and_reach_no_path() {
         offset: BLOCKS * u64::from(BLOCK),
         len: BLOCK,
         buf: Buffer::zeroed(BLOCK as usize),
+        fua: false,
     };
     rig.queue.submit(io, 0).unwrap();
     let io = Io {
@@ -373,6 +375,7 @@ fn invalid_requests_complete_with_an_error_and_reach_no_path() {
         offset: 0,
         len: BLOCK,
         buf: Buffer::zeroed(1),
+        fua: false,
     };
     rig.queue.submit(io, 0).unwrap();
     let flush_with_length = Io {
@@ -381,6 +384,7 @@ fn invalid_requests_complete_with_an_error_and_reach_no_path() {
         offset: 0,
         len: BLOCK,
         buf: Buffer::empty(),
+        fua: false,
     };
     rig.queue.submit(flush_with_length, 0).unwrap();
     let done = rig.collect(3, 1_000);
@@ -409,6 +413,7 @@ fn a_full_queue_hands_the_io_back() {
         offset: 0,
         len: 0,
         buf: Buffer::empty(),
+        fua: false,
     };
     queue.submit(io(1), 0).unwrap();
     queue.submit(io(2), 0).unwrap();

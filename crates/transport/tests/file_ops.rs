@@ -150,6 +150,7 @@ fn abort_never_takes_back_what_the_kernel_holds() {
             offset: 0,
             len: BLOCK,
             buf: filled(0x5A),
+            fua: false,
         },
         0,
     );
@@ -165,6 +166,7 @@ fn abort_never_takes_back_what_the_kernel_holds() {
             offset: 0,
             len: 0,
             buf: Buffer::empty(),
+            fua: false,
         },
         0,
     );
@@ -201,6 +203,7 @@ fn dropping_a_queue_with_io_in_flight_gives_every_buffer_back_first() {
                 offset: tag * u64::from(BLOCK),
                 len: BLOCK,
                 buf: Buffer::zeroed(BLOCK as usize),
+                fua: false,
             },
             0,
         );
@@ -236,6 +239,7 @@ fn more_io_than_the_ring_holds_waits_its_turn() {
                 offset: tag * u64::from(BLOCK),
                 len: BLOCK,
                 buf: Buffer::zeroed(BLOCK as usize),
+                fua: false,
             },
             0,
         );

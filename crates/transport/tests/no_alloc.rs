@@ -80,6 +80,7 @@ fn drive(queue: &mut Queue<AnyQueue>, buffers: &mut Vec<Buffer>, count: u64, now
                 offset: (issued * 7 % blocks) * 4096,
                 len: 4096,
                 buf,
+                fua: false,
             };
             queue
                 .submit(io, *now_ns)

@@ -76,6 +76,7 @@ impl Rig {
             offset: block * u64::from(BLOCK),
             len: BLOCK,
             buf,
+            fua: false,
         };
         self.queue.submit(io, self.now_ns).unwrap();
     }
@@ -361,6 +362,7 @@ fn threads_keep_their_data_across_many_reloads() {
                                     offset: next * u64::from(BLOCK),
                                     len: BLOCK,
                                     buf,
+                                    fua: false,
                                 };
                                 if queue.submit(io, now_ns).is_err() {
                                     break;

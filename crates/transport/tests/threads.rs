@@ -106,6 +106,7 @@ fn threads_survive_ports_failing_under_them() {
                                     offset: block * BLOCK as u64,
                                     len: BLOCK as u32,
                                     buf,
+                                    fua: false,
                                 };
                                 queue.submit(io, now).unwrap();
                                 next += 1;

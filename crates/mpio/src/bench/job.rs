@@ -114,6 +114,7 @@ impl Target for RawTarget {
             offset: io.offset,
             len: io.len,
             buf: io.buf,
+            fua: io.fua,
         };
         self.path.submit(path_io, now_ns);
         Ok(())
@@ -247,6 +248,7 @@ pub fn run_job<T: Target>(target: &mut T, spec: &JobSpec, progress: &AtomicU64) 
                 offset: block * block_size,
                 len: spec.block_size,
                 buf: std::mem::replace(&mut buffers[slot as usize], Buffer::empty()),
+                fua: false,
             };
             match target.submit(io, now_ns) {
                 Ok(()) => {

@@ -31,6 +31,7 @@ fn io(tag: u64, op: Op, offset: u64, len: u32) -> PathIo {
         offset,
         len,
         buf,
+        fua: false,
     }
 }
 

@@ -90,6 +90,7 @@ pub fn io(user_data: u64, op: Op, offset: u64, buf: Buffer) -> Io {
         offset,
         len,
         buf,
+        fua: false,
     }
 }
 
@@ -151,6 +152,7 @@ pub fn read_through(handle: &PathHandle, bytes: u64) -> Vec<u8> {
                 offset: block * u64::from(BLOCK),
                 len: BLOCK,
                 buf: Buffer::zeroed(BLOCK as usize),
+                fua: false,
             },
         );
         assert_eq!(completion.outcome, mpio_core::io::PathOutcome::Ok);

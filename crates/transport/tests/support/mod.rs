@@ -303,6 +303,7 @@ pub fn io(user_data: u64, op: Op, offset: u64, len: u32, data: Option<&[u8]>) ->
         offset,
         len,
         buf,
+        fua: false,
     }
 }
 
