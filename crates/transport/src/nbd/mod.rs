@@ -62,6 +62,7 @@ pub mod address;
 pub mod connection;
 pub mod handshake;
 pub mod in_flight;
+pub mod replay;
 pub mod stream;
 
 use address::Address;
