@@ -8,7 +8,10 @@
 //! # Allocation
 //! None per I/O once the connection has carried its depth of requests
 //! and its largest write: the table, the waiting list and the send buffer
-//! are sized then, whatever the server's pace.
+//! are sized then, whatever the server's pace; each request's list of
+//! covered ranges is one of `depth` lists made with the connection and
+//! reused (a server that sends a read's chunks out of order may grow one,
+//! once).
 //!
 //! # Errors
 //! A reply the protocol forbids (bad magic, unknown cookie, data outside
@@ -122,7 +125,10 @@ impl Connection {
             recv: vec![0; RECV_BUFFER].into_boxed_slice(),
             recv_start: 0,
             recv_end: 0,
-            spare_covered: Vec::with_capacity(depth),
+            // One list per request the connection can have in flight,
+            // made now: a new high of requests in flight later must not
+            // allocate.
+            spare_covered: (0..depth).map(|_| Vec::with_capacity(2)).collect(),
         })
     }
 
@@ -164,7 +170,12 @@ impl Connection {
             io,
             command,
             received: 0,
-            covered: self.spare_covered.pop().unwrap_or_default(),
+            // Room for two ranges up front: a list first used by a write
+            // must not allocate when a read reuses it.
+            covered: self
+                .spare_covered
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(2)),
             error: None,
         });
         self.unsent.push_back(cookie);
