@@ -249,6 +249,23 @@ pub fn classify_errno(errno: i32) -> PathOutcome {
 }
 
 #[cfg(test)]
+impl FilePath {
+    /// A buffered path over any open file, claiming `size_bytes`: a pipe,
+    /// in tests, whose reads stay in the kernel until it is written.
+    pub(crate) fn over(file: File, size_bytes: u64) -> FilePath {
+        FilePath {
+            file,
+            path: PathBuf::from("(test file)"),
+            direct: false,
+            block_device: false,
+            size_bytes,
+            revoked: AtomicBool::new(false),
+            switches: AtomicU64::new(0),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
