@@ -265,6 +265,17 @@ impl FilePath {
     }
 }
 
+/// A pipe's read and write ends: a read stays in the kernel until
+/// something is written (a path that hangs, in tests).
+#[cfg(test)]
+pub(crate) fn pipe() -> (File, File) {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    (
+        File::from(std::os::fd::OwnedFd::from(reader)),
+        File::from(std::os::fd::OwnedFd::from(writer)),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -415,28 +415,9 @@ impl Drop for FileQueue {
 
 #[cfg(test)]
 mod tests {
+    use super::super::pipe;
     use super::*;
     use mpio_core::io::Buffer;
-    use std::fs::File;
-    use std::os::fd::{FromRawFd, OwnedFd};
-
-    /// A pipe's read and write ends: a read stays in the kernel until
-    /// something is written.
-    fn pipe() -> (File, File) {
-        let mut fds = [0; 2];
-        // SAFETY: `pipe2` writes two descriptors into the array it is
-        // given, which has room for them.
-        let result = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-        assert_eq!(result, 0, "pipe2: {}", std::io::Error::last_os_error());
-        // SAFETY: both descriptors were just opened and nothing else owns
-        // them.
-        unsafe {
-            (
-                File::from(OwnedFd::from_raw_fd(fds[0])),
-                File::from(OwnedFd::from_raw_fd(fds[1])),
-            )
-        }
-    }
 
     #[test]
     fn dropping_a_queue_cancels_and_reaps_what_the_kernel_holds() {
