@@ -69,6 +69,12 @@
 //!
 //! A queue dropped while its connect runs leaves the helper thread to end
 //! on its own, within the connect timeout; it closes what it opened.
+//!
+//! [`PathQueue::submit`]: mpio_core::queue::PathQueue::submit
+//! [`PathQueue::poll`]: mpio_core::queue::PathQueue::poll
+//! [`PathQueue::abort`]: mpio_core::queue::PathQueue::abort
+//! [`TargetError::NotSupported`]: mpio_core::io::TargetError::NotSupported
+//! [`PathError::ConnectionLost`]: mpio_core::io::PathError::ConnectionLost
 
 pub mod address;
 pub mod connection;
