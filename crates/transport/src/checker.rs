@@ -5,19 +5,33 @@
 //! does.
 //!
 //! # Probes
-//! A probe is a one-block read at offset 0 through the path's own
+//! A probe is a one-block read at offset 0 (the block: 4 KiB, or the
+//! largest minimum block size of the map's paths if larger, so that no
+//! path refuses it for its size without reaching the storage; at most the
+//! map's size) through the path's own
 //! transport, on a queue of depth 1 that the checker opens from the path's
 //! [`PathHandle`] and keeps between probes: a file read through io_uring
-//! for `file` paths, an NBD round trip for `nbd` paths, a port read for
-//! `memory` paths. A probe that ends in a path error, or does not end
-//! within the probe timeout, marks the path down and drops the probe queue,
-//! so the next probe opens a fresh one (a new connection, for transports
-//! that have one). Dropping a queue whose probe the transport could not
-//! take back waits for it as that transport's drop does (a file queue
-//! waits up to 5 s for the kernel to return the probe's buffer). A target error counts as up: the storage answered
-//! through this path, and failing every path over an error every path
-//! would give helps nobody. A path failed by a `fail_path` message is
-//! reinstated by its next good probe, as multipathd does.
+//! for `file` paths, an NBD round trip for `nbd` paths (its connect, on a
+//! fresh queue, runs in the background and counts against the probe's
+//! timeout: nothing in a checker poll waits on a server), a port read for
+//! `memory` paths. A probe that ends in a path error marks the path down
+//! and drops the probe queue, so the next probe opens a fresh one (a new
+//! connection, for transports that have one).
+//!
+//! A probe that does not end within the probe timeout marks the path down
+//! too. If the transport hands the probe back (it never reached the
+//! storage), the queue is dropped as above. If it cannot (the kernel holds
+//! a file read, an NBD connection is being severed), the path is
+//! *stalled*, as multipathd's async checker keeps a pending check: the
+//! queue is kept and polled, no new probe of the path starts until the old
+//! one comes back, and then the queue is dropped and the next round probes
+//! afresh. A hung path thus costs one probe buffer and one queue, never a
+//! wait in the checker or a queue leaked every round.
+//!
+//! A target error counts as up: the storage answered through this path,
+//! and failing every path over an error every path would give helps
+//! nobody. A path failed by a `fail_path` message is reinstated by its
+//! next good probe, as multipathd does.
 //!
 //! # Rounds
 //! Every `interval_ns` a round starts one probe per path, all in flight
@@ -108,6 +122,9 @@ pub struct PathCheck {
     pub failed_probes: u64,
     /// Times the checker reinstated the path.
     pub reinstated: u64,
+    /// A timed-out probe the transport still holds: no new probe starts
+    /// until it comes back (see the module docs).
+    pub stalled: bool,
 }
 
 impl Default for PathCheck {
@@ -120,6 +137,7 @@ impl Default for PathCheck {
             probes: 0,
             failed_probes: 0,
             reinstated: 0,
+            stalled: false,
         }
     }
 }
@@ -134,6 +152,8 @@ struct Probe {
     buf: Option<Buffer>,
     /// Start of the probe in flight.
     started_ns: Option<u64>,
+    /// Tag of a timed-out probe the transport kept (the path is stalled).
+    stalled_tag: Option<u64>,
     /// Reinstated since the last failback decision.
     returned: bool,
 }
@@ -164,7 +184,17 @@ impl Checker {
     pub fn new(device: &Device, mut options: CheckerOptions) -> Self {
         options.interval_ns = options.interval_ns.max(MIN_INTERVAL_NS);
         options.probe_timeout_ns = options.probe_timeout_ns.max(MIN_INTERVAL_NS);
-        let probe_bytes = device.map.size_bytes().min(BUFFER_ALIGN as u64) as u32;
+        // One block: at least BUFFER_ALIGN, and a multiple of the largest
+        // minimum block size of the paths, so that no path refuses the
+        // probe for its size without reaching the storage.
+        let min_block = device
+            .paths
+            .iter()
+            .map(PathHandle::min_block)
+            .fold(BUFFER_ALIGN as u64, |bytes, block| {
+                bytes.div_ceil(u64::from(block)) * u64::from(block)
+            });
+        let probe_bytes = device.map.size_bytes().min(min_block) as u32;
         Checker {
             map: Arc::clone(&device.map),
             options,
@@ -176,6 +206,7 @@ impl Checker {
                     queue: None,
                     buf: Some(Buffer::zeroed(probe_bytes as usize)),
                     started_ns: None,
+                    stalled_tag: None,
                     returned: false,
                 })
                 .collect(),
@@ -248,7 +279,7 @@ impl Checker {
         self.round_open = true;
         self.next_round_ns = now_ns.saturating_add(self.options.interval_ns);
         for (probe, check) in self.probes.iter_mut().zip(&mut self.checks) {
-            if probe.started_ns.is_some() {
+            if probe.started_ns.is_some() || probe.stalled_tag.is_some() {
                 continue;
             }
             let queue = probe.queue.get_or_insert_with(|| probe.handle.open(1));
@@ -274,6 +305,7 @@ impl Checker {
 
     /// Collects path `path`'s probe result, or times it out.
     fn collect(&mut self, path: usize, now_ns: u64) {
+        self.collect_stalled(path, now_ns);
         let probe = &mut self.probes[path];
         let (Some(started_ns), Some(queue)) = (probe.started_ns, probe.queue.as_mut()) else {
             return;
@@ -287,13 +319,41 @@ impl Checker {
             }
         }
         if outcome.is_none() && now_ns.saturating_sub(started_ns) >= self.options.probe_timeout_ns {
-            if let Some(io) = queue.abort(self.round) {
-                probe.buf = Some(io.buf);
+            match queue.abort(self.round) {
+                Some(io) => probe.buf = Some(io.buf),
+                None => {
+                    probe.stalled_tag = Some(self.round);
+                    self.checks[path].stalled = true;
+                }
             }
             outcome = Some(PathOutcome::Path(PathError::Timeout));
         }
         if let Some(outcome) = outcome {
             self.finish(path, started_ns, outcome);
+        }
+    }
+
+    /// Polls a stalled path's queue for its timed-out probe; once it is
+    /// back, drops the queue and ends the stall.
+    fn collect_stalled(&mut self, path: usize, now_ns: u64) {
+        let probe = &mut self.probes[path];
+        let Some(tag) = probe.stalled_tag else {
+            return;
+        };
+        if let Some(queue) = probe.queue.as_mut() {
+            queue.poll(now_ns, &mut self.scratch);
+            for completion in self.scratch.drain(..) {
+                if completion.tag == tag {
+                    probe.buf = Some(completion.buf);
+                    probe.stalled_tag = None;
+                }
+            }
+        } else {
+            probe.stalled_tag = None;
+        }
+        if probe.stalled_tag.is_none() {
+            probe.queue = None;
+            self.checks[path].stalled = false;
         }
     }
 
@@ -317,9 +377,11 @@ impl Checker {
             PathOutcome::Path(error) => {
                 check.state = ProbeState::Down;
                 check.failed_probes += 1;
-                // A fresh queue (a fresh connection) for the next probe; a
-                // probe the transport could not take back goes with it.
-                probe.queue = None;
+                // A fresh queue (a fresh connection) for the next probe,
+                // unless it still holds a timed-out probe (stalled).
+                if probe.stalled_tag.is_none() {
+                    probe.queue = None;
+                }
                 if self.options.fail_active_paths {
                     self.map.fail_path(path, error);
                 }
@@ -461,3 +523,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+#[cfg(test)]
+mod tests;

@@ -22,7 +22,8 @@ use mpio_core::map::{Map, MapError, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
 use mpio_core::reload::{MapSlot, ReloadingQueue};
 use mpio_core::table::Table;
-use nbd::{NbdError, NbdQueue, NbdTarget};
+use nbd::handshake::Export;
+use nbd::{NbdError, NbdQueue, NbdTarget, Shared};
 use null::NullQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -100,6 +101,21 @@ pub enum SetupError {
         /// What went wrong.
         error: NbdError,
     },
+    /// Two NBD paths of the map disagree on whether the export is
+    /// read-only: which path the selector picked would decide whether a
+    /// write succeeds.
+    #[error(
+        "paths {first:?} and {word:?} disagree: {what} (every nbd path of a map must be \
+         writable, or every one read-only)"
+    )]
+    NbdPathsDiffer {
+        /// The first NBD path word.
+        first: String,
+        /// The path word that differs from it.
+        word: String,
+        /// What differs.
+        what: String,
+    },
     /// A path is smaller than the map.
     #[error("path {word:?} holds {path_bytes} bytes but the map needs {map_bytes}")]
     TooSmall {
@@ -136,7 +152,9 @@ impl Transports {
 
     /// Builds a map from `table`, resolving every path word to what it
     /// leads to; memory disks named for the first time are created with
-    /// the map's size.
+    /// the map's size. NBD paths are probed once each, must agree on
+    /// being read-only or writable, and are settled with the capabilities
+    /// they share ([`nbd::target`]).
     ///
     /// # Errors
     /// A [`SetupError`] naming the table word, path word or size at fault.
@@ -157,12 +175,14 @@ impl Transports {
         let map = Arc::new(Map::new(table, &infos, options)?);
         let map_bytes = map.size_bytes();
         let mut paths = Vec::with_capacity(endpoints.len());
+        let mut nbd_paths: Vec<(Arc<NbdTarget>, Export, &str)> = Vec::new();
         for (endpoint, word) in endpoints.into_iter().zip(words) {
+            // `None`: the transport checked the size itself.
             let (path, path_bytes) = match endpoint {
                 Endpoint::Null {
                     size_bytes,
                     latency_ns,
-                } => (PathHandle::Null { latency_ns }, size_bytes),
+                } => (PathHandle::Null { latency_ns }, Some(size_bytes)),
                 Endpoint::Memory { disk, port } => {
                     let disk_handle = self.disk(&disk, map_bytes);
                     let disk_bytes = disk_handle.size_bytes();
@@ -172,7 +192,7 @@ impl Transports {
                             disk: disk_handle,
                             port,
                         },
-                        disk_bytes,
+                        Some(disk_bytes),
                     )
                 }
                 Endpoint::File { path, direct } => {
@@ -184,7 +204,7 @@ impl Transports {
                             }
                         })?;
                     let file_bytes = file.size_bytes();
-                    (PathHandle::File(Arc::new(file)), file_bytes)
+                    (PathHandle::File(Arc::new(file)), Some(file_bytes))
                 }
                 Endpoint::Nbd(address) => {
                     let target = Arc::new(NbdTarget::new(address, map_bytes));
@@ -192,10 +212,11 @@ impl Transports {
                         word: word.to_string(),
                         error,
                     })?;
-                    (PathHandle::Nbd(target), export.size_bytes)
+                    nbd_paths.push((Arc::clone(&target), export, word));
+                    (PathHandle::Nbd(target), None)
                 }
             };
-            if path_bytes < map_bytes {
+            if let Some(path_bytes) = path_bytes.filter(|bytes| *bytes < map_bytes) {
                 return Err(SetupError::TooSmall {
                     word: word.to_string(),
                     path_bytes,
@@ -204,6 +225,7 @@ impl Transports {
             }
             paths.push(path);
         }
+        settle_nbd_paths(&nbd_paths)?;
         Ok(Device { map, paths })
     }
 
@@ -249,6 +271,42 @@ impl Transports {
     }
 }
 
+/// Checks that a map's NBD paths agree on being read-only, then settles
+/// each with its export and what they all share ([`nbd::target`]).
+fn settle_nbd_paths(nbd_paths: &[(Arc<NbdTarget>, Export, &str)]) -> Result<(), SetupError> {
+    let Some((_, first_export, first)) = nbd_paths.first() else {
+        return Ok(());
+    };
+    let read_only = |export: &Export| export.has(mpio_nbd::consts::FLAG_READ_ONLY);
+    for (_, export, word) in &nbd_paths[1..] {
+        if read_only(export) != read_only(first_export) {
+            let says = |export: &Export| {
+                if read_only(export) {
+                    "read-only (NBD_FLAG_READ_ONLY)"
+                } else {
+                    "writable"
+                }
+            };
+            return Err(SetupError::NbdPathsDiffer {
+                first: first.to_string(),
+                word: word.to_string(),
+                what: format!(
+                    "the first is {}, the second {}",
+                    says(first_export),
+                    says(export)
+                ),
+            });
+        }
+    }
+    let Some(shared) = Shared::of(nbd_paths.iter().map(|(_, export, _)| export)) else {
+        return Ok(());
+    };
+    for (target, export, _) in nbd_paths {
+        target.settle(*export, shared);
+    }
+    Ok(())
+}
+
 /// What one path leads to, resolved: all a thread needs to open its own
 /// queue to it, with no registry lookup.
 #[derive(Clone, Debug)]
@@ -272,6 +330,18 @@ pub enum PathHandle {
 }
 
 impl PathHandle {
+    /// The smallest I/O the path takes: every offset and length must be a
+    /// multiple of it (1 where the transport has no such limit of its
+    /// own; a file's `O_DIRECT` alignment is at most [`BUFFER_ALIGN`]).
+    ///
+    /// [`BUFFER_ALIGN`]: mpio_core::io::BUFFER_ALIGN
+    pub fn min_block(&self) -> u32 {
+        match self {
+            PathHandle::Nbd(target) => target.min_block(),
+            PathHandle::Null { .. } | PathHandle::Memory { .. } | PathHandle::File(_) => 1,
+        }
+    }
+
     /// Opens one thread's queue to the path, with room for `depth` I/Os.
     pub fn open(&self, depth: usize) -> AnyQueue {
         match self {

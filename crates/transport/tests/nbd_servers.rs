@@ -83,9 +83,10 @@ fn nbdkit_memory_with_and_without_structured_replies() {
         // Two paths, two connections to one server.
         let words = [server.uri(), server.uri()];
         let (device, mut queue) = device(SIZE, &words, MapOptions::default());
+        exercise(&mut queue);
+        // Connected in the background, by now.
         assert_eq!(structured(&mut queue, 0), !no_sr);
         assert_eq!(structured(&mut queue, 1), !no_sr);
-        exercise(&mut queue);
         let stats = queue.path_stats();
         assert!(stats[0].dispatched > 0 && stats[1].dispatched > 0);
         assert_eq!(stats[0].path_errors + stats[1].path_errors, 0);
@@ -108,8 +109,8 @@ fn qemu_nbd_serves_every_command() {
     std::fs::File::create(&disk).unwrap().set_len(SIZE).unwrap();
     let server = Server::qemu_nbd(&dir.join("q.sock"), &disk, &[]);
     let (_device, mut queue) = device(SIZE, &[server.uri()], MapOptions::default());
-    assert!(structured(&mut queue, 0));
     exercise(&mut queue);
+    assert!(structured(&mut queue, 0));
     // What the map wrote is in the file.
     let file = std::fs::read(&disk).unwrap();
     let offset = 8 * BLOCK as usize;

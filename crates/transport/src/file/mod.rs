@@ -249,6 +249,34 @@ pub fn classify_errno(errno: i32) -> PathOutcome {
 }
 
 #[cfg(test)]
+impl FilePath {
+    /// A buffered path over any open file, claiming `size_bytes`: a pipe,
+    /// in tests, whose reads stay in the kernel until it is written.
+    pub(crate) fn over(file: File, size_bytes: u64) -> FilePath {
+        FilePath {
+            file,
+            path: PathBuf::from("(test file)"),
+            direct: false,
+            block_device: false,
+            size_bytes,
+            revoked: AtomicBool::new(false),
+            switches: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A pipe's read and write ends: a read stays in the kernel until
+/// something is written (a path that hangs, in tests).
+#[cfg(test)]
+pub(crate) fn pipe() -> (File, File) {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    (
+        File::from(std::os::fd::OwnedFd::from(reader)),
+        File::from(std::os::fd::OwnedFd::from(writer)),
+    )
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -28,6 +28,11 @@
 //!   `abort` answers `None` and the I/O completes through `poll`.
 //! - A queue whose ring could not be set up completes every I/O with
 //!   [`PathError::Transport`]: the path fails over like any broken route.
+//! - `EAGAIN` and `EINTR` completions are sent again at once, up to
+//!   `MAX_AGAIN` (8) times, then count as a path error: io_uring itself
+//!   waits for readiness (it arms a poll) before it answers `EAGAIN` to a
+//!   file that supports it, so a repeated `EAGAIN` means a route that
+//!   keeps refusing, not one that is merely busy.
 //!
 //! # Safety
 //! The kernel writes into (reads) and reads from (writes) an I/O's buffer
@@ -186,8 +191,10 @@ impl FileQueue {
             let entry = entry_for(index, in_flight);
             // SAFETY: the entry points into `in_flight.io.buf`, which stays
             // in `slots`, unmoved and untouched, until this entry's
-            // completion is reaped (see the module's Safety section); the
-            // fixed file 0 is registered for the ring's lifetime.
+            // completion is reaped (see the module's Safety section).
+            // Fixed file 0 is the path's file, or after a revoke an empty
+            // slot, for which the kernel fails the request with EBADF: it
+            // never names another file.
             if unsafe { submission.push(&entry) }.is_err() {
                 break;
             }
@@ -363,8 +370,10 @@ impl PathQueue for FileQueue {
     }
 }
 
-impl Drop for FileQueue {
-    fn drop(&mut self) {
+impl FileQueue {
+    /// Cancels what the kernel holds and reaps it, waiting at most
+    /// `DROP_WAIT`: every I/O the kernel gave back is in `done`.
+    fn cancel_and_reap(&mut self) {
         if self.in_kernel == 0 {
             return;
         }
@@ -388,6 +397,12 @@ impl Drop for FileQueue {
                 .submit_with_args(1, &types::SubmitArgs::new().timespec(&wait));
             self.enter_and_reap();
         }
+    }
+}
+
+impl Drop for FileQueue {
+    fn drop(&mut self) {
+        self.cancel_and_reap();
         if self.in_kernel > 0 {
             // The kernel still holds these buffers: leak them rather than
             // free memory it may write.
@@ -395,5 +410,46 @@ impl Drop for FileQueue {
                 std::mem::forget(in_flight.io.buf);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::pipe;
+    use super::*;
+    use mpio_core::io::Buffer;
+
+    #[test]
+    fn dropping_a_queue_cancels_and_reaps_what_the_kernel_holds() {
+        let (read_end, _write_end) = pipe();
+        let path = Arc::new(FilePath::over(read_end, 1 << 20));
+        let mut queue = FileQueue::new(path, 4);
+        assert_eq!(queue.setup_error(), None);
+        for tag in 0..2 {
+            queue.submit(
+                PathIo {
+                    tag,
+                    op: Op::Read,
+                    offset: 0,
+                    len: 4096,
+                    buf: Buffer::zeroed(4096),
+                },
+                0,
+            );
+        }
+        let mut done = Vec::new();
+        queue.poll(0, &mut done);
+        assert!(done.is_empty(), "nothing was written to the pipe");
+        assert_eq!(queue.in_kernel, 2, "both reads wait in the kernel");
+        // What the drop does first.
+        queue.cancel_and_reap();
+        assert_eq!(queue.in_kernel, 0, "the cancellations were reaped");
+        let mut tags: Vec<u64> = queue.done.iter().map(|done| done.tag).collect();
+        tags.sort_unstable();
+        assert_eq!(tags, [0, 1], "every buffer came back");
+        assert!(queue
+            .done
+            .iter()
+            .all(|done| matches!(done.outcome, PathOutcome::Path(_))));
     }
 }

@@ -8,13 +8,27 @@
 //! # Allocation
 //! None per I/O once the connection has carried its depth of requests
 //! and its largest write: the table, the waiting list and the send buffer
-//! are sized then, whatever the server's pace.
+//! are sized then, whatever the server's pace; each request's list of
+//! covered ranges is one of `depth` lists made with the connection and
+//! reused (a server that sends a read's chunks out of order may grow one,
+//! once).
 //!
 //! # Errors
 //! A reply the protocol forbids (bad magic, unknown cookie, data outside
-//! the request, a length beyond what the request allows) ends the
-//! connection: nothing read after it could be trusted. The caller then
-//! fails every I/O in flight with a path error.
+//! the request, chunks that overlap, a length beyond what the request
+//! allows) ends the connection: nothing read after it could be trusted.
+//! The caller then fails every I/O in flight with a path error. A read
+//! answered in structured chunks succeeds only when its chunks cover every
+//! byte of it exactly once: the connection tracks each read's covered
+//! ranges, so two chunks over the same half cannot pass for a whole read.
+//!
+//! # Budget
+//! One [`Connection::poll`] parses at most [`POLL_BUDGET_REPLIES`] replies
+//! and chunks and reads at most [`POLL_BUDGET_BYTES`] bytes, then returns
+//! even if the socket holds more: a server that streams chunks without
+//! ever ending its reply cannot keep the I/O thread inside one poll (the
+//! rest waits in the socket and the receive buffer for the next poll, and
+//! the core's I/O timeout fails the path if the reply never ends).
 
 use super::handshake::Export;
 use super::in_flight::InFlightTable;
@@ -30,6 +44,12 @@ use std::io::{ErrorKind, Read, Write};
 /// Receive buffer size before any large read reply grows it.
 const RECV_BUFFER: usize = 256 * 1024;
 
+/// Replies and chunks one poll parses at most.
+pub const POLL_BUDGET_REPLIES: usize = 1024;
+
+/// Bytes one poll reads from the socket at most.
+pub const POLL_BUDGET_BYTES: usize = 4 * 1024 * 1024;
+
 /// Requests are encoded into the send buffer until it holds this many
 /// bytes, so that small requests share a write call.
 const SEND_BATCH: usize = 64 * 1024;
@@ -42,6 +62,9 @@ struct InFlight {
     command: u16,
     /// Read bytes received so far (data and hole chunks).
     received: u64,
+    /// The byte ranges of the read those chunks covered, relative to its
+    /// offset: sorted, disjoint, adjacent ranges merged.
+    covered: Vec<(u32, u32)>,
     /// The first error chunk's outcome.
     error: Option<PathOutcome>,
 }
@@ -63,6 +86,9 @@ pub struct Connection {
     recv: Box<[u8]>,
     recv_start: usize,
     recv_end: usize,
+    /// Emptied `covered` lists of finished reads, reused so that steady
+    /// state allocates nothing.
+    spare_covered: Vec<Vec<(u32, u32)>>,
 }
 
 /// What the server answers `error` with, classified: EIO and errors that
@@ -99,6 +125,10 @@ impl Connection {
             recv: vec![0; RECV_BUFFER].into_boxed_slice(),
             recv_start: 0,
             recv_end: 0,
+            // One list per request the connection can have in flight,
+            // made now: a new high of requests in flight later must not
+            // allocate.
+            spare_covered: (0..depth).map(|_| Vec::with_capacity(2)).collect(),
         })
     }
 
@@ -140,6 +170,12 @@ impl Connection {
             io,
             command,
             received: 0,
+            // Room for two ranges up front: a list first used by a write
+            // must not allocate when a read reuses it.
+            covered: self
+                .spare_covered
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(2)),
             error: None,
         });
         self.unsent.push_back(cookie);
@@ -192,15 +228,28 @@ impl Connection {
         }
     }
 
-    /// Sends what waits, reads what the server sent and appends finished
-    /// I/Os to `completions`.
+    /// Sends what waits, reads what the server sent (within the poll
+    /// budget, see the module docs) and appends finished I/Os to
+    /// `completions`. Replies the server sent before a send failed are
+    /// still read and delivered before the error is returned.
     ///
     /// # Errors
     /// The connection ended or the server broke the protocol; I/O still
     /// in flight comes back from [`Connection::sever`].
     pub fn poll(&mut self, completions: &mut Vec<PathCompletion>) -> Result<(), Broken> {
-        self.flush()?;
-        loop {
+        let sent = self.flush();
+        self.receive(completions)?;
+        sent
+    }
+
+    /// Parses what the receive buffer holds, then reads and parses until
+    /// the socket is empty or the poll budget is spent.
+    fn receive(&mut self, completions: &mut Vec<PathCompletion>) -> Result<(), Broken> {
+        let mut replies = POLL_BUDGET_REPLIES;
+        let mut bytes = 0;
+        // Replies an earlier poll read but left to this one.
+        self.parse(completions, &mut replies)?;
+        while replies > 0 && bytes < POLL_BUDGET_BYTES {
             if self.recv_end == self.recv.len() {
                 self.make_room(self.recv.len() - self.recv_start + 1);
             }
@@ -208,13 +257,15 @@ impl Connection {
                 Ok(0) => return Err(Broken("the server closed the connection".into())),
                 Ok(read) => {
                     self.recv_end += read;
-                    self.parse(completions)?;
+                    bytes += read;
+                    self.parse(completions, &mut replies)?;
                 }
                 Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
                 Err(error) => return Err(Broken(format!("receiving: {error}"))),
             }
         }
+        Ok(())
     }
 
     /// Ends the connection (both directions, so a server that still holds
@@ -249,9 +300,14 @@ impl Connection {
         self.recv_end = pending;
     }
 
-    /// Parses every complete reply in the receive buffer.
-    fn parse(&mut self, completions: &mut Vec<PathCompletion>) -> Result<(), Broken> {
-        loop {
+    /// Parses the complete replies in the receive buffer, at most
+    /// `budget` of them (counted down).
+    fn parse(
+        &mut self,
+        completions: &mut Vec<PathCompletion>,
+        budget: &mut usize,
+    ) -> Result<(), Broken> {
+        while *budget > 0 {
             let available = &self.recv[self.recv_start..self.recv_end];
             let Some(header_len) = header_len(available).map_err(wire)? else {
                 break;
@@ -267,6 +323,7 @@ impl Connection {
             };
             let Some(used) = used else { break };
             self.recv_start += used;
+            *budget -= 1;
         }
         if self.recv_start == self.recv_end {
             self.recv_start = 0;
@@ -300,6 +357,8 @@ impl Connection {
         let Some(mut in_flight) = self.in_flight.remove(reply.cookie) else {
             return Err(unknown_cookie(reply.cookie));
         };
+        self.spare_covered
+            .push(std::mem::take(&mut in_flight.covered));
         let outcome = if reply.error == 0 {
             if data_len > 0 {
                 in_flight
@@ -352,15 +411,27 @@ impl Connection {
             u64::from(in_flight.io.len),
             in_flight.io.op == Op::Read,
         );
-        let place = |offset: u64, len: u64| -> Result<std::ops::Range<usize>, Broken> {
-            match offset.checked_sub(io_offset) {
-                Some(start) if is_read && start + len <= io_len => {
-                    Ok(start as usize..(start + len) as usize)
-                }
-                _ => Err(Broken(format!(
-                    "reply data at {offset}+{len} outside the request at {io_offset}+{io_len}"
-                ))),
+        // Where a data chunk or hole lands in the read, checked against
+        // the request (without overflow, whatever the server's offset)
+        // and against the chunks before it (no byte twice).
+        let covered = &mut in_flight.covered;
+        let mut place = |offset: u64, len: u64| -> Result<std::ops::Range<usize>, Broken> {
+            let start = offset.checked_sub(io_offset);
+            let end = start.and_then(|start| start.checked_add(len));
+            let (Some(start), Some(end)) = (start, end) else {
+                return Err(outside(offset, len, io_offset, io_len));
+            };
+            if !is_read || end > io_len {
+                return Err(outside(offset, len, io_offset, io_len));
             }
+            // Both fit in the read's u32 length.
+            if !cover(covered, start as u32, end as u32) {
+                return Err(Broken(format!(
+                    "reply data at {offset}+{len} overlaps an earlier chunk of the request at \
+                     {io_offset}+{io_len}"
+                )));
+            }
+            Ok(start as usize..end as usize)
         };
         match chunk {
             Chunk::None | Chunk::Unknown { .. }
@@ -385,9 +456,12 @@ impl Connection {
             }
         }
         if header.is_done() {
-            let Some(in_flight) = self.in_flight.remove(header.cookie) else {
+            let Some(mut in_flight) = self.in_flight.remove(header.cookie) else {
                 return Err(unknown_cookie(header.cookie));
             };
+            let mut covered = std::mem::take(&mut in_flight.covered);
+            covered.clear();
+            self.spare_covered.push(covered);
             let expected = if in_flight.io.op == Op::Read {
                 u64::from(in_flight.io.len)
             } else {
@@ -413,6 +487,41 @@ impl Connection {
         }
         Ok(Some(total))
     }
+}
+
+/// Adds `start..end` to the sorted, disjoint, merged `ranges`; false
+/// (and `ranges` unchanged) if it overlaps one of them.
+pub fn cover(ranges: &mut Vec<(u32, u32)>, start: u32, end: u32) -> bool {
+    if start >= end {
+        return true;
+    }
+    let at = ranges.partition_point(|&(first, _)| first < start);
+    let joins_previous = match at.checked_sub(1).map(|previous| ranges[previous]) {
+        Some((_, previous_end)) if previous_end > start => return false,
+        Some((_, previous_end)) => previous_end == start,
+        None => false,
+    };
+    let joins_next = match ranges.get(at) {
+        Some(&(next_start, _)) if next_start < end => return false,
+        Some(&(next_start, _)) => next_start == end,
+        None => false,
+    };
+    match (joins_previous, joins_next) {
+        (true, true) => {
+            ranges[at - 1].1 = ranges[at].1;
+            ranges.remove(at);
+        }
+        (true, false) => ranges[at - 1].1 = end,
+        (false, true) => ranges[at].0 = start,
+        (false, false) => ranges.insert(at, (start, end)),
+    }
+    true
+}
+
+fn outside(offset: u64, len: u64, io_offset: u64, io_len: u64) -> Broken {
+    Broken(format!(
+        "reply data at {offset}+{len} outside the request at {io_offset}+{io_len}"
+    ))
 }
 
 fn wire(error: mpio_nbd::WireError) -> Broken {

@@ -1,12 +1,12 @@
-//! The client side of the fixed newstyle handshake, run blocking (with
-//! the socket's timeouts) before the connection turns non-blocking.
+//! The client side of the fixed newstyle handshake, run blocking (the
+//! caller bounds it: [`super::target::NbdTarget::connect`] gives the whole
+//! handshake one deadline) before the connection turns non-blocking.
 //!
 //! The client asks for structured replies (`OPT_STRUCTURED_REPLY`; a
 //! server that refuses gets simple replies), then `OPT_GO` with the export
 //! name, asking for `INFO_EXPORT` and `INFO_BLOCK_SIZE`. A server that
 //! does not know `GO` gets `OPT_EXPORT_NAME` instead.
 
-use super::stream::Stream;
 use mpio_nbd::consts::*;
 use mpio_nbd::handshake::{
     encode_client_flags, option_name, reply_type_name, ExportNameReply, GoRequest, Greeting, Info,
@@ -75,7 +75,7 @@ fn io_error(context: &'static str) -> impl FnOnce(io::Error) -> HandshakeError {
 ///
 /// # Errors
 /// A [`HandshakeError`] naming the step and what went wrong.
-pub fn handshake(stream: &mut Stream, name: &str) -> Result<Export, HandshakeError> {
+pub fn handshake(stream: &mut (impl Read + Write), name: &str) -> Result<Export, HandshakeError> {
     let mut greeting = [0; Greeting::LEN];
     stream
         .read_exact(&mut greeting)
@@ -149,7 +149,7 @@ pub fn handshake(stream: &mut Stream, name: &str) -> Result<Export, HandshakeErr
 /// `OPT_EXPORT_NAME`, for servers without `GO`: the server answers with
 /// size and flags, or closes the connection.
 fn export_name(
-    stream: &mut Stream,
+    stream: &mut (impl Read + Write),
     name: &str,
     no_zeroes: bool,
 ) -> Result<(u64, u16), HandshakeError> {
@@ -168,7 +168,7 @@ fn export_name(
     Ok((reply.size, reply.flags))
 }
 
-fn send_option(stream: &mut Stream, option: u32, payload: &[u8]) -> Result<(), HandshakeError> {
+fn send_option(stream: &mut impl Write, option: u32, payload: &[u8]) -> Result<(), HandshakeError> {
     let header = OptionHeader {
         option,
         length: payload.len() as u32,
@@ -181,7 +181,7 @@ fn send_option(stream: &mut Stream, option: u32, payload: &[u8]) -> Result<(), H
 }
 
 fn read_option_reply(
-    stream: &mut Stream,
+    stream: &mut impl Read,
     option: u32,
 ) -> Result<(OptionReplyHeader, Vec<u8>), HandshakeError> {
     let mut header = [0; OptionReplyHeader::LEN];

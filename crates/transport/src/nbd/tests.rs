@@ -2,7 +2,9 @@
 //! server on the other end of a socket pair (real servers are in
 //! `tests/nbd_*.rs`).
 
-use super::connection::classify;
+mod hostile;
+
+use super::connection::{classify, cover, POLL_BUDGET_REPLIES};
 use super::*;
 use mpio_core::io::Buffer;
 use mpio_nbd::reply::{Chunk, SimpleReply};
@@ -318,6 +320,8 @@ fn piece() -> impl proptest::strategy::Strategy<Value = Piece> {
     use proptest::prelude::*;
     // Cookies 1..=4 are in flight; 99 never was.
     let cookie = prop_oneof![1u64..=4, Just(99u64)];
+    // Near the reads at 4096, or anywhere a u64 reaches.
+    let offset = prop_oneof![4000u64..5200, any::<u64>(), (u64::MAX - 2048)..=u64::MAX];
     prop_oneof![
         (
             cookie.clone(),
@@ -329,7 +333,7 @@ fn piece() -> impl proptest::strategy::Strategy<Value = Piece> {
                 error,
                 data
             }),
-        (cookie.clone(), 4000u64..5200, 1usize..1100, any::<bool>()).prop_map(
+        (cookie.clone(), offset.clone(), 1usize..1100, any::<bool>()).prop_map(
             |(cookie, at, len, done)| Piece::Data {
                 cookie,
                 at,
@@ -337,14 +341,14 @@ fn piece() -> impl proptest::strategy::Strategy<Value = Piece> {
                 done
             }
         ),
-        (cookie.clone(), 4000u64..5200, 0u32..1100, any::<bool>()).prop_map(
-            |(cookie, at, len, done)| Piece::Hole {
+        (cookie.clone(), offset, 0u32..1100, any::<bool>()).prop_map(|(cookie, at, len, done)| {
+            Piece::Hole {
                 cookie,
                 at,
                 len,
-                done
+                done,
             }
-        ),
+        }),
         (
             cookie.clone(),
             prop_oneof![Just(0u32), Just(ENOSPC), any::<u32>()],

@@ -108,8 +108,21 @@ impl Server {
     /// [`Server::nbdkit`].
     pub fn nbdkit_tcp(args: &[&str]) -> Server {
         require("nbdkit", "nbdkit");
-        // The kernel picks a free port; nbdkit binds it right after (a
-        // tiny race with other processes, acceptable in a test).
+        // The kernel picks a free port and nbdkit binds it right after:
+        // another process may take it in between on a shared machine, and
+        // then nbdkit exits at start; another port is tried.
+        const ATTEMPTS: usize = 5;
+        for attempt in 1..=ATTEMPTS {
+            match Server::try_nbdkit_tcp(args) {
+                Ok(server) => return server,
+                Err(why) if attempt < ATTEMPTS => eprintln!("{why}; trying another port"),
+                Err(why) => panic!("{why} ({ATTEMPTS} ports tried)"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    fn try_nbdkit_tcp(args: &[&str]) -> Result<Server, String> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -129,7 +142,14 @@ impl Server {
             pid_file.display().to_string(),
         ];
         command.extend(args.iter().map(|arg| arg.to_string()));
-        Server::start(Listen::Tcp(port), command, Some(pid_file))
+        let mut server = Server {
+            child: None,
+            listen: Listen::Tcp(port),
+            command,
+            pid_file: Some(pid_file),
+        };
+        server.try_spawn()?;
+        Ok(server)
     }
 
     /// `qemu-nbd` serving raw file `file` on `socket` with `args`, to any
@@ -161,6 +181,12 @@ impl Server {
     }
 
     fn spawn(&mut self) {
+        self.try_spawn().unwrap_or_else(|why| panic!("{why}"));
+    }
+
+    /// Starts the command and waits until it listens; an error if it
+    /// exited at start.
+    fn try_spawn(&mut self) -> Result<(), String> {
         self.remove_files();
         let child = Command::new(&self.command[0])
             .args(&self.command[1..])
@@ -169,10 +195,10 @@ impl Server {
             .spawn()
             .unwrap_or_else(|error| panic!("starting {:?}: {error}", self.command));
         self.child = Some(child);
-        self.wait_listening();
+        self.wait_listening()
     }
 
-    fn wait_listening(&mut self) {
+    fn wait_listening(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             let listening = match (&self.pid_file, &self.listen) {
@@ -185,11 +211,12 @@ impl Server {
                 }
             };
             if listening {
-                return;
+                return Ok(());
             }
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("{:?} exited at start: {status}", self.command);
+                    self.child = None;
+                    return Err(format!("{:?} exited at start: {status}", self.command));
                 }
             }
             assert!(

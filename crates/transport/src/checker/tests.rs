@@ -1,0 +1,101 @@
+//! The checker over a file path that hangs in the kernel (a pipe nobody
+//! writes): a timed-out probe the transport cannot take back stalls the
+//! path, and no new probe starts until it comes back.
+
+use super::*;
+use crate::file::{pipe, FilePath};
+use mpio_core::map::{MapOptions, PathInfo};
+use mpio_core::table::Table;
+use std::io::Write;
+use std::time::Instant;
+
+const INTERVAL: u64 = 1_000_000_000;
+const TIMEOUT: u64 = 100_000_000;
+
+/// Polls `checker` at fake time `now_ns` until `condition`, bounded on
+/// the real clock (the kernel completes the read asynchronously).
+fn poll_until(checker: &mut Checker, now_ns: u64, mut condition: impl FnMut(&Checker) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition(checker) {
+        checker.poll(now_ns);
+        assert!(
+            Instant::now() < deadline,
+            "not within 10 s: {:?}",
+            checker.path_checks()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_probe_the_kernel_keeps_stalls_the_path_until_it_returns() {
+    let (read_end, mut write_end) = pipe();
+    let table = Table::parse("0 2048 multipath 0 0 1 1 round-robin 0 1 0 hung").unwrap();
+    let map = Map::new(&table, &[PathInfo::default()], MapOptions::default()).unwrap();
+    let device = Device {
+        map: Arc::new(map),
+        paths: vec![PathHandle::File(Arc::new(FilePath::over(
+            read_end,
+            1 << 20,
+        )))],
+    };
+    let mut checker = Checker::new(
+        &device,
+        CheckerOptions {
+            interval_ns: INTERVAL,
+            probe_timeout_ns: TIMEOUT,
+            failback: Failback::Manual,
+            fail_active_paths: true,
+        },
+    );
+    checker.poll(0);
+    assert!(checker.probing());
+    checker.poll(TIMEOUT);
+    let check = checker.path_checks()[0];
+    assert_eq!(check.state, ProbeState::Down);
+    assert_eq!(
+        check.last_outcome,
+        Some(PathOutcome::Path(PathError::Timeout))
+    );
+    assert!(check.stalled, "the kernel still holds the probe");
+    assert_eq!(
+        device.map.status().groups[0].paths[0].state,
+        PathState::Failed
+    );
+
+    // Rounds come and go: no new probe while the old one is out.
+    for round in 1..4 {
+        let started = Instant::now();
+        checker.poll(round * INTERVAL);
+        checker.poll(round * INTERVAL + TIMEOUT);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "a poll waited on the hung path"
+        );
+        let check = checker.path_checks()[0];
+        assert_eq!(check.probes, 1, "round {round}: no second probe");
+        assert!(check.stalled && !check.probing);
+    }
+
+    // The storage answers the old probe (and the next one): the stall
+    // ends, and the next round probes afresh and reinstates the path.
+    write_end.write_all(&vec![7; 2 * BUFFER_ALIGN]).unwrap();
+    let now_ns = 4 * INTERVAL + TIMEOUT;
+    poll_until(&mut checker, now_ns, |checker| {
+        !checker.path_checks()[0].stalled
+    });
+    assert_eq!(
+        checker.path_checks()[0].probes,
+        1,
+        "a late probe is no verdict"
+    );
+    // The round after the one the stall ended in.
+    poll_until(&mut checker, 6 * INTERVAL, |checker| {
+        checker.path_checks()[0].state == ProbeState::Up
+    });
+    assert_eq!(checker.path_checks()[0].probes, 2);
+    assert_eq!(
+        device.map.status().groups[0].paths[0].state,
+        PathState::Active
+    );
+}

@@ -1,0 +1,283 @@
+//! One I/O thread's queue to an NBD path: [`NbdQueue`]. See the module
+//! docs of [`super`] for the contracts (commands, errors, timeouts,
+//! reconnect).
+
+use super::connection::{Broken, Connection};
+use super::handshake::Export;
+use super::target::{NbdError, NbdTarget};
+use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
+use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
+use mpio_nbd::consts::*;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Wait after the first failed connect before the next attempt.
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Longest wait between connect attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// A connect running on its helper thread.
+type Connecting = JoinHandle<Result<Connection, NbdError>>;
+
+/// One thread's queue to an NBD path. See the module docs of [`super`].
+#[derive(Debug)]
+pub struct NbdQueue {
+    target: Arc<NbdTarget>,
+    depth: usize,
+    connection: Option<Connection>,
+    /// The connect in progress, if any.
+    connecting: Option<Connecting>,
+    /// I/Os submitted while connecting, sent once connected.
+    waiting: Vec<PathIo>,
+    /// After a failed connect: no new attempt before this instant unless
+    /// the target's connect count moved from the one recorded.
+    retry: Option<(Instant, u64)>,
+    /// The wait after the next failed connect.
+    backoff: Duration,
+    /// I/Os whose outcome is known, for the next poll.
+    done: Vec<PathCompletion>,
+    last_error: Option<String>,
+}
+
+impl NbdQueue {
+    /// A queue of `depth` I/Os to `target`; the connect starts at once,
+    /// in the background.
+    pub fn open(target: Arc<NbdTarget>, depth: usize) -> Self {
+        let mut queue = NbdQueue {
+            target,
+            depth,
+            connection: None,
+            connecting: None,
+            waiting: Vec::with_capacity(depth),
+            retry: None,
+            backoff: FIRST_BACKOFF,
+            done: Vec::with_capacity(depth),
+            last_error: None,
+        };
+        queue.start_connect(Instant::now());
+        queue
+    }
+
+    /// True while the queue holds a live connection.
+    pub fn is_connected(&self) -> bool {
+        self.connection.is_some()
+    }
+
+    /// True while a connect runs in the background.
+    pub fn is_connecting(&self) -> bool {
+        self.connecting.is_some()
+    }
+
+    /// I/Os sent on the live connection and not answered yet.
+    pub fn in_flight(&self) -> usize {
+        self.connection.as_ref().map_or(0, Connection::in_flight)
+    }
+
+    /// Why the last connection ended or the last connect failed.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+
+    /// What the server said about the export on the live connection
+    /// (narrowed to what the map's paths share).
+    pub fn export(&self) -> Option<&Export> {
+        self.connection.as_ref().map(Connection::export)
+    }
+
+    /// Starts a connect on a helper thread unless one runs or the backoff
+    /// after a failed one has not passed; false if none runs now.
+    fn start_connect(&mut self, now: Instant) -> bool {
+        if self.connecting.is_some() {
+            return true;
+        }
+        if let Some((retry_at, connects)) = self.retry {
+            if now < retry_at && self.target.connects() == connects {
+                return false;
+            }
+        }
+        let target = Arc::clone(&self.target);
+        let depth = self.depth;
+        let spawned = std::thread::Builder::new()
+            .name("mpio-nbd-connect".into())
+            .spawn(move || {
+                let (stream, export) = target.connect()?;
+                Connection::new(stream, export, depth).map_err(|source| NbdError::Connect {
+                    address: target.address().to_string(),
+                    source,
+                })
+            });
+        match spawned {
+            Ok(handle) => {
+                self.connecting = Some(handle);
+                true
+            }
+            Err(error) => {
+                self.connect_failed(now, format!("starting a connect thread: {error}"));
+                false
+            }
+        }
+    }
+
+    /// Takes the finished connect's result, if it finished.
+    fn finish_connect(&mut self) {
+        if !self
+            .connecting
+            .as_ref()
+            .is_some_and(JoinHandle::is_finished)
+        {
+            return;
+        }
+        let Some(handle) = self.connecting.take() else {
+            return;
+        };
+        let result = handle.join().unwrap_or_else(|_| {
+            Err(NbdError::Changed {
+                address: self.target.address().to_string(),
+                what: "the connect thread panicked".into(),
+            })
+        });
+        match result {
+            Ok(connection) => {
+                self.connection = Some(connection);
+                self.retry = None;
+                self.backoff = FIRST_BACKOFF;
+                for io in std::mem::take(&mut self.waiting) {
+                    self.send(io);
+                }
+            }
+            Err(error) => {
+                self.connect_failed(Instant::now(), error.to_string());
+                for io in std::mem::take(&mut self.waiting) {
+                    self.finish(io, PathOutcome::Path(PathError::ConnectionLost));
+                }
+            }
+        }
+    }
+
+    fn connect_failed(&mut self, now: Instant, why: String) {
+        self.retry = Some((now + self.backoff, self.target.connects()));
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        self.last_error = Some(why);
+    }
+
+    /// Sends `io` on the live connection, or completes it at once.
+    fn send(&mut self, io: PathIo) {
+        let Some(connection) = self.connection.as_mut() else {
+            self.finish(io, PathOutcome::Path(PathError::ConnectionLost));
+            return;
+        };
+        match command_for(&io, connection.export()) {
+            Ok(command) => {
+                if let Err(why) = connection.send(command, io) {
+                    self.sever(why);
+                }
+            }
+            Err(outcome) => self.finish(io, outcome),
+        }
+    }
+
+    /// Ends the connection; its I/Os come back as `ConnectionLost`.
+    fn sever(&mut self, why: Broken) {
+        if let Some(connection) = self.connection.take() {
+            connection.sever(&mut self.done);
+        }
+        self.last_error = Some(why.0);
+    }
+
+    fn finish(&mut self, io: PathIo, outcome: PathOutcome) {
+        self.done.push(PathCompletion {
+            tag: io.tag,
+            buf: io.buf,
+            outcome,
+        });
+    }
+}
+
+/// The command that carries `io` to `export`, or the outcome it gets
+/// without reaching the server.
+pub fn command_for(io: &PathIo, export: &Export) -> Result<u16, PathOutcome> {
+    use PathOutcome::{Ok as Done, Target};
+    if io.op == Op::Flush {
+        return if export.has(FLAG_SEND_FLUSH) {
+            Ok(CMD_FLUSH)
+        } else {
+            Err(Done)
+        };
+    }
+    let in_range = io
+        .offset
+        .checked_add(u64::from(io.len))
+        .is_some_and(|end| end <= export.size_bytes);
+    if !in_range {
+        return Err(Target(TargetError::OutOfRange));
+    }
+    let min_block = u64::from(export.min_block.max(1));
+    if !io.offset.is_multiple_of(min_block) || !u64::from(io.len).is_multiple_of(min_block) {
+        return Err(Target(TargetError::Invalid));
+    }
+    if io.op.is_write() && export.has(FLAG_READ_ONLY) {
+        return Err(Target(TargetError::NotSupported));
+    }
+    // A write's payload is its buffer: one of another length would put
+    // the stream out of step with the request.
+    if matches!(io.op, Op::Read | Op::Write) && io.buf.len() != io.len as usize {
+        return Err(Target(TargetError::Invalid));
+    }
+    if io.len == 0 {
+        return Err(Done);
+    }
+    match io.op {
+        Op::Read | Op::Write if io.len > export.max_payload => Err(Target(TargetError::Invalid)),
+        Op::Read => Ok(CMD_READ),
+        Op::Write => Ok(CMD_WRITE),
+        Op::Discard if export.has(FLAG_SEND_TRIM) => Ok(CMD_TRIM),
+        Op::WriteZeroes if export.has(FLAG_SEND_WRITE_ZEROES) => Ok(CMD_WRITE_ZEROES),
+        Op::Discard | Op::WriteZeroes => Err(Target(TargetError::NotSupported)),
+        Op::Flush => Ok(CMD_FLUSH),
+    }
+}
+
+impl PathQueue for NbdQueue {
+    fn submit(&mut self, io: PathIo, _now_ns: u64) {
+        self.finish_connect();
+        if self.connection.is_some() {
+            self.send(io);
+        } else if self.start_connect(Instant::now()) {
+            self.waiting.push(io);
+        } else {
+            self.finish(io, PathOutcome::Path(PathError::ConnectionLost));
+        }
+    }
+
+    fn poll(&mut self, _now_ns: u64, completions: &mut Vec<PathCompletion>) {
+        self.finish_connect();
+        if let Some(connection) = self.connection.as_mut() {
+            if let Err(why) = connection.poll(&mut self.done) {
+                self.sever(why);
+            }
+        }
+        completions.append(&mut self.done);
+    }
+
+    /// Hands back an I/O still waiting for the connect; otherwise never
+    /// hands the I/O back (see the module docs): severs the connection so
+    /// that it, and everything in flight with it, comes back through
+    /// `poll` as `ConnectionLost`.
+    fn abort(&mut self, tag: u64) -> Option<PathIo> {
+        if let Some(at) = self.waiting.iter().position(|io| io.tag == tag) {
+            return Some(self.waiting.swap_remove(at));
+        }
+        let in_flight = self
+            .connection
+            .as_ref()
+            .is_some_and(|connection| connection.is_in_flight(tag));
+        if in_flight {
+            self.sever(Broken(format!(
+                "I/O {tag:#x} timed out: connection severed"
+            )));
+        }
+        None
+    }
+}

@@ -1,0 +1,388 @@
+//! One NBD path's server and what the map needs of it: [`NbdTarget`]
+//! connects, runs the handshake under one deadline and checks the export.
+//!
+//! # What an export must be
+//! - At least as large as the map.
+//! - Read-only, or advertising `NBD_FLAG_CAN_MULTI_CONN`. mpio opens one
+//!   connection per I/O thread per path (and a new one at each reconnect)
+//!   and sends a map's flush down one of them; without the flag a server
+//!   promises a `FLUSH` only for the writes its own connection carried,
+//!   so a flush that returned success could leave acknowledged writes
+//!   volatile. Such an export is refused at [`Transports::build`] with
+//!   [`NbdError::NoMultiConn`] (serve it with `qemu-nbd --shared=N`, N > 1,
+//!   or an nbdkit plugin that allows it).
+//!
+//! # What every later connection must find
+//! [`Transports::build`] probes each path once and [settles](NbdTarget::settle)
+//! its target with what it found. Every later connection (each thread's,
+//! each reconnect's) must find the same size, read-only flag, command
+//! flags and block sizes; a server that comes back different is refused
+//! with [`NbdError::Changed`] and its path stays failed (a path error),
+//! rather than turning I/O into errors that depend on which path the
+//! selector picked.
+//!
+//! # Capabilities shared by a map's paths
+//! [`Transports::build`] also settles every NBD path of a map with the
+//! capabilities all of them share: `TRIM` and `WRITE_ZEROES` only if every
+//! path has them, the largest minimum block size, the smallest maximum
+//! payload. A connection's [`Export`] is narrowed to them, so that a
+//! discard refused as not supported, or an I/O refused for its size, is
+//! refused the same way whichever path carries it.
+//!
+//! [`Transports::build`]: crate::Transports::build
+
+use super::handshake::{handshake, Export, HandshakeError};
+use super::stream::Stream;
+use mpio_nbd::consts::*;
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Default bound on a connect and the whole handshake after it.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The transmission flags that change what the client sends.
+const COMMAND_FLAGS: u16 =
+    FLAG_READ_ONLY | FLAG_SEND_FLUSH | FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
+
+/// Why a connection to an NBD path could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum NbdError {
+    /// The socket did not connect.
+    #[error("connecting to {address}: {source}")]
+    Connect {
+        /// The server.
+        address: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The handshake failed.
+    #[error("{address}: {source}")]
+    Handshake {
+        /// The server.
+        address: String,
+        /// What went wrong.
+        #[source]
+        source: HandshakeError,
+    },
+    /// The export is smaller than the map.
+    #[error("{address}: the export holds {export_bytes} bytes but the map needs {map_bytes}")]
+    TooSmall {
+        /// The server.
+        address: String,
+        /// The export's size.
+        export_bytes: u64,
+        /// The map's size.
+        map_bytes: u64,
+    },
+    /// A writable export without `NBD_FLAG_CAN_MULTI_CONN`.
+    #[error(
+        "{address}: the export is writable but does not advertise NBD_FLAG_CAN_MULTI_CONN; \
+         mpio opens a connection per I/O thread and per reconnect, and without the flag a \
+         flush does not cover the other connections' writes (serve it read-only, or allow \
+         multi-conn: qemu-nbd --shared=N with N > 1)"
+    )]
+    NoMultiConn {
+        /// The server.
+        address: String,
+    },
+    /// A new connection found the export different from the first one.
+    #[error("{address}: the export changed since the path was set up: {what}")]
+    Changed {
+        /// The server.
+        address: String,
+        /// What differs.
+        what: String,
+    },
+}
+
+/// What a map requires of its NBD paths, and what they share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Settled {
+    /// The export as the path's first connection found it.
+    export: Export,
+    /// Capabilities every NBD path of the map shares.
+    shared: Shared,
+}
+
+/// Capabilities every NBD path of a map shares; see the module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shared {
+    /// `FLAG_SEND_TRIM` and `FLAG_SEND_WRITE_ZEROES`, if all paths have them.
+    pub flags: u16,
+    /// The largest minimum block size.
+    pub min_block: u32,
+    /// The smallest maximum payload.
+    pub max_payload: u32,
+}
+
+impl Shared {
+    /// What `exports` all share.
+    pub fn of<'a>(exports: impl IntoIterator<Item = &'a Export>) -> Option<Shared> {
+        exports.into_iter().fold(None, |shared, export| {
+            let own = Shared {
+                flags: export.flags & (FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES),
+                min_block: export.min_block,
+                max_payload: export.max_payload,
+            };
+            Some(match shared {
+                None => own,
+                Some(shared) => Shared {
+                    flags: shared.flags & own.flags,
+                    min_block: shared.min_block.max(own.min_block),
+                    max_payload: shared.max_payload.min(own.max_payload),
+                },
+            })
+        })
+    }
+}
+
+/// One NBD path: the server, the export and what the map needs of it.
+/// Shared by every thread's queue to the path. See the module docs.
+#[derive(Debug)]
+pub struct NbdTarget {
+    address: super::address::Address,
+    map_bytes: u64,
+    connect_timeout: Duration,
+    settled: OnceLock<Settled>,
+    /// Connections set up so far: a queue waiting out a backoff after a
+    /// failed connect tries again at once when another queue (say, the
+    /// checker's) connected since.
+    connects: AtomicU64,
+}
+
+impl NbdTarget {
+    /// A path to `address` for a map of `map_bytes`, with the default
+    /// [`CONNECT_TIMEOUT`].
+    pub fn new(address: super::address::Address, map_bytes: u64) -> Self {
+        NbdTarget {
+            address,
+            map_bytes,
+            connect_timeout: CONNECT_TIMEOUT,
+            settled: OnceLock::new(),
+            connects: AtomicU64::new(0),
+        }
+    }
+
+    /// Bounds each connect and its handshake by `timeout` instead.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The server and export.
+    pub fn address(&self) -> &super::address::Address {
+        &self.address
+    }
+
+    /// Connections set up so far.
+    pub fn connects(&self) -> u64 {
+        // Acquire: pairs with the Release in `connect`; only a hint for
+        // when to retry, no data depends on it.
+        self.connects.load(Ordering::Acquire)
+    }
+
+    /// The smallest I/O every NBD path of the map takes (1 before the
+    /// target is settled).
+    pub fn min_block(&self) -> u32 {
+        self.settled
+            .get()
+            .map_or(1, |settled| settled.shared.min_block.max(1))
+    }
+
+    /// Records what the path's export is and what the map's NBD paths
+    /// share (see the module docs). Only the first call counts.
+    pub fn settle(&self, export: Export, shared: Shared) {
+        let _ = self.settled.set(Settled { export, shared });
+    }
+
+    /// Connects, runs the handshake (the whole of it bounded by the
+    /// connect timeout) and checks the export: against the map before the
+    /// target is settled, against what it was settled with after. The
+    /// export returned is narrowed to what the map's paths share.
+    ///
+    /// # Errors
+    /// An [`NbdError`] naming the server and the step that failed.
+    pub fn connect(&self) -> Result<(Stream, Export), NbdError> {
+        let address = || self.address.to_string();
+        let connect_error = |source| NbdError::Connect {
+            address: address(),
+            source,
+        };
+        let deadline = Instant::now() + self.connect_timeout;
+        let mut stream =
+            Stream::connect(&self.address.socket, self.connect_timeout).map_err(connect_error)?;
+        let export = handshake(
+            &mut Deadlined {
+                stream: &mut stream,
+                deadline,
+            },
+            &self.address.export,
+        )
+        .map_err(|source| NbdError::Handshake {
+            address: address(),
+            source,
+        })?;
+        let export = match self.settled.get() {
+            None => {
+                self.check(&export)?;
+                export
+            }
+            Some(settled) => {
+                if let Some(what) = difference(&settled.export, &export) {
+                    return Err(NbdError::Changed {
+                        address: address(),
+                        what,
+                    });
+                }
+                narrow(export, &settled.shared)
+            }
+        };
+        // Release: see `connects`.
+        self.connects.fetch_add(1, Ordering::Release);
+        Ok((stream, export))
+    }
+
+    /// Checks a first connection's export against the map.
+    fn check(&self, export: &Export) -> Result<(), NbdError> {
+        if export.size_bytes < self.map_bytes {
+            return Err(NbdError::TooSmall {
+                address: self.address.to_string(),
+                export_bytes: export.size_bytes,
+                map_bytes: self.map_bytes,
+            });
+        }
+        if !export.has(FLAG_READ_ONLY) && !export.has(FLAG_CAN_MULTI_CONN) {
+            return Err(NbdError::NoMultiConn {
+                address: self.address.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Connects once to check the export, then disconnects politely.
+    ///
+    /// # Errors
+    /// As [`NbdTarget::connect`].
+    pub fn probe(&self) -> Result<Export, NbdError> {
+        let (mut stream, export) = self.connect()?;
+        let disconnect = mpio_nbd::request::Request {
+            flags: 0,
+            command: CMD_DISC,
+            cookie: 0,
+            offset: 0,
+            length: 0,
+        };
+        // The server may already be gone; the export was checked anyway.
+        let _ = stream.set_timeouts(Some(self.connect_timeout));
+        let _ = stream.write_all(&disconnect.encode());
+        stream.shutdown();
+        Ok(export)
+    }
+}
+
+/// How `now` differs from `then` in what the client relies on, if it does.
+pub fn difference(then: &Export, now: &Export) -> Option<String> {
+    if now.size_bytes != then.size_bytes {
+        return Some(format!(
+            "size {} bytes, was {}",
+            now.size_bytes, then.size_bytes
+        ));
+    }
+    let changed = (now.flags ^ then.flags) & COMMAND_FLAGS;
+    if changed != 0 {
+        return Some(format!(
+            "transmission flags {:#06x}, were {:#06x} ({})",
+            now.flags & COMMAND_FLAGS,
+            then.flags & COMMAND_FLAGS,
+            flag_names(changed)
+        ));
+    }
+    if (now.min_block, now.max_payload) != (then.min_block, then.max_payload) {
+        return Some(format!(
+            "block sizes {}..{}, were {}..{}",
+            now.min_block, now.max_payload, then.min_block, then.max_payload
+        ));
+    }
+    None
+}
+
+/// The names of the command flags in `flags`.
+pub fn flag_names(flags: u16) -> String {
+    [
+        (FLAG_READ_ONLY, "READ_ONLY"),
+        (FLAG_SEND_FLUSH, "SEND_FLUSH"),
+        (FLAG_SEND_TRIM, "SEND_TRIM"),
+        (FLAG_SEND_WRITE_ZEROES, "SEND_WRITE_ZEROES"),
+        (FLAG_CAN_MULTI_CONN, "CAN_MULTI_CONN"),
+    ]
+    .iter()
+    .filter(|(flag, _)| flags & flag != 0)
+    .map(|(_, name)| format!("NBD_FLAG_{name}"))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+/// `export` with only the capabilities the map's paths share.
+fn narrow(export: Export, shared: &Shared) -> Export {
+    let optional = FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
+    Export {
+        flags: export.flags & !optional | export.flags & shared.flags,
+        min_block: shared.min_block,
+        max_payload: shared.max_payload,
+        ..export
+    }
+}
+
+/// A stream whose every read and write gives up at one deadline.
+struct Deadlined<'a> {
+    stream: &'a mut Stream,
+    deadline: Instant,
+}
+
+impl Deadlined<'_> {
+    /// Bounds the next socket call by the time left.
+    fn arm(&self) -> io::Result<()> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timed_out());
+        }
+        self.stream.set_timeouts(Some(left))
+    }
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the handshake outlived the connect timeout",
+    )
+}
+
+/// A socket timeout (`EAGAIN` from a timed read or write) as the
+/// deadline's error.
+fn at_deadline<T>(result: io::Result<T>) -> io::Result<T> {
+    result.map_err(|error| match error.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => timed_out(),
+        _ => error,
+    })
+}
+
+impl Read for Deadlined<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.arm()?;
+        at_deadline(self.stream.read(buf))
+    }
+}
+
+impl Write for Deadlined<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.arm()?;
+        at_deadline(self.stream.write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

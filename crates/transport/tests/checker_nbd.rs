@@ -1,0 +1,105 @@
+//! The path checker over NBD paths, on the real clock: a server that
+//! accepts and never answers does not hold a checker poll (the probe's
+//! connect runs in the background and counts against the probe timeout);
+//! a killed server's path is failed, and reinstated once it is back.
+
+mod support;
+
+use mpio_core::failback::Failback;
+use mpio_core::io::{PathError, PathOutcome};
+use mpio_core::map::MapOptions;
+use mpio_core::status::PathState;
+use mpio_transport::checker::{Checker, CheckerOptions, ProbeState};
+use mpio_transport::{Device, Transports};
+use std::os::unix::net::UnixListener;
+use std::time::{Duration, Instant};
+use support::{one_group_table, Server, TempDir};
+
+const SECOND: u64 = 1_000_000_000;
+
+fn options(probe_timeout_ns: u64) -> CheckerOptions {
+    CheckerOptions {
+        interval_ns: SECOND / 10,
+        probe_timeout_ns,
+        failback: Failback::Manual,
+        fail_active_paths: true,
+    }
+}
+
+fn state(device: &Device, path: usize) -> PathState {
+    device.map.status().groups[0].paths[path].state
+}
+
+/// Polls `checker` on the real clock until `condition`, each poll bounded.
+fn poll_until(checker: &mut Checker, what: &str, mut condition: impl FnMut(&Checker) -> bool) {
+    let start = Instant::now();
+    while !condition(checker) {
+        let before = Instant::now();
+        checker.poll(start.elapsed().as_nanos() as u64);
+        let took = before.elapsed();
+        // A poll waits on nothing; a blocking connect would take seconds.
+        assert!(
+            took < Duration::from_secs(2),
+            "one checker poll took {took:?}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what}: not in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_hung_nbd_server_does_not_stall_the_checker() {
+    let dir = TempDir::new("checker-nbd-hung");
+    let socket = dir.join("a.sock");
+    let mut server = Server::nbdkit(&socket, &["memory", "1M"]);
+    let table = one_group_table(1 << 20, &[server.uri()], false);
+    let device = Transports::new()
+        .build(&table, MapOptions::default())
+        .unwrap();
+    // The server hangs: its socket still accepts (the kernel does that),
+    // nothing answers.
+    server.kill();
+    let _listener = UnixListener::bind(&socket).unwrap();
+    let mut checker = Checker::new(&device, options(SECOND));
+    poll_until(&mut checker, "the probe times out", |checker| {
+        checker.path_checks()[0].probes > 0
+    });
+    let check = checker.path_checks()[0];
+    assert_eq!(check.state, ProbeState::Down);
+    assert_eq!(
+        check.last_outcome,
+        Some(PathOutcome::Path(PathError::Timeout))
+    );
+    assert_eq!(state(&device, 0), PathState::Failed);
+}
+
+#[test]
+fn a_killed_server_fails_its_path_and_is_reinstated_when_back() {
+    let dir = TempDir::new("checker-nbd");
+    let mut a = Server::nbdkit(&dir.join("a.sock"), &["memory", "1M"]);
+    let b = Server::nbdkit(&dir.join("b.sock"), &["memory", "1M"]);
+    let table = one_group_table(1 << 20, &[a.uri(), b.uri()], false);
+    let device = Transports::new()
+        .build(&table, MapOptions::default())
+        .unwrap();
+    let mut checker = Checker::new(&device, options(10 * SECOND));
+    poll_until(&mut checker, "both paths up", |checker| {
+        checker
+            .path_checks()
+            .iter()
+            .all(|check| check.state == ProbeState::Up)
+    });
+    a.kill();
+    poll_until(&mut checker, "a failed", |_| {
+        state(&device, 0) == PathState::Failed
+    });
+    assert_eq!(state(&device, 1), PathState::Active);
+    a.restart();
+    poll_until(&mut checker, "a reinstated", |_| {
+        state(&device, 0) == PathState::Active
+    });
+    assert!(checker.path_checks()[0].reinstated >= 1);
+}
