@@ -20,6 +20,7 @@ fn read(tag: u64) -> PathIo {
         offset: 0,
         len: 4096,
         buf: Buffer::zeroed(4096),
+        fua: false,
     }
 }
 

@@ -166,6 +166,7 @@ fn a_server_that_comes_back_different_is_a_path_error() {
             offset: 0,
             len: 4096,
             buf: mpio_core::io::Buffer::zeroed(4096),
+            fua: false,
         },
         0,
     );

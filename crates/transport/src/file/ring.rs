@@ -433,6 +433,7 @@ mod tests {
                     offset: 0,
                     len: 4096,
                     buf: Buffer::zeroed(4096),
+                    fua: false,
                 },
                 0,
             );

@@ -66,6 +66,7 @@ pub fn replay(input: &[u8]) -> Vec<PathCompletion> {
             offset,
             len,
             buf: Buffer::zeroed(len as usize),
+            fua: false,
         };
         connection.send(command, io).expect("a fresh socket pair");
     }
