@@ -67,6 +67,30 @@ fn flush_discard_and_write_zeroes_on_a_disk_file() {
 }
 
 #[test]
+fn fua_writes_discards_and_write_zeroes_complete_and_land() {
+    let dir = direct_dir();
+    let file = pattern_file(dir.path(), "lun", BYTES);
+    let device = device(&format!("file:{}", file.display()));
+    let mut queue = device.queue(8, 0);
+    let block = u64::from(BLOCK);
+    let mut ios = vec![
+        io(1, Op::Write, 0, filled(0x11)),
+        io(2, Op::Discard, block, Buffer::empty()),
+        io(3, Op::WriteZeroes, 2 * block, Buffer::empty()),
+    ];
+    for io in &mut ios {
+        io.fua = true;
+    }
+    for completion in run(&mut queue, ios) {
+        assert_eq!(completion.result, Ok(()), "op {}", completion.user_data);
+    }
+    let data = read_through(&device.paths[0], 3 * block);
+    assert!(block_of(&data, 0).iter().all(|&byte| byte == 0x11));
+    assert!(block_of(&data, 1).iter().all(|&byte| byte == 0));
+    assert!(block_of(&data, 2).iter().all(|&byte| byte == 0));
+}
+
+#[test]
 fn an_operation_the_file_system_lacks_is_a_target_error_not_a_path_failure() {
     let shm = std::path::Path::new("/dev/shm");
     if !shm.is_dir() {

@@ -19,6 +19,7 @@
 //! | flush | `fdatasync` (`IORING_OP_FSYNC`, `DATASYNC`) | same: the device's cache flush |
 //! | discard | `fallocate(PUNCH_HOLE \| KEEP_SIZE)`: reads back zeroes | same call: the kernel zeroes by unmapping, or answers `EOPNOTSUPP` |
 //! | write-zeroes | `fallocate(ZERO_RANGE \| KEEP_SIZE)` | same: the kernel's zero-out |
+//! | FUA | a write with `RWF_DSYNC`; a discard or write-zeroes followed by `fdatasync` before it completes | same (`RWF_DSYNC` on O_DIRECT is the device's FUA write) |
 //!
 //! Where the file system or device cannot do an operation (tmpfs has no
 //! `ZERO_RANGE`), the kernel's `EOPNOTSUPP` becomes

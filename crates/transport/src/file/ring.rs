@@ -71,6 +71,10 @@ struct InFlight {
     done_bytes: u32,
     /// Times sent again after `EAGAIN`/`EINTR`.
     again: u8,
+    /// A FUA discard or write-zeroes succeeded and its `fdatasync` is
+    /// what is in the kernel now (a FUA write needs none: it goes out
+    /// with `RWF_DSYNC`).
+    syncing: bool,
 }
 
 /// One thread's queue to one file path. See the module docs.
@@ -258,6 +262,13 @@ impl FileQueue {
                         return;
                     }
                 }
+                Op::Discard | Op::WriteZeroes if in_flight.io.fua && !in_flight.syncing => {
+                    // Durable only once synced: the same slot goes back
+                    // to the kernel as an `fdatasync`.
+                    in_flight.syncing = true;
+                    self.backlog.push_back(index);
+                    return;
+                }
                 Op::Flush | Op::Discard | Op::WriteZeroes => PathOutcome::Ok,
             }
         };
@@ -282,6 +293,9 @@ fn entry_for(index: u32, in_flight: &mut InFlight) -> squeue::Entry {
     let offset = io.offset.saturating_add(u64::from(done));
     let remaining = io.len - done;
     let entry = match io.op {
+        _ if in_flight.syncing => opcode::Fsync::new(file)
+            .flags(types::FsyncFlags::DATASYNC)
+            .build(),
         Op::Read => {
             let rest = &mut io.buf.as_mut_slice()[done as usize..];
             opcode::Read::new(file, rest.as_mut_ptr(), remaining)
@@ -290,8 +304,12 @@ fn entry_for(index: u32, in_flight: &mut InFlight) -> squeue::Entry {
         }
         Op::Write => {
             let rest = &io.buf.as_slice()[done as usize..];
+            // FUA: the kernel returns once the data is durable (a FUA
+            // write to the device under O_DIRECT).
+            let flags = if io.fua { libc::RWF_DSYNC } else { 0 };
             opcode::Write::new(file, rest.as_ptr(), remaining)
                 .offset(offset)
+                .rw_flags(flags)
                 .build()
         }
         Op::Flush => opcode::Fsync::new(file)
@@ -329,6 +347,7 @@ impl PathQueue for FileQueue {
             io,
             done_bytes: 0,
             again: 0,
+            syncing: false,
         };
         let index = match self.free.pop() {
             Some(index) => {
@@ -418,6 +437,49 @@ mod tests {
     use super::super::pipe;
     use super::*;
     use mpio_core::io::Buffer;
+
+    /// What a FUA I/O puts in the kernel: a write goes as one write (its
+    /// `RWF_DSYNC` is not visible in an entry's Debug form), a discard or
+    /// write-zeroes first as itself, then, once it succeeded, as an
+    /// `fdatasync` of the same slot.
+    #[test]
+    fn a_fua_discard_or_write_zeroes_is_synced_after_it() {
+        let op_code = |in_flight: &mut InFlight| {
+            let entry = format!("{:?}", entry_for(0, in_flight));
+            entry
+                .split("op_code: ")
+                .nth(1)
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|code| code.parse::<u8>().ok())
+                .unwrap()
+        };
+        for (op, code) in [
+            (Op::Discard, opcode::Fallocate::CODE),
+            (Op::WriteZeroes, opcode::Fallocate::CODE),
+            (Op::Write, opcode::Write::CODE),
+        ] {
+            let mut in_flight = InFlight {
+                io: PathIo {
+                    tag: 0,
+                    op,
+                    offset: 0,
+                    len: 4096,
+                    buf: if op == Op::Write {
+                        Buffer::zeroed(4096)
+                    } else {
+                        Buffer::empty()
+                    },
+                    fua: true,
+                },
+                done_bytes: 0,
+                again: 0,
+                syncing: false,
+            };
+            assert_eq!(op_code(&mut in_flight), code, "{op:?}");
+            in_flight.syncing = true;
+            assert_eq!(op_code(&mut in_flight), opcode::Fsync::CODE, "{op:?}");
+        }
+    }
 
     #[test]
     fn dropping_a_queue_cancels_and_reaps_what_the_kernel_holds() {

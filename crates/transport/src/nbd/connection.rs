@@ -67,6 +67,10 @@ struct InFlight {
     covered: Vec<(u32, u32)>,
     /// The first error chunk's outcome.
     error: Option<PathOutcome>,
+    /// A FUA write to a server that takes no FUA flag but caches: once
+    /// the write succeeds, a flush goes out for it, and the I/O completes
+    /// with the flush.
+    flush_after: bool,
 }
 
 /// Why a connection ended.
@@ -166,9 +170,15 @@ impl Connection {
         if self.send.capacity() < need {
             self.send.reserve_exact(need - self.send.len());
         }
+        let write_like = matches!(command, CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES);
+        let flush_after = io.fua
+            && write_like
+            && !self.export.has(FLAG_SEND_FUA)
+            && self.export.has(FLAG_SEND_FLUSH);
         let cookie = self.in_flight.insert(InFlight {
             io,
             command,
+            flush_after,
             received: 0,
             // Room for two ranges up front: a list first used by a write
             // must not allocate when a read reuses it.
@@ -195,12 +205,25 @@ impl Connection {
             let Some(in_flight) = self.in_flight.get(cookie) else {
                 continue;
             };
+            // FUA where the server takes it; a server without it either
+            // caches nothing (no SEND_FLUSH) or gets a flush after the
+            // write (`flush_after`).
+            let fua = in_flight.io.fua
+                && matches!(in_flight.command, CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES)
+                && self.export.has(FLAG_SEND_FUA);
+            // A flush has no range (the protocol wants 0 and 0), whatever
+            // the I/O it is for says: a FUA write's follow-up flush has one.
+            let (offset, length) = if in_flight.command == CMD_FLUSH {
+                (0, 0)
+            } else {
+                (in_flight.io.offset, in_flight.io.len)
+            };
             let request = Request {
-                flags: 0,
+                flags: if fua { CMD_FLAG_FUA } else { 0 },
                 command: in_flight.command,
                 cookie,
-                offset: in_flight.io.offset,
-                length: in_flight.io.len,
+                offset,
+                length,
             };
             self.send.extend_from_slice(&request.encode());
             if in_flight.command == CMD_WRITE {
@@ -239,7 +262,12 @@ impl Connection {
     pub fn poll(&mut self, completions: &mut Vec<PathCompletion>) -> Result<(), Broken> {
         let sent = self.flush();
         self.receive(completions)?;
-        sent
+        sent?;
+        // Flushes that FUA writes' replies queued go out now.
+        if !self.unsent.is_empty() {
+            self.flush()?;
+        }
+        Ok(())
     }
 
     /// Parses what the receive buffer holds, then reads and parses until
@@ -266,6 +294,32 @@ impl Connection {
             }
         }
         Ok(())
+    }
+
+    /// Completes `in_flight` with `outcome`, or, for a FUA write that
+    /// succeeded on a server without FUA, sends the flush that makes it
+    /// durable and completes it with that instead. (The write's table
+    /// entry was just freed, so the flush takes its place without
+    /// allocating.)
+    fn finish(
+        &mut self,
+        mut in_flight: InFlight,
+        outcome: PathOutcome,
+        completions: &mut Vec<PathCompletion>,
+    ) {
+        if in_flight.flush_after && outcome == PathOutcome::Ok {
+            in_flight.flush_after = false;
+            in_flight.command = CMD_FLUSH;
+            in_flight.received = 0;
+            let cookie = self.in_flight.insert(in_flight);
+            self.unsent.push_back(cookie);
+            return;
+        }
+        completions.push(PathCompletion {
+            tag: in_flight.io.tag,
+            buf: in_flight.io.buf,
+            outcome,
+        });
     }
 
     /// Ends the connection (both directions, so a server that still holds
@@ -371,11 +425,7 @@ impl Connection {
         } else {
             classify(reply.error)
         };
-        completions.push(PathCompletion {
-            tag: in_flight.io.tag,
-            buf: in_flight.io.buf,
-            outcome,
-        });
+        self.finish(in_flight, outcome, completions);
         Ok(Some(total))
     }
 
@@ -474,11 +524,7 @@ impl Connection {
                 None => PathOutcome::Ok,
             };
             let received = in_flight.received;
-            completions.push(PathCompletion {
-                tag: in_flight.io.tag,
-                buf: in_flight.io.buf,
-                outcome,
-            });
+            self.finish(in_flight, outcome, completions);
             if short {
                 return Err(Broken(format!(
                     "read of {expected} bytes answered with {received} (overlapping or missing chunks)"

@@ -27,8 +27,12 @@
 //! flush completes at once (as the kernel does for a write-through
 //! device). Writes to a read-only export, ranges beyond the export,
 //! offsets and lengths that break its minimum block size and payloads
-//! above its maximum complete at once with target errors. `CMD_FLAG_FUA`
-//! is never set: the core's I/O carries no FUA request yet.
+//! above its maximum complete at once with target errors. A FUA write,
+//! trim or write-zeroes ([`mpio_core::queue::PathIo::fua`]) carries
+//! `CMD_FLAG_FUA` when the export advertises `SEND_FUA`; to an export that
+//! caches (`SEND_FLUSH`) but takes no FUA, it goes out plain and is
+//! followed by a `CMD_FLUSH`, and the I/O completes with that flush; an
+//! export with neither caches nothing, so the plain command is durable.
 //!
 //! # Errors
 //! Server errors are classified by [`connection::classify`]: EIO (what
