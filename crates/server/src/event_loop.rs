@@ -179,10 +179,14 @@ impl EventLoop {
         } else {
             self.idle_turns + 1
         };
-        for index in std::mem::take(&mut self.active) {
+        // Taken and put back (cleared), so its capacity is reused.
+        let mut active = std::mem::take(&mut self.active);
+        for &index in &active {
             self.slots[index].active = false;
             self.send(index);
         }
+        active.clear();
+        self.active = active;
     }
 
     /// Takes the connections the acceptor handed over.

@@ -28,6 +28,7 @@ pub mod acceptor;
 pub mod connection;
 pub mod event_loop;
 pub mod export;
+pub mod fuzz;
 pub mod handshake;
 pub mod pool;
 pub mod reply;
