@@ -59,13 +59,19 @@ pub fn session(bytes: &[u8]) -> usize {
     let mut sink = [0; 4096];
     let mut handed = 0;
     for _ in 0..MAX_TURNS {
-        connection.receive(&export, &mut pool, &mut |request| incoming.push(request), &mut |_| {});
+        connection.receive(
+            &export,
+            &mut pool,
+            &mut |request| incoming.push(request),
+            &mut |_| {},
+        );
         for request in incoming.drain(..) {
             check(&request, &export);
             handed += 1;
             let held = request.buf.len();
             if request.op == Op::Read {
-                let header = ReplyHeader::read(request.cookie, false, request.offset, request.length);
+                let header =
+                    ReplyHeader::read(request.cookie, false, request.offset, request.length);
                 connection.reply(header, Some(request.buf), held, &mut pool);
             } else {
                 pool.give(request.buf);
@@ -100,5 +106,8 @@ fn check(request: &Incoming, export: &Export) {
         let end = request.offset + u64::from(request.length);
         assert!(end <= export.size_bytes, "{request:?} beyond the export");
     }
-    assert!(!(export.read_only && request.op.is_write()), "a write to a read-only export");
+    assert!(
+        !(export.read_only && request.op.is_write()),
+        "a write to a read-only export"
+    );
 }
