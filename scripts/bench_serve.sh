@@ -9,8 +9,11 @@
 # all on unix sockets in a temporary directory, servers started before
 # and killed after each run. One round runs every server at every job
 # count in turn (interleaved, so a noisy neighbour hits all alike);
-# ROUNDS rounds repeat it. Knobs (environment): RUNTIME seconds per run
-# (10), ROUNDS (3), JOBS job counts ("1 <cores>").
+# ROUNDS rounds repeat it. Besides IOPS, each run reports the server's
+# CPU time per I/O (user + system, from /proc/PID/stat over the run):
+# unlike IOPS it hardly moves when other work shares the machine. Knobs
+# (environment): RUNTIME seconds per run (10), ROUNDS (3), JOBS job
+# counts ("1 <cores>").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,19 +58,28 @@ start() {
   exit 1
 }
 
-printf '%-6s %-9s %-5s %12s\n' round server jobs IOPS
+# cpu_ticks PID: user + system clock ticks the process used so far.
+cpu_ticks() {
+  awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+ticks_per_second=$(getconf CLK_TCK)
+
+printf '%-6s %-9s %-5s %12s %14s\n' round server jobs IOPS 'server-ns/IO'
 for round in $(seq "$rounds"); do
   for numjobs in $jobs; do
     for server in mpio nbdkit qemu-nbd; do
       start "$server"
+      ticks_before=$(cpu_ticks "$pid")
       # fio prints a line of its own to stdout: the JSON goes to a file.
       fio --name=serve --ioengine=nbd --uri="nbd+unix:///mpio?socket=$dir/s.sock" \
         --rw=randread --bs=4k --iodepth=32 --numjobs="$numjobs" --group_reporting \
         --time_based --runtime="$runtime" --size="$size" \
         --output-format=json --output="$dir/fio.json" >/dev/null
-      iops=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["jobs"][0]["read"]["iops"]))' "$dir/fio.json")
+      ticks=$(($(cpu_ticks "$pid") - ticks_before))
+      read -r iops ios < <(python3 -c 'import json,sys; r = json.load(open(sys.argv[1]))["jobs"][0]["read"]; print(int(r["iops"]), r["total_ios"])' "$dir/fio.json")
       stop_server
-      printf '%-6s %-9s %-5s %12s\n' "$round" "$server" "$numjobs" "$iops"
+      ns_per_io=$((ticks * 1000000000 / ticks_per_second / ios))
+      printf '%-6s %-9s %-5s %12s %14s\n' "$round" "$server" "$numjobs" "$iops" "$ns_per_io"
     done
   done
 done

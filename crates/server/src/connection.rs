@@ -131,6 +131,8 @@ pub struct Connection {
     pub readable: bool,
     /// Writable since the last `WouldBlock`.
     pub writable: bool,
+    /// The poller reported the client's side closed: read to the end.
+    pub peer_closed: bool,
     phase: Phase,
     input: Box<[u8]>,
     head: usize,
@@ -155,6 +157,7 @@ impl Connection {
             stream,
             readable: false,
             writable: false,
+            peer_closed: false,
             phase: Phase::Handshake(handshake),
             input: vec![0; INPUT_LEN].into_boxed_slice(),
             head: 0,
@@ -227,15 +230,15 @@ impl Connection {
             if !self.readable || !self.has_room() || self.ending.is_some() {
                 return Ok(());
             }
-            let result = match &mut self.receiving {
+            let (result, requested) = match &mut self.receiving {
                 Receiving::Payload { incoming, filled } => {
-                    let result = self
-                        .stream
-                        .read(&mut incoming.buf.as_mut_slice()[*filled..]);
+                    let space = &mut incoming.buf.as_mut_slice()[*filled..];
+                    let requested = space.len();
+                    let result = self.stream.read(space);
                     if let Ok(count) = result {
                         *filled += count;
                     }
-                    result
+                    (result, requested)
                 }
                 _ => {
                     if self.tail == self.input.len() {
@@ -243,14 +246,24 @@ impl Connection {
                         self.tail -= self.head;
                         self.head = 0;
                     }
+                    let requested = self.input.len() - self.tail;
                     let result = self.stream.read(&mut self.input[self.tail..]);
                     if let Ok(count) = result {
                         self.tail += count;
                     }
-                    result
+                    (result, requested)
                 }
             };
             match result {
+                // A short read drained the socket: skip the read that
+                // would only say `WouldBlock`. Any byte arriving later
+                // raises a new edge (epoll signals every arrival), as
+                // tokio also relies on. Not once the client closed its
+                // side: its end of file came with the bytes, in an edge
+                // already consumed, so read on to see it.
+                Ok(count) if count > 0 && count < requested && !self.peer_closed => {
+                    self.readable = false;
+                }
                 Ok(0) => {
                     let partial =
                         self.tail > self.head || !matches!(self.receiving, Receiving::Header);

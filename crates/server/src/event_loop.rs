@@ -150,6 +150,9 @@ impl EventLoop {
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     connection.readable = true;
                 }
+                if event.is_read_closed() || event.is_error() {
+                    connection.peer_closed = true;
+                }
                 if event.is_writable() || event.is_write_closed() || event.is_error() {
                     connection.writable = true;
                 }

@@ -54,6 +54,8 @@ pub fn session(bytes: &[u8]) -> usize {
     let mut connection = Connection::new(Stream::Unix(server));
     connection.readable = true;
     connection.writable = true;
+    // The client's side is shut, as the poller would report.
+    connection.peer_closed = true;
     let mut pool = BufferPool::default();
     let mut incoming = Vec::new();
     let mut sink = [0; 4096];
