@@ -13,7 +13,8 @@
 # CPU time per I/O (user + system, from /proc/PID/stat over the run):
 # unlike IOPS it hardly moves when other work shares the machine. Knobs
 # (environment): RUNTIME seconds per run (10), ROUNDS (3), JOBS job
-# counts ("1 <cores>").
+# counts ("1 <cores>"), SERVERS ("mpio nbdkit qemu-nbd"; `mpio-nospin` is
+# mpio serve with --idle-spin-us 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,7 @@ runtime=${RUNTIME:-10}
 rounds=${ROUNDS:-3}
 cores=$(nproc)
 jobs=${JOBS:-"1 $cores"}
+servers=${SERVERS:-"mpio nbdkit qemu-nbd"}
 size=1G
 sectors=$((1024 * 2048))
 
@@ -39,8 +41,10 @@ trap 'stop_server; rm -rf "$dir"' EXIT
 start() {
   local socket=$dir/s.sock
   case $1 in
-    mpio)
-      "$mpio" serve --socket "$socket" \
+    mpio | mpio-nospin)
+      local spin=25
+      [[ $1 == mpio-nospin ]] && spin=0
+      "$mpio" serve --socket "$socket" --idle-spin-us "$spin" \
         --table "0 $sectors multipath 0 0 1 1 round-robin 0 2 1 null:$size 1 null:$size 1" >/dev/null &
       ;;
     nbdkit) nbdkit --foreground --unix "$socket" --exportname mpio null "$size" & ;;
@@ -67,7 +71,7 @@ ticks_per_second=$(getconf CLK_TCK)
 printf '%-6s %-9s %-5s %12s %14s\n' round server jobs IOPS 'server-ns/IO'
 for round in $(seq "$rounds"); do
   for numjobs in $jobs; do
-    for server in mpio nbdkit qemu-nbd; do
+    for server in $servers; do
       start "$server"
       ticks_before=$(cpu_ticks "$pid")
       # fio prints a line of its own to stdout: the JSON goes to a file.

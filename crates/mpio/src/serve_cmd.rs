@@ -42,6 +42,10 @@ pub struct ServeArgs {
     /// Most client connections at once.
     #[arg(long, default_value_t = 128)]
     max_connections: usize,
+    /// After work, how long (µs) each event loop polls before sleeping
+    /// (0: sleep at once; saves CPU, costs latency).
+    #[arg(long, default_value_t = 25)]
+    idle_spin_us: u64,
 }
 
 /// Runs `mpio serve` until the process is killed.
@@ -70,6 +74,7 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         loops: args.loops,
         queue_depth: args.queue_depth,
         max_connections: args.max_connections,
+        idle_spin_us: args.idle_spin_us,
     };
     let server = Server::start(&config, device).map_err(|error| error.to_string())?;
     let export = server.export();

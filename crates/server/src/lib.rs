@@ -37,7 +37,7 @@ pub mod stats;
 pub mod stream;
 
 use acceptor::{Listener, LoopInbox};
-use event_loop::EventLoop;
+use event_loop::{EventLoop, LoopSettings};
 pub use export::Export;
 use mio::{Poll, Waker};
 use mpio_transport::Device;
@@ -66,6 +66,9 @@ pub struct ServerConfig {
     pub queue_depth: usize,
     /// Most connections open at once; more are closed as they arrive.
     pub max_connections: usize,
+    /// After work, how long (µs) an event loop polls before sleeping;
+    /// 0: sleep at once. See [`event_loop`].
+    pub idle_spin_us: u64,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +81,7 @@ impl Default for ServerConfig {
             loops: 0,
             queue_depth: 256,
             max_connections: 128,
+            idle_spin_us: 25,
         }
     }
 }
@@ -223,12 +227,15 @@ impl Server {
                 Arc::clone(&export),
                 Arc::clone(&shared),
             );
-            let depth = config.queue_depth;
+            let settings = LoopSettings {
+                cpu: index as u32,
+                queue_depth: config.queue_depth,
+                idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
+            };
             let thread = std::thread::Builder::new()
                 .name(format!("mpio-serve-{index}"))
                 .spawn(move || {
-                    EventLoop::new(poll, &device, depth, index as u32, export, shared, receiver)
-                        .run();
+                    EventLoop::new(poll, &device, settings, export, shared, receiver).run();
                 })?;
             server.loops.push((thread, Arc::clone(&waker)));
             inboxes.push(LoopInbox { sender, waker });

@@ -40,6 +40,25 @@ fn nbdinfo_sees_size_flags_and_multi_conn() {
     assert!(json.contains("\"is_read_only\": true"), "{json}");
 }
 
+#[test]
+fn nbdinfo_reaches_the_export_over_tcp_on_loopback() {
+    require("nbdinfo", "libnbd-bin");
+    let server = TestServer::start(mpio_server::ServerConfig {
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        loops: 1,
+        ..Default::default()
+    });
+    let address = server.server.tcp_address().unwrap();
+    assert!(address.ip().is_loopback() && address.port() != 0);
+    let uri = format!("nbd://{address}/mpio");
+    assert_eq!(server.server.uris()[1], uri);
+    let json = run_ok("nbdinfo", &["--json", &uri]);
+    assert!(
+        json.contains(&format!("\"export-size\": {MAP_BYTES}")),
+        "{json}"
+    );
+}
+
 /// nbdcopy a pattern in, then out, and compares byte for byte.
 fn nbdcopy_round_trip(server: &TestServer, seed: u64) {
     let input = server.dir.join("in.bin");

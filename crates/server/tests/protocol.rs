@@ -57,6 +57,46 @@ fn every_command_works_and_write_zeroes_reads_back_zero() {
     assert!(client.closed_by_server());
 }
 
+/// I/Os the map's three ports completed.
+fn port_completions(server: &TestServer) -> u64 {
+    ["a", "b", "c"]
+        .iter()
+        .map(|port| server.transports.port("disk", port).completed())
+        .sum()
+}
+
+#[test]
+fn a_flush_reaches_a_path_and_fua_adds_one() {
+    let server = TestServer::default_two_loops();
+    let mut writer = RawClient::ready(server.socket());
+    let mut flusher = RawClient::ready(server.socket());
+    let before = port_completions(&server);
+    writer.request(CMD_WRITE, 1, 0, 4096, &[3; 4096]);
+    assert_eq!(writer.simple_reply(0).0, 0);
+    // Multi-conn: a flush on another connection goes to the storage,
+    // which every path (and so every connection's writes) shares.
+    flusher.request(CMD_FLUSH, 2, 0, 0, &[]);
+    assert_eq!(flusher.simple_reply(0).0, 0);
+    assert_eq!(port_completions(&server) - before, 2, "a write and a flush");
+    writer.send(
+        &mpio_nbd::request::Request {
+            flags: CMD_FLAG_FUA,
+            command: CMD_WRITE,
+            cookie: 3,
+            offset: 0,
+            length: 4096,
+        }
+        .encode(),
+    );
+    writer.send(&[4; 4096]);
+    assert_eq!(writer.simple_reply(0).0, 0);
+    assert_eq!(
+        port_completions(&server) - before,
+        4,
+        "a FUA write is a write and a flush"
+    );
+}
+
 #[test]
 fn structured_replies_carry_data_and_errors_in_chunks() {
     let server = TestServer::default_two_loops();
