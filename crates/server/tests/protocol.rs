@@ -200,6 +200,7 @@ fn bad_handshakes_are_refused_and_the_server_serves_on() {
 fn bad_requests_get_errors_and_the_connection_serves_on() {
     let server = TestServer::default_two_loops();
     let mut client = RawClient::ready(server.socket());
+    let before = port_completions(&server);
     let cases = [
         (CMD_READ, MAP_BYTES - 512, 1024, EINVAL),
         (CMD_READ, 0, (32 << 20) + 1, EINVAL),
@@ -215,6 +216,11 @@ fn bad_requests_get_errors_and_the_connection_serves_on() {
     // next request on the connection is served.
     client.request(CMD_WRITE, 10, MAP_BYTES, 4096, &[1; 4096]);
     assert_eq!(client.simple_reply(0), (ENOSPC, 10, vec![]));
+    assert_eq!(
+        port_completions(&server),
+        before,
+        "a refused request reached a path"
+    );
     client.request(CMD_READ, 11, 0, 512, &[]);
     assert_eq!(client.simple_reply(512).0, 0);
     assert_eq!(server.server.stats().requests_refused, 6);
