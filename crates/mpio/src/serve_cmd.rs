@@ -75,6 +75,7 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         queue_depth: args.queue_depth,
         max_connections: args.max_connections,
         idle_spin_us: args.idle_spin_us,
+        ..ServerConfig::default()
     };
     let server = Server::start(&config, device).map_err(|error| error.to_string())?;
     let export = server.export();

@@ -176,6 +176,21 @@ impl Connection {
         self.in_flight < MAX_IN_FLIGHT && self.in_flight_bytes < MAX_IN_FLIGHT_BYTES
     }
 
+    /// True until the client chose the export.
+    pub fn in_handshake(&self) -> bool {
+        matches!(self.phase, Phase::Handshake(_))
+    }
+
+    /// Ends a handshake that took too long (the connection is then
+    /// broken: the loop closes it).
+    pub fn time_out(&mut self, limit_ms: u64) {
+        if self.ending.is_none() {
+            self.ending = Some(Ending::Protocol(format!(
+                "handshake not finished within {limit_ms} ms"
+            )));
+        }
+    }
+
     /// True once the client negotiated structured replies.
     pub fn is_structured(&self) -> bool {
         matches!(self.phase, Phase::Transmission { structured: true })

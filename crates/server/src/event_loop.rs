@@ -20,6 +20,9 @@
 //! When the queue holds its depth of I/Os, further requests wait in the
 //! loop (in arrival order) until completions free slots; each connection
 //! bounds what it has at the map ([`crate::connection::MAX_IN_FLIGHT`]).
+//! A connection still in its handshake [`LoopSettings::handshake_timeout_ms`]
+//! after it arrived is closed (checked every 100 ms while any is), so idle
+//! clients cannot hold the server's connection slots.
 //!
 //! # Clients that vanish
 //! A connection whose socket or protocol fails is closed at once; its
@@ -51,6 +54,8 @@ pub const WAKER: Token = Token(usize::MAX);
 const SPIN_TURNS: u32 = 64;
 /// How long the loop sleeps between map polls after spinning.
 const BUSY_SLEEP: Duration = Duration::from_micros(100);
+/// How often a loop with connections in their handshake checks their age.
+const SCAN_INTERVAL: Duration = Duration::from_millis(100);
 /// How long a stopping loop waits for I/O in flight to finish.
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
@@ -59,6 +64,8 @@ struct Slot {
     connection: Option<Connection>,
     generation: u32,
     active: bool,
+    /// When the connection arrived (for the handshake timeout).
+    arrived_ns: u64,
 }
 
 /// A request at the map.
@@ -87,6 +94,9 @@ pub struct LoopSettings {
     /// After a turn with work, how long the loop keeps polling without
     /// sleeping before it blocks in the poller (see the module docs).
     pub idle_spin_ns: u64,
+    /// A connection still in the handshake this long after it arrived
+    /// is closed.
+    pub handshake_timeout_ms: u64,
 }
 
 /// One loop's state. See the module docs.
@@ -110,6 +120,11 @@ pub struct EventLoop {
     /// After work, poll without sleeping for this long before blocking.
     idle_spin_ns: u64,
     last_work_ns: u64,
+    handshake_timeout_ms: u64,
+    /// Some connection was in the handshake at the last scan (or arrived
+    /// since): the loop wakes to scan again.
+    handshaking: bool,
+    next_scan_ns: u64,
 }
 
 impl EventLoop {
@@ -143,6 +158,9 @@ impl EventLoop {
             idle_turns: 0,
             idle_spin_ns: settings.idle_spin_ns,
             last_work_ns: 0,
+            handshake_timeout_ms: settings.handshake_timeout_ms,
+            handshaking: false,
+            next_scan_ns: 0,
         }
     }
 
@@ -154,6 +172,7 @@ impl EventLoop {
                 (false, _) if now_ns().saturating_sub(self.last_work_ns) < self.idle_spin_ns => {
                     Some(Duration::ZERO)
                 }
+                (false, _) if self.handshaking => Some(SCAN_INTERVAL),
                 (false, _) => None,
                 (true, true) => Some(Duration::ZERO),
                 (true, false) => Some(BUSY_SLEEP),
@@ -196,6 +215,11 @@ impl EventLoop {
                 }
                 self.adopt();
             }
+            let now = now_ns();
+            if self.handshaking && now >= self.next_scan_ns {
+                self.next_scan_ns = now + SCAN_INTERVAL.as_nanos() as u64;
+                self.time_out_handshakes(now);
+            }
             self.turn();
         }
         self.shut_down();
@@ -223,6 +247,28 @@ impl EventLoop {
         self.active = active;
     }
 
+    /// Ends the handshakes older than the limit; notes whether any
+    /// connection is still in its handshake.
+    fn time_out_handshakes(&mut self, now: u64) {
+        let limit_ns = self.handshake_timeout_ms.saturating_mul(1_000_000);
+        self.handshaking = false;
+        for index in 0..self.slots.len() {
+            let slot = &mut self.slots[index];
+            let Some(connection) = slot.connection.as_mut() else {
+                continue;
+            };
+            if !connection.in_handshake() || connection.ending().is_some() {
+                continue;
+            }
+            if now.saturating_sub(slot.arrived_ns) >= limit_ns {
+                connection.time_out(self.handshake_timeout_ms);
+                mark_active(&mut self.slots, &mut self.active, index);
+            } else {
+                self.handshaking = true;
+            }
+        }
+    }
+
     /// Takes the connections the acceptor handed over.
     fn adopt(&mut self) {
         while let Ok(mut stream) = self.incoming.try_recv() {
@@ -231,6 +277,7 @@ impl EventLoop {
                     connection: None,
                     generation: 0,
                     active: false,
+                    arrived_ns: 0,
                 });
                 self.slots.len() - 1
             });
@@ -248,6 +295,8 @@ impl EventLoop {
             let mut connection = Connection::new(stream);
             connection.writable = true;
             self.slots[index].connection = Some(connection);
+            self.slots[index].arrived_ns = now_ns();
+            self.handshaking = true;
             mark_active(&mut self.slots, &mut self.active, index);
         }
     }

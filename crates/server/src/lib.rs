@@ -69,6 +69,9 @@ pub struct ServerConfig {
     /// After work, how long (µs) an event loop polls before sleeping;
     /// 0: sleep at once. See [`event_loop`].
     pub idle_spin_us: u64,
+    /// A client that has not chosen the export this long (ms) after it
+    /// connected is disconnected.
+    pub handshake_timeout_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +85,7 @@ impl Default for ServerConfig {
             queue_depth: 256,
             max_connections: 128,
             idle_spin_us: 25,
+            handshake_timeout_ms: 30_000,
         }
     }
 }
@@ -231,6 +235,7 @@ impl Server {
                 cpu: index as u32,
                 queue_depth: config.queue_depth,
                 idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
+                handshake_timeout_ms: config.handshake_timeout_ms,
             };
             let thread = std::thread::Builder::new()
                 .name(format!("mpio-serve-{index}"))

@@ -326,3 +326,25 @@ fn a_flood_of_connections_is_capped() {
     });
     still_serves(server.socket());
 }
+
+#[test]
+fn a_client_idle_in_the_handshake_is_disconnected() {
+    let server = TestServer::start(ServerConfig {
+        loops: 1,
+        handshake_timeout_ms: 200,
+        ..ServerConfig::default()
+    });
+    let mut idle = RawClient::connect(server.socket());
+    idle.greet();
+    // Never chooses an export: closed after the timeout.
+    assert!(idle.closed_by_server());
+    wait_until("the idle connection to count as an error", || {
+        server.server.stats().protocol_errors == 1
+    });
+    // A client that finishes its handshake in time keeps its connection
+    // past the timeout.
+    let mut client = RawClient::ready(server.socket());
+    std::thread::sleep(Duration::from_millis(400));
+    client.request(CMD_READ, 1, 0, 512, &[]);
+    assert_eq!(client.simple_reply(512).0, 0);
+}
