@@ -115,6 +115,8 @@ fn fio_verify(server: &TestServer) {
             "--verify=crc32c",
             "--do_verify=1",
             "--verify_fatal=1",
+            // No verify state files left in the working directory.
+            "--verify_state_save=0",
             "--output-format=terse",
         ],
     );
