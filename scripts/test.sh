@@ -8,9 +8,10 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # Debian packages the tests drive as real peers: nbdkit (memory, null,
 # pattern, file plugins; error, delay, pause, nozero, rate filters) and
-# qemu-nbd (qemu-utils) serve the nbd transport's tests; libnbd-bin gives
-# nbdinfo for poking at them by hand.
-packages=(nbdkit libnbd-bin qemu-utils)
+# qemu-nbd (qemu-utils) serve the nbd transport's tests; the NBD server's
+# tests point real clients at `mpio serve`: nbdinfo and nbdcopy
+# (libnbd-bin), qemu-img (qemu-utils) and fio's nbd engine (fio).
+packages=(nbdkit libnbd-bin qemu-utils fio)
 if ((${#packages[@]})); then
   missing=()
   for package in "${packages[@]}"; do

@@ -1,10 +1,12 @@
 //! `mpio`: multipath block I/O in userspace.
 //!
-//! Verbs: `bench` (measure a map against the raw path), `table check`
+//! Verbs: `serve` (export a map over NBD; with no arguments, a demo
+//! map), `bench` (measure a map against the raw path), `table check`
 //! (validate a dm table and print its canonical form), `sim` (the
 //! deterministic simulator: run seeds, replay one).
 
 mod bench;
+mod serve_cmd;
 mod sim_cmd;
 mod table_cmd;
 
@@ -21,6 +23,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Export a map over NBD (default: a demo map of memory paths on a unix socket).
+    Serve(serve_cmd::ServeArgs),
     /// Run a fio-like load against a map (default: 8 null paths, round-robin) or the raw path.
     Bench(bench::BenchArgs),
     /// dm table tools.
@@ -33,6 +37,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match &cli.command {
+        Command::Serve(args) => serve_cmd::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Table(command) => table_cmd::main(command),
         Command::Sim(args) => sim_cmd::main(args),

@@ -137,6 +137,7 @@ pub struct PortControl {
     /// it last saw to drop what it had in flight.
     disconnects: AtomicU64,
     completed: AtomicU64,
+    fua_completed: AtomicU64,
 }
 
 const OUTCOMES: [PathOutcome; 10] = [
@@ -196,6 +197,11 @@ impl PortControl {
         self.completed.load(Ordering::Relaxed)
     }
 
+    /// Of those, the ones that asked for force unit access.
+    pub fn fua_completed(&self) -> u64 {
+        self.fua_completed.load(Ordering::Relaxed)
+    }
+
     fn mode(&self) -> u8 {
         self.mode.load(Ordering::Acquire)
     }
@@ -239,7 +245,11 @@ impl MemoryQueue {
             None => {
                 let outcome = self.disk.apply(&mut io);
                 if outcome == PathOutcome::Ok {
+                    // Relaxed: statistics for tests and status.
                     self.control.completed.fetch_add(1, Ordering::Relaxed);
+                    if io.fua {
+                        self.control.fua_completed.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 outcome
             }

@@ -1,0 +1,498 @@
+//! One event loop: a thread with its own poller, its own connections and
+//! its own [`Queue`] over the map (the core's per-thread queue: no lock
+//! shared with the other loops on the I/O path).
+//!
+//! Each turn: wait for socket events (or not at all while the map holds
+//! I/O that must be polled), read every ready connection and submit what
+//! it asked, poll the map once for every completion, then send each
+//! touched connection's replies in one vectored write. Requests of one
+//! connection complete in whatever order the map finishes them.
+//!
+//! # Polling before sleeping
+//! After a turn with work the loop polls its sockets without sleeping for
+//! [`LoopSettings::idle_spin_ns`] (25 µs by default) before it blocks: a
+//! client that answers a batch of replies with its next requests within
+//! that time finds the loop awake, saving a sleep and a wake-up per
+//! batch (qemu's adaptive `poll-max-ns` does the same). A loop with no
+//! client traffic stops spinning after that time; 0 turns it off.
+//!
+//! # Bounds
+//! When the queue holds its depth of I/Os, further requests wait in the
+//! loop (in arrival order) until completions free slots; each connection
+//! bounds what it has at the map ([`crate::connection::MAX_IN_FLIGHT`]).
+//! A connection still in its handshake [`LoopSettings::handshake_timeout_ms`]
+//! after it arrived is closed (checked every 100 ms while any is), so idle
+//! clients cannot hold the server's connection slots.
+//!
+//! # Clients that vanish
+//! A connection whose socket or protocol fails is closed at once; its
+//! slot's generation moves on, so completions of its I/O still in flight
+//! find no connection and are dropped (their buffers reused).
+
+use crate::connection::{Connection, Ending, Incoming};
+use crate::export::{nbd_error, Export};
+use crate::pool::BufferPool;
+use crate::reply::ReplyHeader;
+use crate::stats::Counters;
+use crate::stream::Stream;
+use crate::Shared;
+use mio::{Events, Interest, Poll, Token};
+use mpio_core::io::{Completion, Io, Op};
+use mpio_core::queue::Queue;
+use mpio_transport::clock::now_ns;
+use mpio_transport::{AnyQueue, Device};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The token of the loop's waker (new connections, stop).
+pub const WAKER: Token = Token(usize::MAX);
+/// Turns without a completion during which the loop polls the map
+/// without sleeping, while I/O is in flight.
+const SPIN_TURNS: u32 = 64;
+/// How long the loop sleeps between map polls after spinning.
+const BUSY_SLEEP: Duration = Duration::from_micros(100);
+/// How often a loop with connections in their handshake checks their age.
+const SCAN_INTERVAL: Duration = Duration::from_millis(100);
+/// How long a stopping loop waits for I/O in flight to finish.
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+struct Slot {
+    connection: Option<Connection>,
+    generation: u32,
+    active: bool,
+    /// When the connection arrived (for the handshake timeout).
+    arrived_ns: u64,
+}
+
+/// A request at the map.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    slot: u32,
+    generation: u32,
+    cookie: u64,
+    offset: u64,
+    length: u32,
+    op: Op,
+    structured: bool,
+    /// Buffer bytes counted against the connection's bound.
+    held_bytes: usize,
+}
+
+/// How one loop runs.
+#[derive(Clone, Copy, Debug)]
+pub struct LoopSettings {
+    /// The CPU the loop's queue is for (its NUMA node).
+    pub cpu: u32,
+    /// Depth of the loop's queue over the map.
+    pub queue_depth: usize,
+    /// After a turn with work, how long the loop keeps polling without
+    /// sleeping before it blocks in the poller (see the module docs).
+    pub idle_spin_ns: u64,
+    /// A connection still in the handshake this long after it arrived
+    /// is closed.
+    pub handshake_timeout_ms: u64,
+}
+
+/// One loop's state. See the module docs.
+pub struct EventLoop {
+    poll: Poll,
+    events: Events,
+    queue: Queue<AnyQueue>,
+    export: Arc<Export>,
+    shared: Arc<Shared>,
+    incoming: Receiver<Stream>,
+    slots: Vec<Slot>,
+    free_slots: Vec<usize>,
+    requests: Vec<InFlight>,
+    free_requests: Vec<u32>,
+    waiting: VecDeque<Io>,
+    arrivals: Vec<Incoming>,
+    completions: Vec<Completion>,
+    active: Vec<usize>,
+    pool: BufferPool,
+    idle_turns: u32,
+    /// After work, poll without sleeping for this long before blocking.
+    idle_spin_ns: u64,
+    last_work_ns: u64,
+    handshake_timeout_ms: u64,
+    /// Some connection was in the handshake at the last scan (or arrived
+    /// since): the loop wakes to scan again.
+    handshaking: bool,
+    next_scan_ns: u64,
+}
+
+impl EventLoop {
+    /// A loop for `cpu` over `device`, taking new connections from
+    /// `incoming` (announced through its waker).
+    pub fn new(
+        poll: Poll,
+        device: &Device,
+        settings: LoopSettings,
+        export: Arc<Export>,
+        shared: Arc<Shared>,
+        incoming: Receiver<Stream>,
+    ) -> Self {
+        let depth = settings.queue_depth;
+        EventLoop {
+            poll,
+            events: Events::with_capacity(256),
+            queue: device.queue(depth, settings.cpu),
+            export,
+            shared,
+            incoming,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            requests: Vec::with_capacity(depth),
+            free_requests: Vec::with_capacity(depth),
+            waiting: VecDeque::with_capacity(depth),
+            arrivals: Vec::with_capacity(64),
+            completions: Vec::with_capacity(depth),
+            active: Vec::with_capacity(64),
+            pool: BufferPool::default(),
+            idle_turns: 0,
+            idle_spin_ns: settings.idle_spin_ns,
+            last_work_ns: 0,
+            handshake_timeout_ms: settings.handshake_timeout_ms,
+            handshaking: false,
+            next_scan_ns: 0,
+        }
+    }
+
+    /// Runs until the server stops.
+    pub fn run(mut self) {
+        loop {
+            let busy = self.queue.in_flight() > 0 || !self.waiting.is_empty();
+            let timeout = match (busy, self.idle_turns < SPIN_TURNS) {
+                (false, _) if now_ns().saturating_sub(self.last_work_ns) < self.idle_spin_ns => {
+                    Some(Duration::ZERO)
+                }
+                (false, _) if self.handshaking => Some(SCAN_INTERVAL),
+                (false, _) => None,
+                (true, true) => Some(Duration::ZERO),
+                (true, false) => Some(BUSY_SLEEP),
+            };
+            if let Err(error) = self.poll.poll(&mut self.events, timeout) {
+                if error.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                eprintln!("mpio serve: event loop stops: poll failed: {error}");
+                break;
+            }
+            if !self.events.is_empty() {
+                self.last_work_ns = now_ns();
+            }
+            let mut woken = false;
+            for event in self.events.iter() {
+                if event.token() == WAKER {
+                    woken = true;
+                    continue;
+                }
+                let index = event.token().0;
+                let Some(connection) = self.slots[index].connection.as_mut() else {
+                    continue;
+                };
+                if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    connection.readable = true;
+                }
+                if event.is_read_closed() || event.is_error() {
+                    connection.peer_closed = true;
+                }
+                if event.is_writable() || event.is_write_closed() || event.is_error() {
+                    connection.writable = true;
+                }
+                mark_active(&mut self.slots, &mut self.active, index);
+            }
+            if woken {
+                // Acquire: pairs with the Release store in `Server::stop`.
+                if self.shared.stop.load(Ordering::Acquire) {
+                    break;
+                }
+                self.adopt();
+            }
+            let now = now_ns();
+            if self.handshaking && now >= self.next_scan_ns {
+                self.next_scan_ns = now + SCAN_INTERVAL.as_nanos() as u64;
+                self.time_out_handshakes(now);
+            }
+            self.turn();
+        }
+        self.shut_down();
+    }
+
+    /// Reads, submits, completes and sends, once.
+    fn turn(&mut self) {
+        for at in 0..self.active.len() {
+            let index = self.active[at];
+            self.receive(index);
+        }
+        let completed = self.complete();
+        self.idle_turns = if completed > 0 {
+            0
+        } else {
+            self.idle_turns + 1
+        };
+        // Taken and put back (cleared), so its capacity is reused.
+        let mut active = std::mem::take(&mut self.active);
+        for &index in &active {
+            self.slots[index].active = false;
+            self.send(index);
+        }
+        active.clear();
+        self.active = active;
+    }
+
+    /// Ends the handshakes older than the limit; notes whether any
+    /// connection is still in its handshake.
+    fn time_out_handshakes(&mut self, now: u64) {
+        let limit_ns = self.handshake_timeout_ms.saturating_mul(1_000_000);
+        self.handshaking = false;
+        for index in 0..self.slots.len() {
+            let slot = &mut self.slots[index];
+            let Some(connection) = slot.connection.as_mut() else {
+                continue;
+            };
+            if !connection.in_handshake() || connection.ending().is_some() {
+                continue;
+            }
+            if now.saturating_sub(slot.arrived_ns) >= limit_ns {
+                connection.time_out(self.handshake_timeout_ms);
+                mark_active(&mut self.slots, &mut self.active, index);
+            } else {
+                self.handshaking = true;
+            }
+        }
+    }
+
+    /// Takes the connections the acceptor handed over.
+    fn adopt(&mut self) {
+        while let Ok(mut stream) = self.incoming.try_recv() {
+            let index = self.free_slots.pop().unwrap_or_else(|| {
+                self.slots.push(Slot {
+                    connection: None,
+                    generation: 0,
+                    active: false,
+                    arrived_ns: 0,
+                });
+                self.slots.len() - 1
+            });
+            let registered = self.poll.registry().register(
+                &mut stream,
+                Token(index),
+                Interest::READABLE | Interest::WRITABLE,
+            );
+            if let Err(error) = registered {
+                eprintln!("mpio serve: cannot watch a new connection: {error}");
+                self.free_slots.push(index);
+                self.shared.release_connection();
+                continue;
+            }
+            let mut connection = Connection::new(stream);
+            connection.writable = true;
+            self.slots[index].connection = Some(connection);
+            self.slots[index].arrived_ns = now_ns();
+            self.handshaking = true;
+            mark_active(&mut self.slots, &mut self.active, index);
+        }
+    }
+
+    /// Reads connection `index` and submits its requests.
+    fn receive(&mut self, index: usize) {
+        let Some(connection) = self.slots[index].connection.as_mut() else {
+            return;
+        };
+        if connection.ending().is_some() || !connection.readable {
+            return;
+        }
+        let arrivals = &mut self.arrivals;
+        let counters = &self.shared.counters;
+        connection.receive(
+            &self.export,
+            &mut self.pool,
+            &mut |incoming| arrivals.push(incoming),
+            &mut |reason| {
+                Counters::add(&counters.requests_refused);
+                eprintln!("mpio serve: request refused: {reason}");
+            },
+        );
+        let structured = connection.is_structured();
+        let generation = self.slots[index].generation;
+        let now = now_ns();
+        let mut arrivals = std::mem::take(&mut self.arrivals);
+        for incoming in arrivals.drain(..) {
+            let request = InFlight {
+                slot: index as u32,
+                generation,
+                cookie: incoming.cookie,
+                offset: incoming.offset,
+                length: incoming.length,
+                op: incoming.op,
+                structured,
+                held_bytes: incoming.buf.len(),
+            };
+            let user_data = match self.free_requests.pop() {
+                Some(free) => {
+                    self.requests[free as usize] = request;
+                    free
+                }
+                None => {
+                    self.requests.push(request);
+                    (self.requests.len() - 1) as u32
+                }
+            };
+            self.submit(
+                Io {
+                    user_data: u64::from(user_data),
+                    op: incoming.op,
+                    offset: incoming.offset,
+                    len: incoming.length,
+                    buf: incoming.buf,
+                    fua: incoming.fua,
+                },
+                now,
+            );
+        }
+        self.arrivals = arrivals;
+    }
+
+    fn submit(&mut self, io: Io, now: u64) {
+        if !self.waiting.is_empty() {
+            self.waiting.push_back(io);
+        } else if let Err(io) = self.queue.submit(io, now) {
+            self.waiting.push_back(io);
+        }
+    }
+
+    /// Polls the map, answers what completed and submits what waited for
+    /// room. Returns how many I/Os completed.
+    fn complete(&mut self) -> usize {
+        let mut total = 0;
+        loop {
+            let now = now_ns();
+            let mut completions = std::mem::take(&mut self.completions);
+            let handed = self
+                .queue
+                .poll(now, &mut |completion| completions.push(completion));
+            for completion in completions.drain(..) {
+                self.finish(completion);
+            }
+            self.completions = completions;
+            total += handed;
+            while let Some(io) = self.waiting.pop_front() {
+                if let Err(io) = self.queue.submit(io, now) {
+                    self.waiting.push_front(io);
+                    break;
+                }
+            }
+            // Completions freed room and waiting I/O went in: the map may
+            // have finished it already (null and memory paths do).
+            if handed == 0 || self.queue.in_flight() == 0 {
+                return total;
+            }
+        }
+    }
+
+    /// Answers one completed I/O.
+    fn finish(&mut self, completion: Completion) {
+        let index = completion.user_data as u32;
+        let request = self.requests[index as usize];
+        self.free_requests.push(index);
+        Counters::add(&self.shared.counters.requests_completed);
+        let slot = &mut self.slots[request.slot as usize];
+        let connection = match slot.connection.as_mut() {
+            Some(connection) if slot.generation == request.generation => connection,
+            _ => {
+                Counters::add(&self.shared.counters.replies_dropped);
+                self.pool.give(completion.buf);
+                return;
+            }
+        };
+        let is_read = request.op == Op::Read;
+        let (header, data) = match completion.result {
+            Ok(()) if is_read => (
+                ReplyHeader::read(
+                    request.cookie,
+                    request.structured,
+                    request.offset,
+                    request.length,
+                ),
+                Some(completion.buf),
+            ),
+            Ok(()) => {
+                self.pool.give(completion.buf);
+                (ReplyHeader::done(request.cookie), None)
+            }
+            Err(error) => {
+                self.pool.give(completion.buf);
+                let error = nbd_error(error);
+                let structured_read = request.structured && is_read;
+                (
+                    ReplyHeader::error(request.cookie, structured_read, error),
+                    None,
+                )
+            }
+        };
+        connection.reply(header, data, request.held_bytes, &mut self.pool);
+        mark_active(&mut self.slots, &mut self.active, request.slot as usize);
+    }
+
+    /// Sends connection `index`'s replies; closes it if it is finished or
+    /// broken.
+    fn send(&mut self, index: usize) {
+        let Some(connection) = self.slots[index].connection.as_mut() else {
+            return;
+        };
+        if connection.has_output() {
+            connection.send(&mut self.pool);
+        }
+        if connection.is_broken() || connection.is_done() {
+            self.close(index);
+        }
+    }
+
+    fn close(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        let Some(mut connection) = slot.connection.take() else {
+            return;
+        };
+        slot.generation = slot.generation.wrapping_add(1);
+        match connection.ending() {
+            None | Some(Ending::Finished) => {}
+            Some(ending) => {
+                Counters::add(&self.shared.counters.protocol_errors);
+                eprintln!("mpio serve: connection closed: {ending}");
+            }
+        }
+        // The socket closes when dropped; a failed deregistration only
+        // means it is already gone from the poller.
+        let _ = self.poll.registry().deregister(&mut connection.stream);
+        connection.recycle(&mut self.pool);
+        self.free_slots.push(index);
+        self.shared.release_connection();
+        Counters::add(&self.shared.counters.closed);
+    }
+
+    /// Closes every connection and waits (bounded) for the map to finish
+    /// what is in flight.
+    fn shut_down(mut self) {
+        for index in 0..self.slots.len() {
+            self.close(index);
+        }
+        self.waiting.clear();
+        let started = Instant::now();
+        while self.queue.in_flight() > 0 && started.elapsed() < DRAIN_LIMIT {
+            self.queue.poll(now_ns(), &mut |_| {});
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+fn mark_active(slots: &mut [Slot], active: &mut Vec<usize>, index: usize) {
+    if !slots[index].active {
+        slots[index].active = true;
+        active.push(index);
+    }
+}

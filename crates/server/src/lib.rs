@@ -1,0 +1,329 @@
+//! mpio's NBD server: exports one multipath map to NBD clients (fio's
+//! `nbd` engine, qemu, nbdcopy, nbdinfo, the kernel's nbd client), which
+//! use it without knowing it is one.
+//!
+//! [`Server::start`] binds the listeners (a unix socket and/or TCP,
+//! loopback unless another address is given), starts one acceptor thread
+//! and [`ServerConfig::loops`] event loops (one per core by default), and
+//! returns a handle; [`Server::stop`] (or dropping it) stops them all.
+//!
+//! # Design
+//! - The acceptor hands connections to the loops round-robin and refuses
+//!   any beyond [`ServerConfig::max_connections`].
+//! - Each loop ([`event_loop`]) is one thread with its own `mio` poller
+//!   (epoll), its own connections and its own [`mpio_core::queue::Queue`]
+//!   over the map: loops share nothing on the I/O path.
+//! - The handshake ([`handshake`]) and the judgement of each request
+//!   ([`request`]) are pure functions of bytes, fuzzed in `fuzz/`.
+//! - Many requests per connection are in flight at once and are answered
+//!   as they complete, in any order; replies are batched into vectored
+//!   writes and buffers are pooled per loop ([`pool`]).
+//!
+//! # Concurrency
+//! `Shared::connections` counts open connections against the maximum
+//! (claimed by the acceptor, released by the loops); `Shared::stop` tells
+//! the threads to end. See each for its ordering.
+
+pub mod acceptor;
+pub mod connection;
+pub mod event_loop;
+pub mod export;
+pub mod fuzz;
+pub mod handshake;
+pub mod pool;
+pub mod reply;
+pub mod request;
+pub mod stats;
+pub mod stream;
+
+use acceptor::{Listener, LoopInbox};
+use event_loop::{EventLoop, LoopSettings};
+pub use export::Export;
+use mio::{Poll, Waker};
+use mpio_transport::Device;
+use stats::Counters;
+pub use stats::ServerStats;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+/// How the server listens and what it exports.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Listen on this unix socket (created; must not exist).
+    pub unix_socket: Option<PathBuf>,
+    /// Listen on this TCP address (port 0: any free port).
+    pub tcp: Option<SocketAddr>,
+    /// The export's name.
+    pub export_name: String,
+    /// Refuse writes.
+    pub read_only: bool,
+    /// Event loops; 0 means one per available CPU.
+    pub loops: usize,
+    /// Depth of each loop's queue over the map.
+    pub queue_depth: usize,
+    /// Most connections open at once; more are closed as they arrive.
+    pub max_connections: usize,
+    /// After work, how long (µs) an event loop polls before sleeping;
+    /// 0: sleep at once. See [`event_loop`].
+    pub idle_spin_us: u64,
+    /// A client that has not chosen the export this long (ms) after it
+    /// connected is disconnected.
+    pub handshake_timeout_ms: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            unix_socket: None,
+            tcp: None,
+            export_name: "mpio".into(),
+            read_only: false,
+            loops: 0,
+            queue_depth: 256,
+            max_connections: 128,
+            idle_spin_us: 25,
+            handshake_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Neither a unix socket nor a TCP address was given.
+    #[error("no listener: give a unix socket, a TCP address, or both")]
+    NoListener,
+    /// A setting is out of range.
+    #[error("invalid setting: {0}")]
+    Invalid(String),
+    /// A socket could not be bound.
+    #[error("cannot listen on {what}: {source}")]
+    Listen {
+        /// The address.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A poller or thread could not be created.
+    #[error("cannot start: {0}")]
+    Start(#[from] std::io::Error),
+}
+
+/// What the threads share.
+#[derive(Debug)]
+pub struct Shared {
+    stop: AtomicBool,
+    connections: AtomicUsize,
+    max_connections: usize,
+    counters: Counters,
+}
+
+impl Shared {
+    /// Counts a new connection; false (and nothing counted) at the max.
+    fn claim_connection(&self) -> bool {
+        // Relaxed: the count only bounds how many connections are open;
+        // it orders no other memory.
+        self.connections
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |open| {
+                (open < self.max_connections).then_some(open + 1)
+            })
+            .is_ok()
+    }
+
+    /// Uncounts a closed connection.
+    fn release_connection(&self) {
+        // Relaxed: as in `claim_connection`.
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A running server. Stops when dropped.
+#[derive(Debug)]
+pub struct Server {
+    shared: Arc<Shared>,
+    acceptor: Option<(JoinHandle<()>, Arc<Waker>)>,
+    loops: Vec<(JoinHandle<()>, Arc<Waker>)>,
+    unix_socket: Option<PathBuf>,
+    tcp_address: Option<SocketAddr>,
+    export: Arc<Export>,
+}
+
+impl Server {
+    /// Binds the listeners and starts the acceptor and the event loops
+    /// over `device`.
+    ///
+    /// # Errors
+    /// No listener, a bad setting, a socket that cannot be bound (an
+    /// existing unix socket path included), or a thread or poller that
+    /// cannot be created.
+    pub fn start(config: &ServerConfig, device: Device) -> Result<Server, ServerError> {
+        if config.unix_socket.is_none() && config.tcp.is_none() {
+            return Err(ServerError::NoListener);
+        }
+        if config.export_name.len() > mpio_nbd::consts::MAX_NAME_LEN {
+            return Err(ServerError::Invalid("export name above 4096 bytes".into()));
+        }
+        if !(1..=mpio_core::queue::MAX_QUEUE_DEPTH).contains(&config.queue_depth) {
+            return Err(ServerError::Invalid(format!(
+                "queue depth {} (1 to {})",
+                config.queue_depth,
+                mpio_core::queue::MAX_QUEUE_DEPTH
+            )));
+        }
+        if config.max_connections == 0 {
+            return Err(ServerError::Invalid("max connections 0".into()));
+        }
+        let loop_count = match config.loops {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            count => count,
+        };
+        let mut listeners = Vec::new();
+        let mut tcp_address = None;
+        if let Some(address) = config.tcp {
+            let listener =
+                std::net::TcpListener::bind(address).map_err(|source| ServerError::Listen {
+                    what: address.to_string(),
+                    source,
+                })?;
+            tcp_address = Some(listener.local_addr()?);
+            listener.set_nonblocking(true)?;
+            listeners.push(Listener::Tcp(mio::net::TcpListener::from_std(listener)));
+        }
+        if let Some(path) = &config.unix_socket {
+            let listener =
+                mio::net::UnixListener::bind(path).map_err(|source| ServerError::Listen {
+                    what: path.display().to_string(),
+                    source,
+                })?;
+            listeners.push(Listener::Unix(listener));
+        }
+        let export = Arc::new(Export {
+            name: config.export_name.clone(),
+            description: format!("mpio map {}", device.map.name()),
+            size_bytes: device.map.size_bytes(),
+            read_only: config.read_only,
+        });
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
+            max_connections: config.max_connections,
+            counters: Counters::default(),
+        });
+        let mut server = Server {
+            shared: Arc::clone(&shared),
+            acceptor: None,
+            loops: Vec::new(),
+            unix_socket: config.unix_socket.clone(),
+            tcp_address,
+            export: Arc::clone(&export),
+        };
+        let device = Arc::new(device);
+        let mut inboxes = Vec::new();
+        for index in 0..loop_count {
+            let poll = Poll::new()?;
+            let waker = Arc::new(Waker::new(poll.registry(), event_loop::WAKER)?);
+            let (sender, receiver) = mpsc::channel();
+            let (device, export, shared) = (
+                Arc::clone(&device),
+                Arc::clone(&export),
+                Arc::clone(&shared),
+            );
+            let settings = LoopSettings {
+                cpu: index as u32,
+                queue_depth: config.queue_depth,
+                idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
+                handshake_timeout_ms: config.handshake_timeout_ms,
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("mpio-serve-{index}"))
+                .spawn(move || {
+                    EventLoop::new(poll, &device, settings, export, shared, receiver).run();
+                })?;
+            server.loops.push((thread, Arc::clone(&waker)));
+            inboxes.push(LoopInbox { sender, waker });
+        }
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), acceptor::WAKER)?);
+        let thread = std::thread::Builder::new()
+            .name("mpio-serve-accept".into())
+            .spawn(move || acceptor::run(poll, listeners, inboxes, shared))?;
+        server.acceptor = Some((thread, waker));
+        Ok(server)
+    }
+
+    /// The unix socket listened on.
+    pub fn unix_socket(&self) -> Option<&Path> {
+        self.unix_socket.as_deref()
+    }
+
+    /// The TCP address listened on (with the port chosen, for port 0).
+    pub fn tcp_address(&self) -> Option<SocketAddr> {
+        self.tcp_address
+    }
+
+    /// What is exported.
+    pub fn export(&self) -> &Export {
+        &self.export
+    }
+
+    /// The NBD URIs clients use (unix first).
+    pub fn uris(&self) -> Vec<String> {
+        let name = &self.export.name;
+        let mut uris = Vec::new();
+        if let Some(path) = &self.unix_socket {
+            uris.push(format!("nbd+unix:///{name}?socket={}", path.display()));
+        }
+        if let Some(address) = self.tcp_address {
+            uris.push(format!("nbd://{address}/{name}"));
+        }
+        uris
+    }
+
+    /// What the server counted so far.
+    pub fn stats(&self) -> ServerStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        // Relaxed: a glance at a tally (see `Shared::claim_connection`).
+        self.shared.connections.load(Ordering::Relaxed)
+    }
+
+    /// Stops accepting, closes every connection, waits (bounded) for I/O
+    /// in flight, and joins every thread. Also done on drop.
+    pub fn stop(mut self) {
+        self.stop_threads();
+    }
+
+    fn stop_threads(&mut self) {
+        // Release: a thread that sees `stop` after its waker fired sees
+        // everything done before it.
+        self.shared.stop.store(true, Ordering::Release);
+        let threads = self.acceptor.take().into_iter().chain(self.loops.drain(..));
+        let threads: Vec<_> = threads.collect();
+        for (_, waker) in &threads {
+            if let Err(error) = waker.wake() {
+                eprintln!("mpio serve: cannot wake a thread to stop: {error}");
+            }
+        }
+        for (thread, _) in threads {
+            if thread.join().is_err() {
+                eprintln!("mpio serve: a server thread panicked");
+            }
+        }
+        if let Some(path) = self.unix_socket.take() {
+            // The socket file is ours: we created it in `start`.
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_threads();
+    }
+}
