@@ -131,6 +131,9 @@ struct Control {
     /// std's `Weak`: loom has none, and the models do not check reference
     /// counts.
     queue_loads: Vec<std::sync::Weak<[PathLoad]>>,
+    /// Once a reload replaced the map: each path's failure count as the
+    /// new map last took it over (see `take_failures_since_replaced`).
+    replaced_fail_counts: Option<Vec<u32>>,
 }
 
 /// One multipath device.
@@ -213,6 +216,7 @@ impl Map {
             generation: 0,
             path_failures: 0,
             queue_loads: Vec::new(),
+            replaced_fail_counts: None,
         };
         let map = Map {
             options,
@@ -417,30 +421,65 @@ impl Map {
 
     /// Takes over, path word by path word, what `old` (the map this one
     /// replaces in a reload) knows of its paths: which are failed, by what
-    /// error, and how often they failed. A word this map has several times
-    /// (several paths through one endpoint) takes the state of the first
-    /// path of `old` with that word. Control state (current group,
-    /// disabled groups, `queue_if_no_path`) comes from the new table, as
-    /// in dm. Publishes the result.
+    /// error, how often they failed, and their ALUA/ANA access state. A
+    /// word this map has several times (several paths through one
+    /// endpoint) takes the state of the first path of `old` with that
+    /// word. Control state (current group, disabled groups,
+    /// `queue_if_no_path`) comes from the new table, as in dm. Publishes
+    /// the result, and marks `old` replaced: a path it fails from now on
+    /// (its I/O still draining) is reported by
+    /// [`Map::take_failures_since_replaced`].
     pub fn carry_over_from(&self, old: &Map) {
-        let old_control = old.control_view();
-        let mut control = lock(&self.control);
-        let mut fail_counts = Vec::with_capacity(self.paths.len());
+        let mut old_control = lock(&old.control);
+        let old_counts: Vec<u32> = old.paths.iter().map(PathShared::fail_count).collect();
+        let mut carried = Vec::with_capacity(self.paths.len());
         for index in 0..self.paths.len() {
-            let Some(old_index) = (0..old.paths.len())
+            if let Some(old_index) = (0..old.paths.len())
                 .find(|&old_index| old.path_names[old_index] == self.path_names[index])
-            else {
-                continue;
-            };
-            control.failed[index] = old_control.failed[old_index];
-            control.last_error[index] = old_control.last_error[old_index];
-            fail_counts.push((index, old.paths[old_index].fail_count()));
+            {
+                carried.push((
+                    index,
+                    old_control.failed[old_index],
+                    old_control.last_error[old_index],
+                    old_control.access[old_index],
+                    old_counts[old_index],
+                ));
+            }
+        }
+        old_control.replaced_fail_counts = Some(old_counts);
+        drop(old_control);
+        let mut control = lock(&self.control);
+        for &(index, failed, last_error, access, _) in &carried {
+            control.failed[index] = failed;
+            control.last_error[index] = last_error;
+            control.access[index] = access;
         }
         self.publish(&mut control);
         // After `publish`, whose marking a path failed counts one failure.
-        for (index, count) in fail_counts {
+        for (index, _, _, _, count) in carried {
             self.paths[index].restore_fail_count(count);
         }
+    }
+
+    /// For a map a reload replaced: the paths it failed since it was
+    /// replaced (or since the last call), with their errors, so that the
+    /// map that replaced it fails them too. Empty for a map never
+    /// replaced.
+    pub(crate) fn take_failures_since_replaced(&self) -> Vec<(usize, PathError)> {
+        let mut control = lock(&self.control);
+        let last_error = control.last_error.clone();
+        let Some(seen) = control.replaced_fail_counts.as_mut() else {
+            return Vec::new();
+        };
+        let mut failures = Vec::new();
+        for (index, seen) in seen.iter_mut().enumerate() {
+            let count = self.paths[index].fail_count();
+            if count != *seen {
+                *seen = count;
+                failures.push((index, last_error[index].unwrap_or(PathError::Unknown)));
+            }
+        }
+        failures
     }
 
     fn paths_named(&self, name: &str) -> Result<Vec<usize>, MapError> {

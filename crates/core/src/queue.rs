@@ -276,6 +276,14 @@ impl<P: PathQueue> Queue<P> {
         self.slots.len() - self.free.len()
     }
 
+    /// True when the queue holds nothing: no I/O in flight and no
+    /// completion waiting to be handed over (an I/O finished inside
+    /// `submit` waits in `ready` for the next poll). Only an idle queue may
+    /// be dropped.
+    pub fn is_idle(&self) -> bool {
+        self.in_flight() == 0 && self.ready.is_empty()
+    }
+
     /// The most I/Os the queue holds at once.
     pub fn depth(&self) -> usize {
         self.slots.len()

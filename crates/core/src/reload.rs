@@ -241,8 +241,17 @@ where
         let queue = Queue::new(map, paths, self.depth, self.cpu);
         let mut old = Draining::new(std::mem::replace(&mut self.current, queue));
         self.epoch = epoch;
+        // Path errors the old map saw between the reload and now (a poll
+        // already running when the new map was installed) were not in the
+        // state the new map took over, nor noted by the hand-over yet.
+        let old_map = Arc::clone(old.queue.map());
+        for (path, error) in old_map.take_failures_since_replaced() {
+            self.current
+                .map()
+                .fail_path_word(old_map.path_name(path), error);
+        }
         Self::move_waiting(&mut old.queue, &mut self.current, now_ns);
-        if old.queue.in_flight() > 0 {
+        if !old.queue.is_idle() {
             self.draining.push(old);
         }
     }
@@ -261,7 +270,7 @@ where
             old.carry_failures(self.current.map());
             Self::move_waiting(&mut old.queue, &mut self.current, now_ns);
         }
-        self.draining.retain(|old| old.queue.in_flight() > 0);
+        self.draining.retain(|old| !old.queue.is_idle());
         handed
     }
 

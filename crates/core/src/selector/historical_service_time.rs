@@ -17,8 +17,10 @@
 //! `last_finish` is the time of its last completion (dm's
 //! `stale_after = last_finish + valid_count * hst`). A stale idle path is
 //! picked at once; its probe I/O then counts as in flight, so others stop
-//! choosing it as a probe until it completes and is fresh again. Ties go
-//! to the candidate met first, each thread starting after its last pick.
+//! choosing it as a probe until it completes and is fresh again. Each
+//! thread scans from just after its last pick; as in dm, a candidate whose
+//! cost equals the best so far replaces it (dm's `cost1 > cost2` test),
+//! while other ties keep the one met first.
 //!
 //! On completion, the service time counts from the later of the I/O's start
 //! and the path's previous completion (overlapping I/Os are treated as

@@ -65,7 +65,9 @@ pub(crate) fn fewest_in_flight(cursor: &mut TieCursor, pick: &Pick<'_>) -> u16 {
 }
 
 /// Picks the candidate whose `key` is best by `better(candidate, best)`,
-/// scanning once from the cursor; ties go to the first met.
+/// scanning once from the cursor: a candidate replaces the best met so
+/// far when `better` says so (so with a strict `better` ties go to the
+/// first met, with a non-strict one to the last).
 #[inline(always)]
 pub(crate) fn best_from_cursor<K>(
     cursor: &mut TieCursor,
