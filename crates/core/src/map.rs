@@ -427,8 +427,8 @@ impl Map {
     /// word. Control state (current group, disabled groups,
     /// `queue_if_no_path`) comes from the new table, as in dm. Publishes
     /// the result, and marks `old` replaced: a path it fails from now on
-    /// (its I/O still draining) is reported by
-    /// [`Map::take_failures_since_replaced`].
+    /// (its I/O still draining) is reported to the reload machinery
+    /// (`take_failures_since_replaced`) and failed in the new map too.
     pub fn carry_over_from(&self, old: &Map) {
         let mut old_control = lock(&old.control);
         let old_counts: Vec<u32> = old.paths.iter().map(PathShared::fail_count).collect();
