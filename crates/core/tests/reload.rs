@@ -79,9 +79,9 @@ fn poll(queue: &mut ReloadingQueue<Held, (), Opener>) -> Vec<Completion> {
 }
 
 /// An I/O that finished inside `submit` (here: no path and no
-/// queue_if_no_path) waits in the queue's ready list for the next poll.
-/// A reload before that poll drops the queue (`in_flight() == 0`) and the
-/// completion with it: the caller never hears of the I/O.
+/// queue_if_no_path) waits in the queue's ready list for the next poll. A
+/// reload before that poll must not drop the queue with the completion in
+/// it (`in_flight()` is 0 then: only an idle queue is dropped).
 #[test]
 fn completion_finished_at_submit_survives_a_reload() {
     let old = map(false, 8);
@@ -153,9 +153,9 @@ impl PathQueue for Failing {
 
 /// A path error the old map sees while a reload is installed (the I/O
 /// thread is inside its poll, past the epoch check) fails the path in the
-/// old map after `carry_over_from` copied its state, and before the old
-/// queue notes path errors (`hand_over_waiting`): the new map never learns
-/// the path failed.
+/// old map after `carry_over_from` copied its state and before the old
+/// queue notes path errors (`hand_over_waiting`): the new map must still
+/// learn that the path failed.
 #[test]
 fn path_error_racing_an_install_reaches_the_new_map() {
     let old = map(true, 8);
@@ -195,10 +195,9 @@ fn path_error_racing_an_install_reaches_the_new_map() {
     );
 }
 
-/// A path an ALUA/ANA update made standby on the old map comes back as
-/// the table's initial access (optimized) in the new one: the reload routes
-/// I/O to a standby port. `carry_over_from` takes failed state, error and
-/// count, not access.
+/// A path an ALUA/ANA update made standby on the old map stays standby in
+/// the new one, rather than coming back as the table's initial access and
+/// taking I/O on a standby port.
 #[test]
 fn access_state_carries_over_a_reload() {
     use mpio_core::path::AccessState;

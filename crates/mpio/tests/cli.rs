@@ -1,22 +1,9 @@
 //! The `mpio` command as a user runs it: exit codes, output shapes, and
 //! the bench on a tiny load so it cannot rot (no speed is asserted).
 
-use std::process::{Command, Output};
+mod common;
 
-fn mpio(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mpio"))
-        .args(args)
-        .output()
-        .expect("mpio runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
+use common::{mpio, stderr, stdout};
 
 #[test]
 fn table_check_prints_the_canonical_form() {

@@ -1,22 +1,9 @@
 //! `mpio sim` as a user runs it: a batch of seeds, a replay with its
 //! trace, and the usage error.
 
-use std::process::{Command, Output};
+mod common;
 
-fn mpio(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mpio"))
-        .args(args)
-        .output()
-        .expect("mpio runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
+use common::{mpio, stderr, stdout};
 
 #[test]
 fn sim_runs_seeds_and_reports_them_as_json() {
