@@ -10,8 +10,11 @@
 //!
 //! # Bounds
 //! A connection stops reading while it has [`MAX_IN_FLIGHT`] requests or
-//! [`MAX_IN_FLIGHT_BYTES`] of buffers at the map; it reads on when
-//! replies go out. Its input buffer holds [`INPUT_LEN`] bytes, enough for
+//! [`MAX_IN_FLIGHT_BYTES`] of buffers that are at the map or waiting to be
+//! written back (a request counts from its parsing until its reply has
+//! left in full, refused ones too: a client that never reads its replies
+//! cannot make the server hold more); it reads on when replies go out
+//! ([`Connection::wants_to_read`] tells the loop to come back). Its input buffer holds [`INPUT_LEN`] bytes, enough for
 //! the largest option the handshake accepts.
 //!
 //! # Errors
@@ -102,6 +105,8 @@ enum Outgoing {
     Reply {
         header: ReplyHeader,
         data: Option<Buffer>,
+        /// Bytes counted against the connection's bound until it is sent.
+        held: usize,
     },
 }
 
@@ -109,7 +114,7 @@ impl Outgoing {
     fn parts(&self) -> [&[u8]; 2] {
         match self {
             Outgoing::Bytes(bytes) => [bytes, &[]],
-            Outgoing::Reply { header, data } => [
+            Outgoing::Reply { header, data, .. } => [
                 header.as_bytes(),
                 data.as_ref().map_or(&[], Buffer::as_slice),
             ],
@@ -367,8 +372,7 @@ impl Connection {
                     }
                     let header = *reply;
                     self.receiving = Receiving::Header;
-                    self.output
-                        .push_back(Outgoing::Reply { header, data: None });
+                    self.queue_refusal(header);
                 }
             }
             if self.head == self.tail {
@@ -424,10 +428,7 @@ impl Connection {
                         reply,
                     };
                 } else {
-                    self.output.push_back(Outgoing::Reply {
-                        header: reply,
-                        data: None,
-                    });
+                    self.queue_refusal(reply);
                 }
                 Ok(())
             }
@@ -437,6 +438,17 @@ impl Connection {
                 request.length
             ))),
         }
+    }
+
+    /// Queues the error reply of a refused request; it counts against the
+    /// bound until it is sent, like any reply.
+    fn queue_refusal(&mut self, header: ReplyHeader) {
+        self.in_flight += 1;
+        self.output.push_back(Outgoing::Reply {
+            header,
+            data: None,
+            held: 0,
+        });
     }
 
     fn hand(&mut self, incoming: Incoming, sink: &mut impl FnMut(Incoming)) {
@@ -455,15 +467,37 @@ impl Connection {
         pool: &mut BufferPool,
     ) {
         debug_assert!(self.in_flight > 0);
-        self.in_flight -= 1;
-        self.in_flight_bytes -= held_bytes;
         if self.is_broken() {
+            self.in_flight -= 1;
+            self.in_flight_bytes -= held_bytes;
             if let Some(buffer) = data {
                 pool.give(buffer);
             }
             return;
         }
-        self.output.push_back(Outgoing::Reply { header, data });
+        self.output.push_back(Outgoing::Reply {
+            header,
+            data,
+            held: held_bytes,
+        });
+    }
+
+    /// True when the connection has more to read than it read so far:
+    /// unparsed bytes in its buffer, or a socket not yet drained, and room
+    /// under its bounds to take them. The loop comes back to it when a
+    /// reply going out made that room.
+    pub fn wants_to_read(&self) -> bool {
+        let buffered = self.tail - self.head;
+        // Only what can progress: a partial header waits for bytes, which
+        // raise an event of their own.
+        let parsable = match self.receiving {
+            Receiving::Header => buffered >= Request::LEN,
+            Receiving::Payload { .. } | Receiving::Discard { .. } => buffered > 0,
+        };
+        self.ending.is_none()
+            && matches!(self.phase, Phase::Transmission { .. })
+            && self.has_room()
+            && (self.readable || parsable)
     }
 
     /// True when replies wait to be sent.
@@ -504,11 +538,12 @@ impl Connection {
                             break;
                         }
                         written -= len;
-                        if let Some(Outgoing::Reply {
-                            data: Some(buffer), ..
-                        }) = self.output.pop_front()
-                        {
-                            pool.give(buffer);
+                        if let Some(Outgoing::Reply { data, held, .. }) = self.output.pop_front() {
+                            self.in_flight -= 1;
+                            self.in_flight_bytes -= held;
+                            if let Some(buffer) = data {
+                                pool.give(buffer);
+                            }
                         }
                     }
                     self.output_sent = written;

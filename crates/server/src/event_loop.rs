@@ -113,6 +113,8 @@ pub struct EventLoop {
     arrivals: Vec<Incoming>,
     completions: Vec<Completion>,
     active: Vec<usize>,
+    /// The list `active` is swapped with while a turn sends (see `turn`).
+    sending: Vec<usize>,
     pool: BufferPool,
     idle_turns: u32,
     /// After work, poll without sleeping for this long before blocking.
@@ -152,6 +154,7 @@ impl EventLoop {
             arrivals: Vec::with_capacity(64),
             completions: Vec::with_capacity(depth),
             active: Vec::with_capacity(64),
+            sending: Vec::with_capacity(64),
             pool: BufferPool::default(),
             idle_turns: 0,
             idle_spin_ns: settings.idle_spin_ns,
@@ -167,6 +170,8 @@ impl EventLoop {
         loop {
             let busy = self.queue.in_flight() > 0 || !self.waiting.is_empty();
             let timeout = match (busy, self.idle_turns < SPIN_TURNS) {
+                // Connections to read on (room freed by replies sent).
+                _ if !self.active.is_empty() => Some(Duration::ZERO),
                 (false, _) if now_ns().saturating_sub(self.last_work_ns) < self.idle_spin_ns => {
                     Some(Duration::ZERO)
                 }
@@ -235,14 +240,17 @@ impl EventLoop {
         } else {
             self.idle_turns + 1
         };
-        // Taken and put back (cleared), so its capacity is reused.
-        let mut active = std::mem::take(&mut self.active);
-        for &index in &active {
+        // Swapped with a spare list (both keep their capacity): a
+        // connection `send` marks active again (room freed, more to read)
+        // goes on the fresh list, for the next turn.
+        let mut sending = std::mem::take(&mut self.sending);
+        std::mem::swap(&mut sending, &mut self.active);
+        for &index in &sending {
             self.slots[index].active = false;
             self.send(index);
         }
-        active.clear();
-        self.active = active;
+        sending.clear();
+        self.sending = sending;
     }
 
     /// Ends the handshakes older than the limit; notes whether any
@@ -304,7 +312,9 @@ impl EventLoop {
         let Some(connection) = self.slots[index].connection.as_mut() else {
             return;
         };
-        if connection.ending().is_some() || !connection.readable {
+        // Not `readable` alone: bytes already in the buffer are parsed
+        // whether or not the socket has more.
+        if connection.ending().is_some() {
             return;
         }
         let arrivals = &mut self.arrivals;
@@ -450,6 +460,10 @@ impl EventLoop {
         }
         if connection.is_broken() || connection.is_done() {
             self.close(index);
+        } else if connection.wants_to_read() {
+            // Replies going out made room under its bounds: read on at the
+            // next turn (which does not wait: `active` is not empty).
+            mark_active(&mut self.slots, &mut self.active, index);
         }
     }
 

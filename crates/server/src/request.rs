@@ -56,10 +56,13 @@ pub enum Verdict {
 /// Judges `request` against `export`.
 pub fn judge(request: &Request, export: &Export) -> Verdict {
     let refuse = |error, reason| Verdict::Refuse { error, reason };
+    // FUA on every command: proto.md says a server that advertises
+    // SEND_FUA must accept it anywhere (clients set it on reads and
+    // flushes too); the core ignores it where it means nothing.
     let (op, allowed_flags) = match request.command {
-        CMD_READ => (Op::Read, 0),
+        CMD_READ => (Op::Read, CMD_FLAG_FUA),
         CMD_WRITE => (Op::Write, CMD_FLAG_FUA),
-        CMD_FLUSH => (Op::Flush, 0),
+        CMD_FLUSH => (Op::Flush, CMD_FLAG_FUA),
         CMD_TRIM => (Op::Discard, CMD_FLAG_FUA),
         CMD_WRITE_ZEROES => (Op::WriteZeroes, CMD_FLAG_FUA | CMD_FLAG_NO_HOLE),
         CMD_DISC => return Verdict::Disconnect,
@@ -165,8 +168,12 @@ mod tests {
         assert_eq!(refused(judge(&request(CMD_WRITE, 0, 0, 512), &ro)), EPERM);
         assert_eq!(refused(judge(&request(CMD_TRIM, 0, 0, 512), &ro)), EPERM);
         assert_eq!(
-            refused(judge(&request(CMD_READ, CMD_FLAG_FUA, 0, 512), &rw)),
-            EINVAL
+            judge(&request(CMD_READ, CMD_FLAG_FUA, 0, 512), &rw),
+            Verdict::Io {
+                op: Op::Read,
+                fua: true
+            },
+            "FUA is accepted on every command"
         );
         assert_eq!(
             refused(judge(&request(CMD_READ, CMD_FLAG_DF, 0, 512), &rw)),

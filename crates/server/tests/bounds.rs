@@ -1,0 +1,163 @@
+//! A connection's bounds, as a client that pushes them sees them: every
+//! request past the in-flight bounds is still answered once room frees; a
+//! client that never reads cannot make the server hold more than the
+//! bounds; FUA is accepted on every command (proto.md).
+
+mod support;
+
+use mpio_nbd::consts::*;
+use mpio_nbd::request::Request;
+use mpio_server::ServerConfig;
+use std::io::Write;
+use std::time::{Duration, Instant};
+use support::*;
+
+fn one_loop() -> TestServer {
+    TestServer::start(ServerConfig {
+        loops: 1,
+        ..ServerConfig::default()
+    })
+}
+
+/// A client that sends a batch bigger than the connection's bound
+/// (`MAX_IN_FLIGHT` = 512) and then waits for every reply: the requests
+/// past the bound wait in the input buffer, and must be read on when
+/// replies free room, not only at a new readable edge (which never comes).
+#[test]
+fn a_batch_past_the_in_flight_count_bound_is_all_answered() {
+    let server = one_loop();
+    let mut client = RawClient::ready(server.socket());
+    client
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let count = 600u64;
+    let mut batch = Vec::new();
+    for cookie in 0..count {
+        batch.extend_from_slice(
+            &Request {
+                flags: 0,
+                command: CMD_READ,
+                cookie,
+                offset: 0,
+                length: 512,
+            }
+            .encode(),
+        );
+    }
+    client.send(&batch);
+    for answered in 0..count {
+        let mut header = [0; 16];
+        if let Err(error) = std::io::Read::read_exact(&mut client.stream, &mut header) {
+            panic!("only {answered} of {count} replies within 10 s: {error}");
+        }
+        let mut data = [0; 512];
+        std::io::Read::read_exact(&mut client.stream, &mut data).unwrap();
+    }
+}
+
+/// The same with the byte bound (64 MiB): four 24 MiB READs sent at once.
+#[test]
+fn a_batch_past_the_in_flight_byte_bound_is_all_answered() {
+    let server = one_loop();
+    let mut client = RawClient::ready(server.socket());
+    client
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let length = 24u32 << 20;
+    for cookie in 0..4u64 {
+        client.send(
+            &Request {
+                flags: 0,
+                command: CMD_READ,
+                cookie,
+                offset: 0,
+                length,
+            }
+            .encode(),
+        );
+    }
+    let mut data = vec![0; length as usize];
+    for answered in 0..4 {
+        let mut header = [0; 16];
+        if let Err(error) = std::io::Read::read_exact(&mut client.stream, &mut header) {
+            panic!("only {answered} of 4 replies within 10 s: {error}");
+        }
+        std::io::Read::read_exact(&mut client.stream, &mut data).unwrap();
+    }
+}
+
+/// proto.md, command flags: NBD_CMD_FLAG_FUA "is valid for all commands,
+/// provided NBD_FLAG_SEND_FUA has been negotiated, in which case the
+/// server MUST accept all commands with this bit set (even by ignoring
+/// the bit)". The server advertises SEND_FUA, so READ|FUA and FLUSH|FUA
+/// must be served.
+#[test]
+fn fua_is_accepted_on_every_command() {
+    let server = one_loop();
+    let mut client = RawClient::ready(server.socket());
+    for (cookie, command, length) in [(1u64, CMD_READ, 512u32), (2, CMD_FLUSH, 0)] {
+        client.send(
+            &Request {
+                flags: CMD_FLAG_FUA,
+                command,
+                cookie,
+                offset: 0,
+                length,
+            }
+            .encode(),
+        );
+        let data_len = if command == CMD_READ { 512 } else { 0 };
+        let (error, got, _) = client.simple_reply(data_len);
+        assert_eq!(
+            (error, got),
+            (0, cookie),
+            "command {command} with FUA refused"
+        );
+    }
+}
+
+/// A client that sends READs and never reads its socket: a request counts
+/// against the connection's bounds until its reply has gone out, so the
+/// server stops reading it at the bound instead of piling every completed
+/// READ's buffer up in the connection's output queue.
+#[test]
+fn a_client_that_never_reads_cannot_pin_unbounded_memory() {
+    let server = one_loop();
+    let mut client = RawClient::ready(server.socket());
+    let count = 256u64;
+    // One request at a time (each arrival is a new readable edge, so the
+    // stall of the batch tests above does not hide this one).
+    for cookie in 0..count {
+        let request = Request {
+            flags: 0,
+            command: CMD_READ,
+            cookie,
+            offset: (cookie % 64) << 20,
+            length: 1 << 20,
+        };
+        client.stream.write_all(&request.encode()).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Wait until the server stops completing (it reaches the bound), at
+    // most 10 s.
+    let started = Instant::now();
+    let mut completed = server.server.stats().requests_completed;
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = server.server.stats().requests_completed;
+        if now == completed || started.elapsed() > Duration::from_secs(10) {
+            completed = now;
+            break;
+        }
+        completed = now;
+    }
+    // 64 MiB of replies may wait for the client; the rest of its requests
+    // must not even be read.
+    let bound = (64u64 << 20) / (1 << 20);
+    assert!(
+        completed <= bound,
+        "a client that never reads got {completed} READs of 1 MiB completed (bound {bound})"
+    );
+}
