@@ -362,10 +362,21 @@ impl RawClient {
         (reply.error, reply.cookie, data)
     }
 
-    /// True when the server closed the connection (end of file).
+    /// True when the server closed the connection (end of file, or a
+    /// reset), within 30 s; false if it sent a byte instead. A server
+    /// that keeps the connection open past that fails the test: a read
+    /// timeout is not a close.
     pub fn closed_by_server(&mut self) -> bool {
         let mut byte = [0; 1];
-        matches!(self.stream.read(&mut byte), Ok(0) | Err(_))
+        self.stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        match self.stream.read(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => true,
+            Err(error) => panic!("the server did not close the connection: {error}"),
+        }
     }
 }
 
