@@ -2,6 +2,7 @@
 //! new connection to an event loop, round-robin, refusing connections
 //! beyond the server's maximum.
 
+use crate::log_limit::LimitedLog;
 use crate::stats::Counters;
 use crate::stream::Stream;
 use crate::Shared;
@@ -75,6 +76,7 @@ pub fn run(
     let mut events = Events::with_capacity(16);
     let mut next_loop = 0;
     let mut retry = false;
+    let mut refusals_log = LimitedLog::default();
     loop {
         let timeout = retry.then_some(RETRY_AFTER);
         if let Err(error) = poll.poll(&mut events, timeout) {
@@ -103,10 +105,12 @@ pub fn run(
                 };
                 if !shared.claim_connection() {
                     Counters::add(&shared.counters.refused);
-                    eprintln!(
-                        "mpio serve: connection refused: the server holds its maximum of {} connections",
-                        shared.max_connections
-                    );
+                    refusals_log.note(|| {
+                        format!(
+                            "connection refused: the server holds its maximum of {} connections",
+                            shared.max_connections
+                        )
+                    });
                     continue;
                 }
                 let inbox = &loops[next_loop % loops.len()];

@@ -31,6 +31,7 @@
 
 use crate::connection::{Connection, Ending, Incoming};
 use crate::export::{nbd_error, Export};
+use crate::log_limit::LimitedLog;
 use crate::pool::BufferPool;
 use crate::reply::ReplyHeader;
 use crate::stats::Counters;
@@ -115,6 +116,10 @@ pub struct EventLoop {
     active: Vec<usize>,
     /// The list `active` is swapped with while a turn sends (see `turn`).
     sending: Vec<usize>,
+    /// Requests refused and connections closed for their clients' faults,
+    /// logged at most once a second each.
+    refusals_log: LimitedLog,
+    closes_log: LimitedLog,
     pool: BufferPool,
     idle_turns: u32,
     /// After work, poll without sleeping for this long before blocking.
@@ -155,6 +160,8 @@ impl EventLoop {
             completions: Vec::with_capacity(depth),
             active: Vec::with_capacity(64),
             sending: Vec::with_capacity(64),
+            refusals_log: LimitedLog::default(),
+            closes_log: LimitedLog::default(),
             pool: BufferPool::default(),
             idle_turns: 0,
             idle_spin_ns: settings.idle_spin_ns,
@@ -319,13 +326,14 @@ impl EventLoop {
         }
         let arrivals = &mut self.arrivals;
         let counters = &self.shared.counters;
+        let refusals = &mut self.refusals_log;
         connection.receive(
             &self.export,
             &mut self.pool,
             &mut |incoming| arrivals.push(incoming),
             &mut |reason| {
                 Counters::add(&counters.requests_refused);
-                eprintln!("mpio serve: request refused: {reason}");
+                refusals.note(|| format!("request refused: {reason}"));
             },
         );
         let structured = connection.is_structured();
@@ -477,7 +485,8 @@ impl EventLoop {
             None | Some(Ending::Finished) => {}
             Some(ending) => {
                 Counters::add(&self.shared.counters.protocol_errors);
-                eprintln!("mpio serve: connection closed: {ending}");
+                self.closes_log
+                    .note(|| format!("connection closed: {ending}"));
             }
         }
         // The socket closes when dropped; a failed deregistration only

@@ -30,6 +30,7 @@ pub mod event_loop;
 pub mod export;
 pub mod fuzz;
 pub mod handshake;
+pub mod log_limit;
 pub mod pool;
 pub mod reply;
 pub mod request;
