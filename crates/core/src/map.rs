@@ -18,7 +18,7 @@ use crate::numa::NumaTopology;
 use crate::path::{AccessState, PathShared};
 use crate::selector::{PathSetup, Selector, Setup};
 use crate::snapshot::{choose_route, PathHealth, Snapshot};
-use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::table::{Table, TableError};
 
 /// Most paths in one map, over all its groups.
@@ -131,9 +131,9 @@ struct Control {
     /// std's `Weak`: loom has none, and the models do not check reference
     /// counts.
     queue_loads: Vec<std::sync::Weak<[PathLoad]>>,
-    /// Once a reload replaced the map: each path's failure count as the
-    /// new map last took it over (see `take_failures_since_replaced`).
-    replaced_fail_counts: Option<Vec<u32>>,
+    /// The map a reload replaced this one with, which every later path
+    /// failure here is passed on to.
+    successor: Option<Arc<Map>>,
 }
 
 /// One multipath device.
@@ -147,6 +147,9 @@ pub struct Map {
     generation: AtomicU64,
     published: Mutex<Arc<Snapshot>>,
     control: Mutex<Control>,
+    /// Set (under the control lock) once a reload replaced the map: its
+    /// `successor` is then set.
+    replaced: AtomicBool,
 }
 
 impl Map {
@@ -216,7 +219,7 @@ impl Map {
             generation: 0,
             path_failures: 0,
             queue_loads: Vec::new(),
-            replaced_fail_counts: None,
+            successor: None,
         };
         let map = Map {
             options,
@@ -231,6 +234,7 @@ impl Map {
                 route: None,
             })),
             control: Mutex::new(control),
+            replaced: AtomicBool::new(false),
         };
         map.publish(&mut lock(&map.control));
         Ok(map)
@@ -360,6 +364,23 @@ impl Map {
     /// false (and takes no lock) if the path was already failed or does
     /// not exist.
     pub fn fail_path(&self, index: usize, error: PathError) -> bool {
+        let failed_here = self.fail_path_here(index, error);
+        // A map a reload replaced passes every failure on to the map that
+        // replaced it (its I/O still drains here, and the path is the new
+        // map's too), even one it had failed already: the new map may have
+        // reinstated it since. Acquire pairs with the Release in
+        // `carry_over_from`.
+        if self.replaced.load(Ordering::Acquire) {
+            let successor = lock(&self.control).successor.clone();
+            if let (Some(successor), Some(word)) = (successor, self.path_names.get(index)) {
+                successor.fail_path_word(word, error);
+            }
+        }
+        failed_here
+    }
+
+    /// [`Map::fail_path`] on this map alone.
+    fn fail_path_here(&self, index: usize, error: PathError) -> bool {
         if self.paths.get(index).is_none_or(PathShared::is_failed) {
             return false;
         }
@@ -419,67 +440,45 @@ impl Map {
         changed
     }
 
-    /// Takes over, path word by path word, what `old` (the map this one
-    /// replaces in a reload) knows of its paths: which are failed, by what
+    /// Makes `new` take over, path word by path word, what `old` (the map
+    /// it replaces in a reload) knows of its paths: which are failed, by what
     /// error, how often they failed, and their ALUA/ANA access state. A
     /// word this map has several times (several paths through one
     /// endpoint) takes the state of the first path of `old` with that
     /// word. Control state (current group, disabled groups,
     /// `queue_if_no_path`) comes from the new table, as in dm. Publishes
-    /// the result, and marks `old` replaced: a path it fails from now on
-    /// (its I/O still draining) is reported to the reload machinery
-    /// (`take_failures_since_replaced`) and failed in the new map too.
-    pub fn carry_over_from(&self, old: &Map) {
-        let mut old_control = lock(&old.control);
-        let old_counts: Vec<u32> = old.paths.iter().map(PathShared::fail_count).collect();
-        let mut carried = Vec::with_capacity(self.paths.len());
-        for index in 0..self.paths.len() {
-            if let Some(old_index) = (0..old.paths.len())
-                .find(|&old_index| old.path_names[old_index] == self.path_names[index])
-            {
-                carried.push((
-                    index,
-                    old_control.failed[old_index],
-                    old_control.last_error[old_index],
-                    old_control.access[old_index],
-                    old_counts[old_index],
-                ));
+    /// the result, and makes `new` `old`'s successor: from then on `old`
+    /// passes every path failure on to it ([`Map::fail_path`]).
+    ///
+    /// Both control locks are held across the copy (`new`'s first;
+    /// `fail_path` never holds one while taking another), so a failure
+    /// `old` sees is either in the copy or passed on after it, never lost
+    /// between the two.
+    pub fn carry_over_from(new: &Arc<Map>, old: &Map) {
+        let mut control = lock(&new.control);
+        let mut fail_counts = Vec::with_capacity(new.paths.len());
+        {
+            let mut old_control = lock(&old.control);
+            for index in 0..new.paths.len() {
+                let Some(old_index) = (0..old.paths.len())
+                    .find(|&old_index| old.path_names[old_index] == new.path_names[index])
+                else {
+                    continue;
+                };
+                control.failed[index] = old_control.failed[old_index];
+                control.last_error[index] = old_control.last_error[old_index];
+                control.access[index] = old_control.access[old_index];
+                fail_counts.push((index, old.paths[old_index].fail_count()));
             }
+            old_control.successor = Some(Arc::clone(new));
+            // Release: see `fail_path`.
+            old.replaced.store(true, Ordering::Release);
         }
-        old_control.replaced_fail_counts = Some(old_counts);
-        drop(old_control);
-        let mut control = lock(&self.control);
-        for &(index, failed, last_error, access, _) in &carried {
-            control.failed[index] = failed;
-            control.last_error[index] = last_error;
-            control.access[index] = access;
-        }
-        self.publish(&mut control);
+        new.publish(&mut control);
         // After `publish`, whose marking a path failed counts one failure.
-        for (index, _, _, _, count) in carried {
-            self.paths[index].restore_fail_count(count);
+        for (index, count) in fail_counts {
+            new.paths[index].restore_fail_count(count);
         }
-    }
-
-    /// For a map a reload replaced: the paths it failed since it was
-    /// replaced (or since the last call), with their errors, so that the
-    /// map that replaced it fails them too. Empty for a map never
-    /// replaced.
-    pub(crate) fn take_failures_since_replaced(&self) -> Vec<(usize, PathError)> {
-        let mut control = lock(&self.control);
-        let last_error = control.last_error.clone();
-        let Some(seen) = control.replaced_fail_counts.as_mut() else {
-            return Vec::new();
-        };
-        let mut failures = Vec::new();
-        for (index, seen) in seen.iter_mut().enumerate() {
-            let count = self.paths[index].fail_count();
-            if count != *seen {
-                *seen = count;
-                failures.push((index, last_error[index].unwrap_or(PathError::Unknown)));
-            }
-        }
-        failures
     }
 
     fn paths_named(&self, name: &str) -> Result<Vec<usize>, MapError> {

@@ -188,12 +188,8 @@ pub struct Queue<P: PathQueue> {
     node: u16,
     next_timeout_scan_ns: u64,
     /// Set once the queue's map was replaced by a reload: an I/O that finds
-    /// no route waits for [`Queue::take_waiting`], whatever this map says,
-    /// and path errors are noted for the new map.
+    /// no route waits for [`Queue::take_waiting`], whatever this map says.
     hands_over: bool,
-    /// Path errors seen since the owner last took them (only once
-    /// `hands_over`).
-    handed_path_errors: Vec<(usize, PathError)>,
 }
 
 impl<P: PathQueue> Queue<P> {
@@ -254,7 +250,6 @@ impl<P: PathQueue> Queue<P> {
             node,
             next_timeout_scan_ns: 0,
             hands_over: false,
-            handed_path_errors: Vec::new(),
         }
     }
 
@@ -416,12 +411,11 @@ impl<P: PathQueue> Queue<P> {
     /// that finds no route here waits, even where this map would fail it,
     /// for its owner to move it to the new map with
     /// [`Queue::take_waiting`]. The new map's `queue_if_no_path` is the
-    /// one that counts. And each path error is noted for
-    /// [`Queue::take_path_errors`]: the path is the new map's too, and this
-    /// map may have failed it already when the new one had not.
+    /// one that counts. (Path errors need nothing here: the replaced map
+    /// passes its failures on to the new one, see
+    /// [`Map::carry_over_from`].)
     pub(crate) fn hand_over_waiting(&mut self) {
         self.hands_over = true;
-        self.handed_path_errors.reserve(2 * self.slots.len());
     }
 
     /// Hands up to `limit` I/Os waiting for a path to `each`, oldest
@@ -616,7 +610,7 @@ impl<P: PathQueue> Queue<P> {
     fn fail_over(&mut self, index: u32, path: usize, buf: Buffer, error: PathError, now_ns: u64) {
         self.slots[index as usize].buf = buf;
         self.path_stats[path].path_errors += 1;
-        self.path_error(path, error);
+        self.map.fail_path(path, error);
         self.retry(index, now_ns);
     }
 
@@ -629,23 +623,6 @@ impl<P: PathQueue> Queue<P> {
         load.end_io(slot.io_bytes());
         let group = &self.map.groups()[slot.group as usize];
         group.selector.completed(load, slot.start_ns, now_ns);
-    }
-
-    /// Fails `path` for `error`; a queue whose map a reload replaced also
-    /// notes it for its owner to fail the path in the new map.
-    fn path_error(&mut self, path: usize, error: PathError) {
-        self.map.fail_path(path, error);
-        if self.hands_over {
-            self.handed_path_errors.push((path, error));
-        }
-    }
-
-    /// Hands the path errors noted since the last call (see
-    /// [`Queue::hand_over_waiting`]) to `each`, as (path, error).
-    pub(crate) fn take_path_errors(&mut self, mut each: impl FnMut(usize, PathError)) {
-        for (path, error) in self.handed_path_errors.drain(..) {
-            each(path, error);
-        }
     }
 
     /// Dispatches slot `index` again after a path error, within the map's
@@ -711,7 +688,7 @@ impl<P: PathQueue> Queue<P> {
             // asked for again on every scan; the path is failed once.
             if !timed_out {
                 self.path_stats[path].path_errors += 1;
-                self.path_error(path, PathError::Timeout);
+                self.map.fail_path(path, PathError::Timeout);
             }
             let tag = self.slots[index as usize].tag(index);
             match self.path_queues[path].abort(tag) {

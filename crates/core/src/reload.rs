@@ -90,7 +90,7 @@ impl<T> MapSlot<T> {
     /// replaced, whose I/O finishes on the queues that hold it.
     pub fn install(&self, map: Arc<Map>, attached: Arc<T>) -> Arc<Map> {
         let mut installed = lock(&self.current);
-        map.carry_over_from(&installed.map);
+        Map::carry_over_from(&map, &installed.map);
         let epoch = installed.epoch + 1;
         let old = std::mem::replace(
             &mut *installed,
@@ -118,29 +118,7 @@ pub struct ReloadingQueue<P: PathQueue, T, O> {
     epoch: u64,
     current: Queue<P>,
     /// Queues of earlier maps that still hold I/O.
-    draining: Vec<Draining<P>>,
-}
-
-/// The queue of a map a reload replaced, while it still holds I/O.
-#[derive(Debug)]
-struct Draining<P: PathQueue> {
-    queue: Queue<P>,
-}
-
-impl<P: PathQueue> Draining<P> {
-    fn new(mut queue: Queue<P>) -> Self {
-        queue.hand_over_waiting();
-        Draining { queue }
-    }
-
-    /// Fails in `current` each path word a path error hit on this queue's
-    /// map since the last look.
-    fn carry_failures(&mut self, current: &Map) {
-        let map = Arc::clone(self.queue.map());
-        self.queue.take_path_errors(|path, error| {
-            current.fail_path_word(map.path_name(path), error);
-        });
-    }
+    draining: Vec<Queue<P>>,
 }
 
 impl<P, T, O> ReloadingQueue<P, T, O>
@@ -180,7 +158,7 @@ where
     /// Every queue this thread holds: the current map's, then the draining
     /// ones, oldest first.
     pub fn queues(&self) -> impl Iterator<Item = &Queue<P>> {
-        std::iter::once(&self.current).chain(self.draining.iter().map(|old| &old.queue))
+        std::iter::once(&self.current).chain(self.draining.iter())
     }
 
     /// I/Os waiting for a path, over every map.
@@ -190,17 +168,12 @@ where
 
     /// [`ReloadingQueue::queues`], mutably.
     pub fn queues_mut(&mut self) -> impl Iterator<Item = &mut Queue<P>> {
-        std::iter::once(&mut self.current).chain(self.draining.iter_mut().map(|old| &mut old.queue))
+        std::iter::once(&mut self.current).chain(self.draining.iter_mut())
     }
 
     /// I/Os submitted and not yet handed back, over every map.
     pub fn in_flight(&self) -> usize {
-        self.current.in_flight()
-            + self
-                .draining
-                .iter()
-                .map(|old| old.queue.in_flight())
-                .sum::<usize>()
+        self.queues().map(Queue::in_flight).sum()
     }
 
     /// See [`Queue::submit`]; I/O goes to the current map.
@@ -239,38 +212,29 @@ where
         let (map, attached, epoch) = self.slot.current();
         let paths = (self.open)(&map, &attached);
         let queue = Queue::new(map, paths, self.depth, self.cpu);
-        let mut old = Draining::new(std::mem::replace(&mut self.current, queue));
+        let mut old = std::mem::replace(&mut self.current, queue);
+        old.hand_over_waiting();
         self.epoch = epoch;
-        // Path errors the old map saw between the reload and now (a poll
-        // already running when the new map was installed) were not in the
-        // state the new map took over, nor noted by the hand-over yet.
-        let old_map = Arc::clone(old.queue.map());
-        for (path, error) in old_map.take_failures_since_replaced() {
-            self.current
-                .map()
-                .fail_path_word(old_map.path_name(path), error);
-        }
-        Self::move_waiting(&mut old.queue, &mut self.current, now_ns);
-        if !old.queue.is_idle() {
+        Self::move_waiting(&mut old, &mut self.current, now_ns);
+        if !old.is_idle() {
             self.draining.push(old);
         }
     }
 
-    /// Polls the draining queues. A path that fails on an old map (its
-    /// attempt there ended in a path error) is failed in the current map
-    /// too: it is the same path. I/O that waits for a path there (a retry
+    /// Polls the draining queues. I/O that waits for a path there (a retry
     /// found the old map without one) moves to the current map, where the
-    /// paths are reinstated and the messages go.
+    /// paths are reinstated and the messages go. (A path an old map fails
+    /// is failed in the current one by the map itself:
+    /// [`Map::carry_over_from`].)
     #[cold]
     #[inline(never)]
     fn poll_draining(&mut self, now_ns: u64, sink: &mut impl FnMut(Completion)) -> usize {
         let mut handed = 0;
         for old in &mut self.draining {
-            handed += old.queue.poll(now_ns, sink);
-            old.carry_failures(self.current.map());
-            Self::move_waiting(&mut old.queue, &mut self.current, now_ns);
+            handed += old.poll(now_ns, sink);
+            Self::move_waiting(old, &mut self.current, now_ns);
         }
-        self.draining.retain(|old| !old.queue.is_idle());
+        self.draining.retain(|old| !old.is_idle());
         handed
     }
 
