@@ -9,7 +9,7 @@ use mpio_core::io::{Op, PathError};
 use mpio_core::map::MapOptions;
 use mpio_core::status::PathState;
 use std::time::{Duration, Instant};
-use support::{block_data, device, io, run_ok, Server, TempDir};
+use support::{block_writes, device, io, run_ok, Server, TempDir};
 
 const BLOCK: u32 = 4096;
 const BLOCKS: u64 = 32;
@@ -47,21 +47,7 @@ fn hung_path_is_failed_within_its_timeout_and_its_io_completes_elsewhere() {
         ..MapOptions::default()
     };
     let (device, mut queue) = device(BLOCKS * u64::from(BLOCK), &[a.uri(), b.uri()], options);
-    let reference: Vec<Vec<u8>> = (0..BLOCKS)
-        .map(|block| block_data(block, 0, BLOCK as usize))
-        .collect();
-    let writes = (0..BLOCKS)
-        .map(|block| {
-            let offset = block * u64::from(BLOCK);
-            io(
-                block,
-                Op::Write,
-                offset,
-                BLOCK,
-                Some(&reference[block as usize]),
-            )
-        })
-        .collect();
+    let (writes, reference) = block_writes(BLOCKS, BLOCK, 0);
     run_ok(&mut queue, writes, BOUND);
 
     support::pause_control(&control, b'p');

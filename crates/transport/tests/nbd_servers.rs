@@ -10,7 +10,9 @@ use mpio_core::map::MapOptions;
 use mpio_core::status::PathState;
 use mpio_transport::{AnyQueue, Transports};
 use std::time::{Duration, Instant};
-use support::{block_data, device, io, run, run_ok, run_with, verify_through, Server, TempDir};
+use support::{
+    block_data, block_writes, device, io, run, run_ok, run_with, verify_through, Server, TempDir,
+};
 
 const BLOCK: u32 = 4096;
 const SIZE: u64 = 1 << 20;
@@ -21,22 +23,7 @@ fn blocks() -> u64 {
 }
 
 fn writes(round: u64) -> (Vec<mpio_core::io::Io>, Vec<Vec<u8>>) {
-    let reference: Vec<Vec<u8>> = (0..blocks())
-        .map(|block| block_data(block, round, BLOCK as usize))
-        .collect();
-    let ios = (0..blocks())
-        .map(|block| {
-            let offset = block * u64::from(BLOCK);
-            io(
-                block,
-                Op::Write,
-                offset,
-                BLOCK,
-                Some(&reference[block as usize]),
-            )
-        })
-        .collect();
-    (ios, reference)
+    block_writes(blocks(), BLOCK, round)
 }
 
 fn structured(queue: &mut mpio_core::queue::Queue<AnyQueue>, path: usize) -> bool {

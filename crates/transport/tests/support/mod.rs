@@ -412,6 +412,27 @@ pub fn block_data(block: u64, round: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Writes of blocks `0..blocks` of `block_len` bytes with round `round`'s
+/// data ([`block_data`]), and that data, block by block, to check reads
+/// against.
+pub fn block_writes(blocks: u64, block_len: u32, round: u64) -> (Vec<Io>, Vec<Vec<u8>>) {
+    let reference: Vec<Vec<u8>> = (0..blocks)
+        .map(|block| block_data(block, round, block_len as usize))
+        .collect();
+    let writes = (0..blocks)
+        .map(|block| {
+            io(
+                block,
+                Op::Write,
+                block * u64::from(block_len),
+                block_len,
+                Some(&reference[block as usize]),
+            )
+        })
+        .collect();
+    (writes, reference)
+}
+
 /// Reads blocks `0..blocks` of `block_len` through a fresh one-path map
 /// over `word` and asserts they equal `expected`.
 pub fn verify_through(word: &str, block_len: u32, expected: &[Vec<u8>]) {
