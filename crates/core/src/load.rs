@@ -1,5 +1,6 @@
 //! Path load as one I/O thread sees it: what its queue has in flight on
-//! each path, and what it learnt from its completions.
+//! each path, what it sent there in all, and what it learnt from its
+//! completions.
 //!
 //! # Why per queue
 //! The load-aware selectors (queue-length, service-time,
@@ -38,6 +39,9 @@ pub struct PathLoad {
     in_flight_bytes: AtomicU64,
     service_time_ewma: AtomicU64,
     last_completion_ns: AtomicU64,
+    dispatched: AtomicU64,
+    dispatched_bytes: AtomicU64,
+    path_errors: AtomicU64,
 }
 
 // Relaxed everywhere below: one thread writes, the values only steer load
@@ -69,15 +73,44 @@ impl PathLoad {
         self.last_completion_ns.load(Relaxed)
     }
 
-    /// Counts an I/O of `bytes` as started. For the record's one writer:
-    /// the queue that owns it (or a benchmark or test driving a selector
-    /// without a queue); a second writer would lose counts.
+    /// Attempts sent to the path, over the record's life.
+    #[inline]
+    pub fn dispatched(&self) -> u64 {
+        self.dispatched.load(Relaxed)
+    }
+
+    /// Bytes of those attempts (reads and writes; 0 for the others).
+    #[inline]
+    pub fn dispatched_bytes(&self) -> u64 {
+        self.dispatched_bytes.load(Relaxed)
+    }
+
+    /// Attempts that ended in a path error, timeouts included.
+    #[inline]
+    pub fn path_errors(&self) -> u64 {
+        self.path_errors.load(Relaxed)
+    }
+
+    /// Counts an I/O of `bytes` as started: in flight, and dispatched.
+    /// For the record's one writer: the queue that owns it (or a
+    /// benchmark or test driving a selector without a queue); a second
+    /// writer would lose counts.
     #[inline]
     pub fn start_io(&self, bytes: u64) {
         self.in_flight
             .store(self.in_flight().wrapping_add(1), Relaxed);
         self.in_flight_bytes
             .store(self.in_flight_bytes().wrapping_add(bytes), Relaxed);
+        self.dispatched
+            .store(self.dispatched().wrapping_add(1), Relaxed);
+        self.dispatched_bytes
+            .store(self.dispatched_bytes().wrapping_add(bytes), Relaxed);
+    }
+
+    /// Counts an attempt that ended in a path error. Owning queue only.
+    pub(crate) fn path_error(&self) {
+        self.path_errors
+            .store(self.path_errors().wrapping_add(1), Relaxed);
     }
 
     /// Counts an I/O of `bytes` started with [`PathLoad::start_io`] as
@@ -102,6 +135,13 @@ impl PathLoad {
     /// Adds `other` into this record: counts add up; the estimate is the
     /// one of the queue that completed on the path last. For status.
     pub(crate) fn accumulate(&self, other: &PathLoad) {
+        for (total, more) in [
+            (&self.dispatched, other.dispatched()),
+            (&self.dispatched_bytes, other.dispatched_bytes()),
+            (&self.path_errors, other.path_errors()),
+        ] {
+            total.store(total.load(Relaxed).saturating_add(more), Relaxed);
+        }
         self.in_flight
             .store(self.in_flight().saturating_add(other.in_flight()), Relaxed);
         self.in_flight_bytes.store(
@@ -143,6 +183,19 @@ mod tests {
         assert_eq!((load.in_flight(), load.in_flight_bytes()), (1, 512));
         load.end_io(512);
         assert_eq!((load.in_flight(), load.in_flight_bytes()), (0, 0));
+        assert_eq!((load.dispatched(), load.dispatched_bytes()), (2, 4608));
+        load.path_error();
+        let total = PathLoad::default();
+        total.accumulate(&load);
+        total.accumulate(&load);
+        assert_eq!(
+            (
+                total.dispatched(),
+                total.dispatched_bytes(),
+                total.path_errors()
+            ),
+            (4, 9216, 2)
+        );
     }
 
     #[test]

@@ -96,17 +96,6 @@ pub trait PathQueue {
     fn abort(&mut self, tag: u64) -> Option<PathIo>;
 }
 
-/// What one queue counted on one path.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PathStats {
-    /// Attempts dispatched to the path.
-    pub dispatched: u64,
-    /// Bytes of reads and writes dispatched to the path.
-    pub bytes: u64,
-    /// Attempts that ended in a path error (timeouts included).
-    pub path_errors: u64,
-}
-
 /// What one queue counted over all paths.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueueStats {
@@ -182,7 +171,6 @@ pub struct Queue<P: PathQueue> {
     waiting: VecDeque<u32>,
     ready: Vec<Completion>,
     scratch: Vec<PathCompletion>,
-    path_stats: Box<[PathStats]>,
     stats: QueueStats,
     cpu: u32,
     node: u16,
@@ -230,7 +218,6 @@ impl<P: PathQueue> Queue<P> {
             .iter()
             .map(|group| group.selector.new_thread_state())
             .collect();
-        let path_count = map.paths().len();
         let node = map.options().numa.node_of_cpu(cpu);
         let loads = map.register_queue_loads();
         Queue {
@@ -244,7 +231,6 @@ impl<P: PathQueue> Queue<P> {
             waiting: VecDeque::with_capacity(depth),
             ready: Vec::with_capacity(depth),
             scratch: Vec::with_capacity(depth),
-            path_stats: vec![PathStats::default(); path_count].into_boxed_slice(),
             stats: QueueStats::default(),
             cpu,
             node,
@@ -292,11 +278,6 @@ impl<P: PathQueue> Queue<P> {
     /// This queue's load on each path, in [`Map::paths`] order.
     pub fn path_loads(&self) -> &[PathLoad] {
         &self.loads
-    }
-
-    /// What this queue counted per path, in [`Map::paths`] order.
-    pub fn path_stats(&self) -> &[PathStats] {
-        &self.path_stats
     }
 
     /// What this queue counted over all paths.
@@ -557,9 +538,6 @@ impl<P: PathQueue> Queue<P> {
         slot.start_ns = now_ns;
         slot.attempts += 1;
         slot.group = route.group as u32;
-        let stats = &mut self.path_stats[path];
-        stats.dispatched += 1;
-        stats.bytes += bytes;
         let io = PathIo {
             tag: slot.tag(index),
             op: slot.op,
@@ -609,7 +587,7 @@ impl<P: PathQueue> Queue<P> {
     #[inline(never)]
     fn fail_over(&mut self, index: u32, path: usize, buf: Buffer, error: PathError, now_ns: u64) {
         self.slots[index as usize].buf = buf;
-        self.path_stats[path].path_errors += 1;
+        self.loads[path].path_error();
         self.map.fail_path(path, error);
         self.retry(index, now_ns);
     }
@@ -687,7 +665,7 @@ impl<P: PathQueue> Queue<P> {
             // A timed-out attempt the transport could not give back is
             // asked for again on every scan; the path is failed once.
             if !timed_out {
-                self.path_stats[path].path_errors += 1;
+                self.loads[path].path_error();
                 self.map.fail_path(path, PathError::Timeout);
             }
             let tag = self.slots[index as usize].tag(index);

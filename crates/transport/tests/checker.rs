@@ -128,7 +128,7 @@ fn a_failing_path_is_failed_kept_failed_and_reinstated_when_it_heals() {
         done += 1;
     });
     assert_eq!(done, 8);
-    assert!(queue.path_stats()[0].dispatched > 0);
+    assert!(queue.path_loads()[0].dispatched() > 0);
 }
 
 #[test]

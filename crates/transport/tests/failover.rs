@@ -397,7 +397,7 @@ fn invalid_requests_complete_with_an_error_and_reach_no_path() {
     assert!(!map.reinstate_path(99));
     map.set_access_state(99, mpio_core::path::AccessState::Standby);
     assert_eq!(map.status().path_failures, 0);
-    assert_eq!(rig.queue.path_stats()[0].dispatched, 0);
+    assert_eq!(rig.queue.path_loads()[0].dispatched(), 0);
 }
 
 #[test]

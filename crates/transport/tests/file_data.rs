@@ -57,9 +57,9 @@ fn writes_through_two_paths_read_back_byte_exact_through_each() {
     for completion in run(&mut queue, write_all(1)) {
         assert_eq!(completion.result, Ok(()), "I/O {}", completion.user_data);
     }
-    let stats = queue.path_stats();
+    let stats = queue.path_loads();
     assert!(
-        stats.iter().all(|path| path.dispatched > BLOCKS / 4),
+        stats.iter().all(|path| path.dispatched() > BLOCKS / 4),
         "round-robin used both paths: {stats:?}"
     );
     for handle in &device.paths {

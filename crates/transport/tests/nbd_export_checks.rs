@@ -119,9 +119,9 @@ fn a_capability_only_some_paths_have_is_refused_on_every_path() {
             completion.user_data
         );
     }
-    let stats = queue.path_stats();
+    let stats = queue.path_loads();
     assert!(
-        stats[0].dispatched > 0 && stats[1].dispatched > 0,
+        stats[0].dispatched() > 0 && stats[1].dispatched() > 0,
         "both paths were tried: {stats:?}"
     );
 }

@@ -56,7 +56,7 @@ fn hung_path_is_failed_within_its_timeout_and_its_io_completes_elsewhere() {
             .map(|block| io(block, Op::Read, block * u64::from(BLOCK), BLOCK, None))
             .collect()
     };
-    let dispatched_before = queue.path_stats()[0].dispatched;
+    let dispatched_before = queue.path_loads()[0].dispatched();
     let start = Instant::now();
     let done = run_ok(&mut queue, reads(), BOUND);
     let elapsed = start.elapsed();
@@ -65,7 +65,7 @@ fn hung_path_is_failed_within_its_timeout_and_its_io_completes_elsewhere() {
         assert!(completion.buf.as_slice() == reference[block].as_slice());
     }
     assert!(
-        queue.path_stats()[0].dispatched > dispatched_before,
+        queue.path_loads()[0].dispatched() > dispatched_before,
         "round-robin sent reads to the paused path"
     );
     // The reads on the paused path waited for the timeout (so it was
@@ -83,13 +83,13 @@ fn hung_path_is_failed_within_its_timeout_and_its_io_completes_elsewhere() {
 
     support::pause_control(&control, b'r');
     assert!(device.map.reinstate_path(0));
-    let dispatched_before = queue.path_stats()[0].dispatched;
+    let dispatched_before = queue.path_loads()[0].dispatched();
     let done = run_ok(&mut queue, reads(), BOUND);
     for completion in &done {
         let block = completion.user_data as usize;
         assert!(completion.buf.as_slice() == reference[block].as_slice());
     }
-    assert!(queue.path_stats()[0].dispatched > dispatched_before);
+    assert!(queue.path_loads()[0].dispatched() > dispatched_before);
     assert_eq!(
         device.map.status().groups[0].paths[0].state,
         PathState::Active,

@@ -74,9 +74,9 @@ fn nbdkit_memory_with_and_without_structured_replies() {
         // Connected in the background, by now.
         assert_eq!(structured(&mut queue, 0), !no_sr);
         assert_eq!(structured(&mut queue, 1), !no_sr);
-        let stats = queue.path_stats();
-        assert!(stats[0].dispatched > 0 && stats[1].dispatched > 0);
-        assert_eq!(stats[0].path_errors + stats[1].path_errors, 0);
+        let stats = queue.path_loads();
+        assert!(stats[0].dispatched() > 0 && stats[1].dispatched() > 0);
+        assert_eq!(stats[0].path_errors() + stats[1].path_errors(), 0);
         drop(device);
     }
 }
@@ -246,12 +246,12 @@ fn a_killed_server_fails_its_path_and_nothing_is_lost() {
     let reads = (0..blocks())
         .map(|block| io(block, Op::Read, block * u64::from(BLOCK), BLOCK, None))
         .collect();
-    let before = queue.path_stats()[0].dispatched;
+    let before = queue.path_loads()[0].dispatched();
     for completion in run_ok(&mut queue, reads, BOUND) {
         let block = completion.user_data as usize;
         assert!(completion.buf.as_slice() == reference[block].as_slice());
     }
-    assert!(queue.path_stats()[0].dispatched > before);
+    assert!(queue.path_loads()[0].dispatched() > before);
     let AnyQueue::Nbd(path) = &queue.path_queues_mut()[0] else {
         unreachable!("path 0 is an nbd path")
     };

@@ -8,7 +8,7 @@
 
 use super::histogram::Histogram;
 use mpio_core::io::{Buffer, Completion, Io, IoError, Op, PathOutcome};
-use mpio_core::queue::{PathCompletion, PathIo, PathQueue, PathStats, Queue};
+use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
 use mpio_transport::{clock, AnyQueue};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,7 +59,8 @@ pub struct JobResult {
     pub first_error: Option<IoError>,
     pub elapsed_ns: u64,
     pub latency: Histogram,
-    pub path_stats: Vec<PathStats>,
+    /// Attempts dispatched to each path; empty for raw.
+    pub path_dispatched: Vec<u64>,
 }
 
 /// Where a job sends its I/O.
@@ -68,8 +69,8 @@ pub trait Target {
     fn submit(&mut self, io: Io, now_ns: u64) -> Result<(), Io>;
     /// See [`Queue::poll`].
     fn poll<F: FnMut(Completion)>(&mut self, now_ns: u64, sink: &mut F) -> usize;
-    /// Per-path dispatch counts, if the target has paths.
-    fn path_stats(&self) -> Vec<PathStats>;
+    /// Attempts dispatched to each path, if the target has paths.
+    fn path_dispatched(&self) -> Vec<u64>;
 }
 
 impl Target for Queue<AnyQueue> {
@@ -83,9 +84,18 @@ impl Target for Queue<AnyQueue> {
         Queue::poll(self, now_ns, sink)
     }
 
-    fn path_stats(&self) -> Vec<PathStats> {
-        Queue::path_stats(self).to_vec()
+    fn path_dispatched(&self) -> Vec<u64> {
+        dispatched(self)
     }
+}
+
+/// Attempts `queue` dispatched to each path of its map.
+fn dispatched(queue: &Queue<AnyQueue>) -> Vec<u64> {
+    queue
+        .path_loads()
+        .iter()
+        .map(|load| load.dispatched())
+        .collect()
 }
 
 /// The baseline: one path's transport queue with no map above it.
@@ -138,7 +148,7 @@ impl Target for RawTarget {
         handed
     }
 
-    fn path_stats(&self) -> Vec<PathStats> {
+    fn path_dispatched(&self) -> Vec<u64> {
         Vec::new()
     }
 }
@@ -171,8 +181,8 @@ impl Target for LockedTarget {
         self.queue.poll(now_ns, sink)
     }
 
-    fn path_stats(&self) -> Vec<PathStats> {
-        self.queue.path_stats().to_vec()
+    fn path_dispatched(&self) -> Vec<u64> {
+        dispatched(&self.queue)
     }
 }
 
@@ -287,6 +297,6 @@ pub fn run_job<T: Target>(target: &mut T, spec: &JobSpec, progress: &AtomicU64) 
         }
     }
     result.elapsed_ns = clock::now_ns() - start_ns;
-    result.path_stats = target.path_stats();
+    result.path_dispatched = target.path_dispatched();
     result
 }

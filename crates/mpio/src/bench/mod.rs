@@ -314,8 +314,8 @@ fn combine(
         }
         combined.elapsed_ns = combined.elapsed_ns.max(result.elapsed_ns);
         combined.latency.merge(&result.latency);
-        for (path, stats) in combined.paths.iter_mut().zip(&result.path_stats) {
-            path.1 += stats.dispatched;
+        for (path, dispatched) in combined.paths.iter_mut().zip(&result.path_dispatched) {
+            path.1 += dispatched;
         }
     }
     combined
