@@ -173,8 +173,8 @@ fn fresh_routing(map: &Arc<Map>) -> [u64; 2] {
     let completions = drain(&mut queue, 2);
     assert_drained(&queue, &completions, 2);
     [
-        queue.path_stats()[0].dispatched,
-        queue.path_stats()[1].dispatched,
+        queue.path_loads()[0].dispatched(),
+        queue.path_loads()[1].dispatched(),
     ]
 }
 
@@ -211,11 +211,11 @@ fn snapshot_swap_during_select_fail_path() {
                 let mut queue = healthy_queue(&map, 2);
                 for user_data in 0..2 {
                     let seen = map.generation();
-                    let on_a = queue.path_stats()[0].dispatched;
+                    let on_a = queue.path_loads()[0].dispatched();
                     queue
                         .submit(read(user_data), 0)
                         .expect("depth 2 holds two I/Os");
-                    let went_to_a = queue.path_stats()[0].dispatched > on_a;
+                    let went_to_a = queue.path_loads()[0].dispatched() > on_a;
                     assert!(
                         !(went_to_a && seen >= failed_generation),
                         "I/O {user_data} routed to path a after this thread saw generation \
@@ -477,17 +477,18 @@ fn two_queues_fail_over_the_same_path() {
                 queue.submit(read(0), 0).expect("depth 1 holds one I/O");
                 let completions = drain(&mut queue, 4);
                 assert_drained(&queue, &completions, 1);
-                let stats = queue.path_stats();
+                let stats = queue.path_loads();
                 assert_eq!(
-                    stats[0].path_errors, stats[0].dispatched,
+                    stats[0].path_errors(),
+                    stats[0].dispatched(),
                     "every attempt on a errors"
                 );
                 assert_eq!(
                     queue.stats().retries,
-                    stats[0].path_errors,
+                    stats[0].path_errors(),
                     "every path error is retried"
                 );
-                assert_eq!(stats[1].dispatched, 1, "the I/O ends on b, once");
+                assert_eq!(stats[1].dispatched(), 1, "the I/O ends on b, once");
             }
         };
         let io_threads = [
@@ -537,7 +538,7 @@ fn retry_after_path_error_never_returns_to_the_failed_path() {
                 let completions = drain(&mut queue, 4);
                 assert_drained(&queue, &completions, 1);
                 assert!(
-                    queue.path_stats()[0].dispatched <= 1,
+                    queue.path_loads()[0].dispatched() <= 1,
                     "the I/O went back to path a after its error there had failed a"
                 );
             }
