@@ -10,6 +10,7 @@ pub mod failback;
 pub mod io;
 pub mod load;
 pub mod map;
+pub mod marginal;
 pub mod message;
 pub mod numa;
 pub mod path;
