@@ -77,7 +77,7 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         idle_spin_us: args.idle_spin_us,
         ..ServerConfig::default()
     };
-    let server = Server::start(&config, device).map_err(|error| error.to_string())?;
+    let server = Server::start(&config, device.into_slot()).map_err(|error| error.to_string())?;
     let export = server.export();
     println!(
         "mpio serve: exporting {} ({} bytes{}) as {:?}",

@@ -1,6 +1,7 @@
 //! One event loop: a thread with its own poller, its own connections and
-//! its own [`Queue`] over the map (the core's per-thread queue: no lock
-//! shared with the other loops on the I/O path).
+//! its own [`DeviceQueue`] over the device (the core's per-thread queue,
+//! which follows the device's map across reloads: no lock shared with the
+//! other loops on the I/O path).
 //!
 //! Each turn: wait for socket events (or not at all while the map holds
 //! I/O that must be polled), read every ready connection and submit what
@@ -20,6 +21,9 @@
 //! When the queue holds its depth of I/Os, further requests wait in the
 //! loop (in arrival order) until completions free slots; each connection
 //! bounds what it has at the map ([`crate::connection::MAX_IN_FLIGHT`]).
+//! For a while after a reload the queue holds more than its depth (the
+//! old map's I/O finishing beside up to `depth` new ones; see
+//! [`mpio_core::reload`]); the connections' bounds still hold.
 //! A connection still in its handshake [`LoopSettings::handshake_timeout_ms`]
 //! after it arrived is closed (checked every 100 ms while any is), so idle
 //! clients cannot hold the server's connection slots.
@@ -39,9 +43,8 @@ use crate::stream::Stream;
 use crate::Shared;
 use mio::{Events, Interest, Poll, Token};
 use mpio_core::io::{Completion, Io, Op};
-use mpio_core::queue::Queue;
 use mpio_transport::clock::now_ns;
-use mpio_transport::{AnyQueue, Device};
+use mpio_transport::{device_queue, DeviceQueue, DeviceSlot};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -102,7 +105,7 @@ pub struct LoopSettings {
 pub struct EventLoop {
     poll: Poll,
     events: Events,
-    queue: Queue<AnyQueue>,
+    queue: DeviceQueue,
     export: Arc<Export>,
     shared: Arc<Shared>,
     incoming: Receiver<Stream>,
@@ -133,11 +136,12 @@ pub struct EventLoop {
 }
 
 impl EventLoop {
-    /// A loop for `cpu` over `device`, taking new connections from
-    /// `incoming` (announced through its waker).
+    /// A loop for `cpu` over the map `device` serves (and any it serves
+    /// later), taking new connections from `incoming` (announced through
+    /// its waker).
     pub fn new(
         poll: Poll,
-        device: &Device,
+        device: &Arc<DeviceSlot>,
         settings: LoopSettings,
         export: Arc<Export>,
         shared: Arc<Shared>,
@@ -147,7 +151,7 @@ impl EventLoop {
         EventLoop {
             poll,
             events: Events::with_capacity(256),
-            queue: device.queue(depth, settings.cpu),
+            queue: device_queue(device, depth, settings.cpu),
             export,
             shared,
             incoming,

@@ -7,6 +7,11 @@
 //! and [`ServerConfig::loops`] event loops (one per core by default), and
 //! returns a handle; [`Server::stop`] (or dropping it) stops them all.
 //!
+//! The server exports a [`DeviceSlot`], not a fixed map: [`Server::reload`]
+//! (or [`mpio_transport::Transports::reload`] on [`Server::device`]) gives
+//! it a new table while clients run, and each loop's queue moves to the
+//! new map at its next request (I/O in flight finishes on the old one).
+//!
 //! # Design
 //! - The acceptor hands connections to the loops round-robin and refuses
 //!   any beyond [`ServerConfig::max_connections`].
@@ -41,7 +46,9 @@ use acceptor::{Listener, LoopInbox};
 use event_loop::{EventLoop, LoopSettings};
 pub use export::Export;
 use mio::{Poll, Waker};
-use mpio_transport::Device;
+use mpio_core::map::Map;
+use mpio_core::table::Table;
+use mpio_transport::{DeviceSlot, SetupError, Transports};
 use stats::Counters;
 pub use stats::ServerStats;
 use std::net::SocketAddr;
@@ -113,6 +120,26 @@ pub enum ServerError {
     Start(#[from] std::io::Error),
 }
 
+/// Why [`Server::reload`] refused a table; the device keeps its map.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The table's size differs from the export's: clients were told the
+    /// size at their handshake and keep it for the connection's life.
+    #[error(
+        "the table is {table_bytes} bytes but the export is {export_bytes}: a reload cannot \
+         resize an export"
+    )]
+    Size {
+        /// The new table's size.
+        table_bytes: u64,
+        /// The export's size.
+        export_bytes: u64,
+    },
+    /// The new map could not be built.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+}
+
 /// What the threads share.
 #[derive(Debug)]
 pub struct Shared {
@@ -150,17 +177,20 @@ pub struct Server {
     unix_socket: Option<PathBuf>,
     tcp_address: Option<SocketAddr>,
     export: Arc<Export>,
+    device: Arc<DeviceSlot>,
 }
 
 impl Server {
     /// Binds the listeners and starts the acceptor and the event loops
-    /// over `device`.
+    /// over the map `device` serves, and whatever map it serves after a
+    /// reload. (A plain [`mpio_transport::Device`] becomes a slot with
+    /// [`mpio_transport::Device::into_slot`].)
     ///
     /// # Errors
     /// No listener, a bad setting, a socket that cannot be bound (an
     /// existing unix socket path included), or a thread or poller that
     /// cannot be created.
-    pub fn start(config: &ServerConfig, device: Device) -> Result<Server, ServerError> {
+    pub fn start(config: &ServerConfig, device: Arc<DeviceSlot>) -> Result<Server, ServerError> {
         if config.unix_socket.is_none() && config.tcp.is_none() {
             return Err(ServerError::NoListener);
         }
@@ -201,10 +231,11 @@ impl Server {
                 })?;
             listeners.push(Listener::Unix(listener));
         }
+        let map = device.map();
         let export = Arc::new(Export {
             name: config.export_name.clone(),
-            description: format!("mpio map {}", device.map.name()),
-            size_bytes: device.map.size_bytes(),
+            description: format!("mpio map {}", map.name()),
+            size_bytes: map.size_bytes(),
             read_only: config.read_only,
         });
         let shared = Arc::new(Shared {
@@ -220,8 +251,8 @@ impl Server {
             unix_socket: config.unix_socket.clone(),
             tcp_address,
             export: Arc::clone(&export),
+            device: Arc::clone(&device),
         };
-        let device = Arc::new(device);
         let mut inboxes = Vec::new();
         for index in 0..loop_count {
             let poll = Poll::new()?;
@@ -281,6 +312,49 @@ impl Server {
             uris.push(format!("nbd://{address}/{name}"));
         }
         uris
+    }
+
+    /// The device served: its map now, for status, messages and
+    /// [`Transports::reload`].
+    pub fn device(&self) -> &Arc<DeviceSlot> {
+        &self.device
+    }
+
+    /// Serves `table` from now on, as dm's `reload` + `resume`: builds the
+    /// new map over `transports` (the registry the first map was built
+    /// with, so memory disks and ports are the same), carries the old
+    /// map's path states over, installs it and wakes every event loop so
+    /// that even an idle one moves to it at once (dropping its queues to
+    /// paths the table removed). Requests in flight finish on the old map;
+    /// none is paused or lost. Returns the map replaced.
+    ///
+    /// # Errors
+    /// A table of another size than the export, or one that cannot be
+    /// built ([`Transports::reload`]); the old map stays.
+    pub fn reload(&self, transports: &Transports, table: &Table) -> Result<Arc<Map>, ReloadError> {
+        let table_bytes = table
+            .length_sectors
+            .saturating_mul(mpio_core::io::SECTOR_SIZE);
+        if table_bytes != self.export.size_bytes {
+            return Err(ReloadError::Size {
+                table_bytes,
+                export_bytes: self.export.size_bytes,
+            });
+        }
+        let old = transports.reload(&self.device, table)?;
+        self.notice_reload();
+        Ok(old)
+    }
+
+    /// Wakes every event loop so that each moves to the device's current
+    /// map now, rather than at its next request: for a caller that
+    /// reloaded [`Server::device`] itself.
+    pub fn notice_reload(&self) {
+        for (_, waker) in &self.loops {
+            if let Err(error) = waker.wake() {
+                eprintln!("mpio serve: cannot wake an event loop after a reload: {error}");
+            }
+        }
     }
 
     /// What the server counted so far.

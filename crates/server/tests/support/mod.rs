@@ -19,7 +19,7 @@ use mpio_nbd::handshake::{GoRequest, OptionHeader, OptionReplyHeader};
 use mpio_nbd::reply::SimpleReply;
 use mpio_nbd::request::Request;
 use mpio_server::{Server, ServerConfig};
-use mpio_transport::Transports;
+use mpio_transport::{DeviceSlot, Transports};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -72,7 +72,10 @@ pub fn require(program: &str, package: &str) {
 pub struct TestServer {
     pub server: Server,
     pub transports: Transports,
+    /// The map the server started with.
     pub map: Arc<Map>,
+    /// The device served (its map changes with reloads).
+    pub device: Arc<DeviceSlot>,
     pub dir: TempDir,
 }
 
@@ -94,11 +97,13 @@ impl TestServer {
         let table = Table::parse(&table_text("disk")).unwrap();
         let device = transports.build(&table, MapOptions::default()).unwrap();
         let map = Arc::clone(&device.map);
-        let server = Server::start(&config, device).unwrap();
+        let device = device.into_slot();
+        let server = Server::start(&config, Arc::clone(&device)).unwrap();
         TestServer {
             server,
             transports,
             map,
+            device,
             dir,
         }
     }
