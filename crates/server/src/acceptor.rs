@@ -86,8 +86,9 @@ pub fn run(
             eprintln!("mpio serve: acceptor stops: poll failed: {error}");
             return;
         }
-        // Acquire: pairs with the Release store in `Server::stop`.
-        if shared.stop.load(Ordering::Acquire) {
+        // Acquire: pairs with the Release stores in `Server::stop` and
+        // `Server::shutdown`. Returning drops (closes) the listeners.
+        if shared.stop.load(Ordering::Acquire) || shared.draining.load(Ordering::Acquire) {
             return;
         }
         retry = false;

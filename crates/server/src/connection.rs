@@ -500,6 +500,12 @@ impl Connection {
             && (self.readable || parsable)
     }
 
+    /// Requests read and not yet answered in full: at the map, or their
+    /// replies waiting to be sent (refusals included).
+    pub fn unanswered(&self) -> usize {
+        self.in_flight
+    }
+
     /// True when replies wait to be sent.
     pub fn has_output(&self) -> bool {
         !self.output.is_empty()

@@ -28,6 +28,15 @@
 //! after it arrived is closed (checked every 100 ms while any is), so idle
 //! clients cannot hold the server's connection slots.
 //!
+//! # Draining
+//! When the server shuts down ([`crate::Server::shutdown`]) a loop stops
+//! taking work: it closes connections still in their handshake, drops
+//! connections the acceptor hands it, and reads no more from its clients
+//! (a request counts as read once its header, and a WRITE's payload, has
+//! been parsed; bytes behind it stay unread). Everything read is still
+//! completed and answered. Each turn it publishes what is left
+//! ([`DrainProgress`]) for the server to wait on.
+//!
 //! # Clients that vanish
 //! A connection whose socket or protocol fails is closed at once; its
 //! slot's generation moves on, so completions of its I/O still in flight
@@ -38,6 +47,7 @@ use crate::export::{nbd_error, Export};
 use crate::log_limit::LimitedLog;
 use crate::pool::BufferPool;
 use crate::reply::ReplyHeader;
+use crate::shutdown::{DrainProgress, LoopExit};
 use crate::stats::Counters;
 use crate::stream::Stream;
 use crate::Shared;
@@ -49,7 +59,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The token of the loop's waker (new connections, stop).
 pub const WAKER: Token = Token(usize::MAX);
@@ -60,8 +70,6 @@ const SPIN_TURNS: u32 = 64;
 const BUSY_SLEEP: Duration = Duration::from_micros(100);
 /// How often a loop with connections in their handshake checks their age.
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
-/// How long a stopping loop waits for I/O in flight to finish.
-const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 struct Slot {
@@ -89,6 +97,8 @@ struct InFlight {
 /// How one loop runs.
 #[derive(Clone, Copy, Debug)]
 pub struct LoopSettings {
+    /// The loop's index among the server's loops (its [`DrainProgress`]).
+    pub index: usize,
     /// The CPU the loop's queue is for (its NUMA node).
     pub cpu: u32,
     /// Depth of the loop's queue over the map.
@@ -133,6 +143,10 @@ pub struct EventLoop {
     /// since): the loop wakes to scan again.
     handshaking: bool,
     next_scan_ns: u64,
+    /// The server is shutting down: read nothing more (module docs).
+    draining: bool,
+    /// Where this loop says how far its drain is.
+    progress: Arc<DrainProgress>,
 }
 
 impl EventLoop {
@@ -148,6 +162,7 @@ impl EventLoop {
         incoming: Receiver<Stream>,
     ) -> Self {
         let depth = settings.queue_depth;
+        let progress = Arc::clone(&shared.drain[settings.index]);
         EventLoop {
             poll,
             events: Events::with_capacity(256),
@@ -173,11 +188,13 @@ impl EventLoop {
             handshake_timeout_ms: settings.handshake_timeout_ms,
             handshaking: false,
             next_scan_ns: 0,
+            draining: false,
+            progress,
         }
     }
 
-    /// Runs until the server stops.
-    pub fn run(mut self) {
+    /// Runs until the server stops; says what it left behind.
+    pub fn run(mut self) -> LoopExit {
         loop {
             let busy = self.queue.in_flight() > 0 || !self.waiting.is_empty();
             let timeout = match (busy, self.idle_turns < SPIN_TURNS) {
@@ -227,6 +244,11 @@ impl EventLoop {
                 if self.shared.stop.load(Ordering::Acquire) {
                     break;
                 }
+                // Acquire: pairs with the Release store in
+                // `Server::shutdown`.
+                if !self.draining && self.shared.draining.load(Ordering::Acquire) {
+                    self.start_draining();
+                }
                 self.adopt();
             }
             let now = now_ns();
@@ -235,15 +257,54 @@ impl EventLoop {
                 self.time_out_handshakes(now);
             }
             self.turn();
+            if self.draining {
+                self.publish_progress();
+            }
         }
-        self.shut_down();
+        self.shut_down()
+    }
+
+    /// Stops taking work (see the module docs): connections still in
+    /// their handshake close now; the others are read no more.
+    fn start_draining(&mut self) {
+        self.draining = true;
+        for index in 0..self.slots.len() {
+            if self.slots[index]
+                .connection
+                .as_ref()
+                .is_some_and(Connection::in_handshake)
+            {
+                self.close(index);
+            }
+        }
+        self.handshaking = false;
+    }
+
+    /// Requests read and not yet answered in full, and I/Os at the map
+    /// (or waiting for room in its queue), over this loop.
+    fn left(&self) -> (usize, usize) {
+        let unanswered = self
+            .slots
+            .iter()
+            .filter_map(|slot| slot.connection.as_ref())
+            .map(Connection::unanswered)
+            .sum();
+        let at_map = self.requests.len() - self.free_requests.len();
+        (unanswered, at_map)
+    }
+
+    fn publish_progress(&self) {
+        let (unanswered, at_map) = self.left();
+        self.progress.publish(unanswered, at_map);
     }
 
     /// Reads, submits, completes and sends, once.
     fn turn(&mut self) {
-        for at in 0..self.active.len() {
-            let index = self.active[at];
-            self.receive(index);
+        if !self.draining {
+            for at in 0..self.active.len() {
+                let index = self.active[at];
+                self.receive(index);
+            }
         }
         let completed = self.complete();
         self.idle_turns = if completed > 0 {
@@ -289,6 +350,13 @@ impl EventLoop {
     /// Takes the connections the acceptor handed over.
     fn adopt(&mut self) {
         while let Ok(mut stream) = self.incoming.try_recv() {
+            if self.draining {
+                // Accepted just before the listeners closed: not served.
+                drop(stream);
+                self.shared.release_connection();
+                Counters::add(&self.shared.counters.closed);
+                continue;
+            }
             let index = self.free_slots.pop().unwrap_or_else(|| {
                 self.slots.push(Slot {
                     connection: None,
@@ -472,7 +540,7 @@ impl EventLoop {
         }
         if connection.is_broken() || connection.is_done() {
             self.close(index);
-        } else if connection.wants_to_read() {
+        } else if !self.draining && connection.wants_to_read() {
             // Replies going out made room under its bounds: read on at the
             // next turn (which does not wait: `active` is not empty).
             mark_active(&mut self.slots, &mut self.active, index);
@@ -502,17 +570,33 @@ impl EventLoop {
         Counters::add(&self.shared.counters.closed);
     }
 
-    /// Closes every connection and waits (bounded) for the map to finish
-    /// what is in flight.
-    fn shut_down(mut self) {
+    /// Closes every connection and waits, until the server's exit time,
+    /// for the map to finish what is in flight; says what was left.
+    fn shut_down(mut self) -> LoopExit {
+        let (unanswered, _) = self.left();
+        let mut connections_closed = 0;
         for index in 0..self.slots.len() {
-            self.close(index);
+            if self.slots[index].connection.is_some() {
+                connections_closed += 1;
+                self.close(index);
+            }
         }
-        self.waiting.clear();
-        let started = Instant::now();
-        while self.queue.in_flight() > 0 && started.elapsed() < DRAIN_LIMIT {
+        // Waiting for room in the queue: counted in `unanswered`.
+        for io in self.waiting.drain(..) {
+            self.pool.give(io.buf);
+        }
+        // Relaxed: the exit time was stored before `stop` (Release), whose
+        // Acquire load brought the loop here (or the poller failed, and
+        // any exit time will do).
+        let exit_by_ns = self.shared.exit_by_ns.load(Ordering::Relaxed);
+        while self.queue.in_flight() > 0 && now_ns() < exit_by_ns {
             self.queue.poll(now_ns(), &mut |_| {});
             std::thread::sleep(Duration::from_micros(100));
+        }
+        LoopExit {
+            unanswered,
+            left_at_map: self.queue.in_flight(),
+            connections_closed,
         }
     }
 }

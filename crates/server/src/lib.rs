@@ -5,7 +5,9 @@
 //! [`Server::start`] binds the listeners (a unix socket and/or TCP,
 //! loopback unless another address is given), starts one acceptor thread
 //! and [`ServerConfig::loops`] event loops (one per core by default), and
-//! returns a handle; [`Server::stop`] (or dropping it) stops them all.
+//! returns a handle; [`Server::shutdown`] drains and flushes before it
+//! stops them ([`shutdown`]), [`Server::stop`] (or dropping the handle)
+//! stops them at once.
 //!
 //! The server exports a [`DeviceSlot`], not a fixed map: [`Server::reload`]
 //! (or [`mpio_transport::Transports::reload`] on [`Server::device`]) gives
@@ -26,8 +28,9 @@
 //!
 //! # Concurrency
 //! `Shared::connections` counts open connections against the maximum
-//! (claimed by the acceptor, released by the loops); `Shared::stop` tells
-//! the threads to end. See each for its ordering.
+//! (claimed by the acceptor, released by the loops); `Shared::draining`
+//! tells the threads to take no new work, `Shared::stop` to end. See each
+//! for its ordering.
 
 pub mod acceptor;
 pub mod connection;
@@ -39,6 +42,7 @@ pub mod log_limit;
 pub mod pool;
 pub mod reply;
 pub mod request;
+pub mod shutdown;
 pub mod stats;
 pub mod stream;
 
@@ -48,14 +52,21 @@ pub use export::Export;
 use mio::{Poll, Waker};
 use mpio_core::map::Map;
 use mpio_core::table::Table;
+use mpio_transport::clock::now_ns;
 use mpio_transport::{DeviceSlot, SetupError, Transports};
+use shutdown::{DrainProgress, LoopExit};
+pub use shutdown::{FlushOutcome, ShutdownReport};
 use stats::Counters;
 pub use stats::ServerStats;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long [`Server::stop`] lets the loops wait for I/O at the map.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// How the server listens and what it exports.
 #[derive(Clone, Debug)]
@@ -144,6 +155,13 @@ pub enum ReloadError {
 #[derive(Debug)]
 pub struct Shared {
     stop: AtomicBool,
+    /// Shutting down: accept nothing, read nothing, answer what was read.
+    draining: AtomicBool,
+    /// When (on [`now_ns`]'s clock) a stopping loop stops waiting for I/O
+    /// at the map. Stored before `stop`.
+    exit_by_ns: AtomicU64,
+    /// Each loop's drain, by loop index.
+    drain: Vec<Arc<DrainProgress>>,
     connections: AtomicUsize,
     max_connections: usize,
     counters: Counters,
@@ -173,7 +191,7 @@ impl Shared {
 pub struct Server {
     shared: Arc<Shared>,
     acceptor: Option<(JoinHandle<()>, Arc<Waker>)>,
-    loops: Vec<(JoinHandle<()>, Arc<Waker>)>,
+    loops: Vec<(JoinHandle<LoopExit>, Arc<Waker>)>,
     unix_socket: Option<PathBuf>,
     tcp_address: Option<SocketAddr>,
     export: Arc<Export>,
@@ -240,6 +258,9 @@ impl Server {
         });
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            exit_by_ns: AtomicU64::new(0),
+            drain: (0..loop_count).map(|_| Arc::default()).collect(),
             connections: AtomicUsize::new(0),
             max_connections: config.max_connections,
             counters: Counters::default(),
@@ -264,6 +285,7 @@ impl Server {
                 Arc::clone(&shared),
             );
             let settings = LoopSettings {
+                index,
                 cpu: index as u32,
                 queue_depth: config.queue_depth,
                 idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
@@ -272,7 +294,7 @@ impl Server {
             let thread = std::thread::Builder::new()
                 .name(format!("mpio-serve-{index}"))
                 .spawn(move || {
-                    EventLoop::new(poll, &device, settings, export, shared, receiver).run();
+                    EventLoop::new(poll, &device, settings, export, shared, receiver).run()
                 })?;
             server.loops.push((thread, Arc::clone(&waker)));
             inboxes.push(LoopInbox { sender, waker });
@@ -350,11 +372,7 @@ impl Server {
     /// map now, rather than at its next request: for a caller that
     /// reloaded [`Server::device`] itself.
     pub fn notice_reload(&self) {
-        for (_, waker) in &self.loops {
-            if let Err(error) = waker.wake() {
-                eprintln!("mpio serve: cannot wake an event loop after a reload: {error}");
-            }
-        }
+        self.wake_loops("follow a reload");
     }
 
     /// What the server counted so far.
@@ -368,32 +386,98 @@ impl Server {
         self.shared.connections.load(Ordering::Relaxed)
     }
 
-    /// Stops accepting, closes every connection, waits (bounded) for I/O
-    /// in flight, and joins every thread. Also done on drop.
+    /// Shuts down cleanly within `deadline` (see [`shutdown`] for the
+    /// steps): stops accepting (the listeners close, the unix socket file
+    /// goes), reads no new request, completes and answers every request
+    /// already read, sends a FLUSH through the map and waits for it, then
+    /// closes every connection and joins every thread. Past the deadline
+    /// it stops waiting and closes what is left; the report says what was
+    /// abandoned.
+    pub fn shutdown(mut self, deadline: Duration) -> ShutdownReport {
+        let started = Instant::now();
+        let give_up = started + deadline;
+        let completed_before = self.stats().requests_completed;
+        // Release: a thread that sees `draining` after its waker fired
+        // sees everything done before it.
+        self.shared.draining.store(true, Ordering::Release);
+        self.stop_accepting();
+        self.wake_loops("drain");
+        let drained = shutdown::wait_drained(&self.shared.drain, give_up);
+        let flush = if !drained {
+            FlushOutcome::NotSent
+        } else if self.export.read_only {
+            FlushOutcome::ReadOnly
+        } else {
+            shutdown::flush_map(&self.device, give_up)
+        };
+        let exits = self.stop_loops(shutdown::clock_ns_at(give_up));
+        ShutdownReport {
+            drained,
+            requests_completed: self.stats().requests_completed - completed_before,
+            requests_unanswered: exits.iter().map(|exit| exit.unanswered).sum(),
+            io_left_at_map: exits.iter().map(|exit| exit.left_at_map).sum(),
+            flush,
+            connections_closed: exits.iter().map(|exit| exit.connections_closed).sum(),
+            elapsed: started.elapsed(),
+        }
+    }
+
+    /// Stops at once: stops accepting, closes every connection (requests
+    /// in flight go unanswered), waits (bounded) for I/O at the map, and
+    /// joins every thread. Also done on drop.
     pub fn stop(mut self) {
         self.stop_threads();
     }
 
     fn stop_threads(&mut self) {
-        // Release: a thread that sees `stop` after its waker fired sees
-        // everything done before it.
+        // Release: as in `stop_loops` (the acceptor reads `stop` too).
         self.shared.stop.store(true, Ordering::Release);
-        let threads = self.acceptor.take().into_iter().chain(self.loops.drain(..));
-        let threads: Vec<_> = threads.collect();
-        for (_, waker) in &threads {
+        self.stop_accepting();
+        self.stop_loops(now_ns().saturating_add(STOP_WAIT.as_nanos() as u64));
+    }
+
+    /// Ends the acceptor (its listeners close with it) and removes the
+    /// unix socket file. The caller set `draining` or `stop` first.
+    fn stop_accepting(&mut self) {
+        if let Some((thread, waker)) = self.acceptor.take() {
             if let Err(error) = waker.wake() {
-                eprintln!("mpio serve: cannot wake a thread to stop: {error}");
+                eprintln!("mpio serve: cannot wake the acceptor to stop: {error}");
             }
-        }
-        for (thread, _) in threads {
             if thread.join().is_err() {
-                eprintln!("mpio serve: a server thread panicked");
+                eprintln!("mpio serve: the acceptor thread panicked");
             }
         }
         if let Some(path) = self.unix_socket.take() {
             // The socket file is ours: we created it in `start`.
             let _ = std::fs::remove_file(path);
         }
+    }
+
+    fn wake_loops(&self, why: &str) {
+        for (_, waker) in &self.loops {
+            if let Err(error) = waker.wake() {
+                eprintln!("mpio serve: cannot wake an event loop to {why}: {error}");
+            }
+        }
+    }
+
+    /// Ends the loops: each closes its connections and waits for the map
+    /// until `exit_by_ns`. Returns what each left behind.
+    fn stop_loops(&mut self, exit_by_ns: u64) -> Vec<LoopExit> {
+        // Relaxed: published by the Release store of `stop` just after.
+        self.shared.exit_by_ns.store(exit_by_ns, Ordering::Relaxed);
+        // Release: a thread that sees `stop` after its waker fired sees
+        // everything done before it (the exit time included).
+        self.shared.stop.store(true, Ordering::Release);
+        self.wake_loops("stop");
+        let mut exits = Vec::new();
+        for (thread, _) in self.loops.drain(..) {
+            match thread.join() {
+                Ok(exit) => exits.push(exit),
+                Err(_) => eprintln!("mpio serve: a server thread panicked"),
+            }
+        }
+        exits
     }
 }
 
