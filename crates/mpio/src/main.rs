@@ -7,6 +7,7 @@
 
 mod bench;
 mod serve_cmd;
+mod signals;
 mod sim_cmd;
 mod table_cmd;
 

@@ -1,6 +1,12 @@
 //! `mpio serve`: export a map over NBD. With no arguments it serves a
 //! built-in demo map (two priority groups of memory paths) on a unix
 //! socket and prints the URI to give an NBD client.
+//!
+//! It runs until SIGTERM or SIGINT. The first drains: no new connection
+//! or request, every request read is answered, a FLUSH goes through the
+//! map, then it exits (0 when nothing was abandoned, 1 when the
+//! `--shutdown-timeout` ran out first; the report says what). A second
+//! signal exits at once ([`crate::signals`]: 130 or 143).
 
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
@@ -8,6 +14,7 @@ use mpio_server::{Server, ServerConfig};
 use mpio_transport::Transports;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The demo map: 256 MiB of RAM reached through ports `a` and `b`
 /// (group 1, round-robin) and, should both fail, port `c` (group 2).
@@ -46,10 +53,19 @@ pub struct ServeArgs {
     /// (0: sleep at once; saves CPU, costs latency).
     #[arg(long, default_value_t = 25)]
     idle_spin_us: u64,
+    /// On SIGTERM or SIGINT, how long (seconds) to wait for requests in
+    /// flight and the final flush before giving up on them.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    shutdown_timeout: f64,
 }
 
-/// Runs `mpio serve` until the process is killed.
+/// Runs `mpio serve` until a signal; then drains, reports and exits.
 pub fn main(args: &ServeArgs) -> Result<(), String> {
+    let shutdown_timeout = Duration::try_from_secs_f64(args.shutdown_timeout)
+        .map_err(|error| format!("--shutdown-timeout {}: {error}", args.shutdown_timeout))?;
+    // Before the server starts: a signal from now on drains it.
+    let mut signals = crate::signals::ShutdownSignals::install()
+        .map_err(|error| format!("cannot catch SIGTERM and SIGINT: {error}"))?;
     let table_text = args.table.as_deref().unwrap_or(DEMO_TABLE);
     let table = Table::parse(table_text).map_err(|error| format!("--table: {error}"))?;
     let options = MapOptions {
@@ -97,8 +113,17 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
     if let Some(uri) = uris.first() {
         println!("try: nbdinfo '{uri}'");
     }
-    println!("stop with Ctrl-C");
-    loop {
-        std::thread::park();
+    println!("stop with Ctrl-C or SIGTERM (a second one exits at once)");
+    let signal = signals.wait();
+    eprintln!(
+        "mpio serve: {signal}: draining (up to {:?}; a second signal exits at once)",
+        shutdown_timeout
+    );
+    let report = server.shutdown(shutdown_timeout);
+    eprintln!("mpio serve: shut down: {report}");
+    if report.is_clean() {
+        Ok(())
+    } else {
+        Err("shutdown abandoned work (see the report above)".into())
     }
 }

@@ -1,6 +1,8 @@
 //! `mpio serve` as the README runs it: with no arguments it serves the
 //! demo map, prints a URI and an example, and `nbdinfo` pointed at that
-//! URI sees the map; a bad table fails with a message naming it.
+//! URI sees the map; a bad table fails with a message naming it. SIGTERM
+//! after I/O drains, flushes and exits 0 with the socket file removed; a
+//! second signal while a read holds the drain exits at once (143).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -82,4 +84,143 @@ fn serve_names_a_bad_table() {
     assert!(!output.status.success());
     let message = String::from_utf8_lossy(&output.stderr);
     assert!(message.contains("--table"), "{message}");
+}
+
+/// `mpio serve` with `args`, its stdout read up to the example line;
+/// returns the process, the NBD URI and a thread collecting stderr.
+fn serve(args: &[&str]) -> (Guard, String, std::thread::JoinHandle<String>) {
+    let mut child = Guard(
+        Command::new(env!("CARGO_BIN_EXE_mpio"))
+            .arg("serve")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mpio runs"),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let mut stderr = child.0.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if sender.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut uri = None;
+    loop {
+        let line = receiver
+            .recv_timeout(Duration::from_secs(60))
+            .expect("mpio serve prints its example line");
+        if line.starts_with("  nbd") && uri.is_none() {
+            uri = Some(line.trim().to_string());
+        }
+        if line.starts_with("try: ") {
+            break;
+        }
+    }
+    (child, uri.expect("a URI line"), errors)
+}
+
+/// Sends `signal` (a `kill` name: TERM, INT) to `child`.
+fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Waits up to `bound` for `child` to exit; its exit status.
+fn exit_within(child: &mut Child, bound: Duration) -> std::process::ExitStatus {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            started.elapsed() < bound,
+            "mpio serve still runs {bound:?} after the signal"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sigterm_drains_flushes_and_exits_0_removing_the_socket() {
+    let dir = tempfile_dir("sigterm");
+    let socket = dir.join("s.sock");
+    let (mut child, uri, errors) = serve(&["--socket", socket.to_str().unwrap()]);
+    let data = dir.join("data");
+    std::fs::write(&data, vec![0x5au8; 1 << 20]).unwrap();
+    let copy = Command::new("nbdcopy")
+        .arg(&data)
+        .arg(&uri)
+        .output()
+        .expect("nbdcopy runs (Debian package libnbd-bin; scripts/test.sh installs it)");
+    assert!(
+        copy.status.success(),
+        "{}",
+        String::from_utf8_lossy(&copy.stderr)
+    );
+    assert!(socket.exists());
+    signal(&child.0, "TERM");
+    let status = exit_within(&mut child.0, Duration::from_secs(30));
+    let errors = errors.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{errors}");
+    assert!(errors.contains("SIGTERM: draining"), "{errors}");
+    assert!(errors.contains("shut down: drained"), "{errors}");
+    assert!(errors.contains("flushed"), "{errors}");
+    assert!(!socket.exists(), "the socket file stays");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_second_signal_exits_at_once() {
+    let dir = tempfile_dir("two-signals");
+    let socket = dir.join("s.sock");
+    // Every read takes 20 s: a client's read holds the drain.
+    let (mut child, uri, errors) = serve(&[
+        "--socket",
+        socket.to_str().unwrap(),
+        "--table",
+        "0 2048 multipath 0 0 1 1 round-robin 0 1 1 null:1M?latency_ns=20000000000 1",
+    ]);
+    let reader = Guard(
+        Command::new("nbdcopy")
+            .arg(&uri)
+            .arg("null:")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nbdcopy runs (Debian package libnbd-bin; scripts/test.sh installs it)"),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child.0, "INT");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "mpio serve ended while a read was in flight"
+    );
+    signal(&child.0, "TERM");
+    let status = exit_within(&mut child.0, Duration::from_secs(5));
+    let errors = errors.join().unwrap();
+    assert_eq!(status.code(), Some(143), "{errors}");
+    assert!(errors.contains("SIGINT: draining"), "{errors}");
+    drop(reader);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A new directory for one test's files.
+fn tempfile_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpio-serve-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
