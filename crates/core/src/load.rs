@@ -24,8 +24,44 @@
 //! read-modify-write, so no locked instruction): with one writer no update
 //! can be lost, and readers elsewhere only need a value that was true
 //! recently.
+//!
+//! # Latency histogram
+//! Each record also counts its completed attempts (successful or not) by
+//! latency, for metrics: bucket `i` holds the attempts that took less than
+//! `2^(i + 10)` ns (1.024 µs, 2.048 µs, ... 4.29 s) and at least the bound
+//! of bucket `i - 1`; the last bucket is unbounded. Powers of two make the
+//! bucket an `ilog2` (one `bsr`/`lzcnt`) and a `min`, with no branch and
+//! no table, so recording costs a few instructions and one load and store
+//! of the bucket's counter per attempt. See [`latency_bucket_upper_ns`].
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// Buckets of the per-path latency histogram ([`PathLoad::latency_buckets`]).
+pub const LATENCY_BUCKETS: usize = 24;
+
+/// log2 of the first bucket's upper bound (1,024 ns).
+const FIRST_BUCKET_LOG2: u32 = 10;
+
+/// The exclusive upper bound, in ns, of latency bucket `bucket`: `2^(bucket
+/// + 10)`; `None` for the last bucket (+Inf) and beyond.
+pub fn latency_bucket_upper_ns(bucket: usize) -> Option<u64> {
+    (bucket < LATENCY_BUCKETS - 1).then(|| 1u64 << (bucket as u32 + FIRST_BUCKET_LOG2))
+}
+
+/// The bucket of an attempt that took `latency_ns`.
+///
+/// `latency >> 9 | 1` is at least 1, so `ilog2` is defined (one `bsr`, no
+/// zero check) and is `floor(log2(latency)) - 9` for latencies of 1,024 ns
+/// and more: 1 for [1024, 2048), 2 for [2048, 4096), ...; below 1,024 ns
+/// the shifted value is 0 or 1 and its `ilog2` 0. The `min` folds
+/// everything from 2^32 ns up into the last bucket. LLVM compiles the
+/// `min` to a compare and a branch that is never taken in practice (it
+/// did so for a mask formulation and `select_unpredictable` too): the
+/// bucket itself is computed without a branch or a table.
+#[inline(always)]
+fn latency_bucket(latency_ns: u64) -> usize {
+    ((latency_ns >> (FIRST_BUCKET_LOG2 - 1) | 1).ilog2() as usize).min(LATENCY_BUCKETS - 1)
+}
 
 /// One queue's load on one path. See the module docs.
 ///
@@ -42,6 +78,9 @@ pub struct PathLoad {
     dispatched: AtomicU64,
     dispatched_bytes: AtomicU64,
     path_errors: AtomicU64,
+    latency_sum_ns: AtomicU64,
+    /// Last, so that the fields the selectors read share the first line.
+    latency_buckets: [AtomicU64; LATENCY_BUCKETS],
 }
 
 // Relaxed everywhere below: one thread writes, the values only steer load
@@ -89,6 +128,30 @@ impl PathLoad {
     #[inline]
     pub fn path_errors(&self) -> u64 {
         self.path_errors.load(Relaxed)
+    }
+
+    /// Completed attempts by latency, bucket by bucket (not cumulative):
+    /// see [`latency_bucket_upper_ns`] for the bounds.
+    pub fn latency_buckets(&self) -> [u64; LATENCY_BUCKETS] {
+        std::array::from_fn(|bucket| self.latency_buckets[bucket].load(Relaxed))
+    }
+
+    /// The latencies of the attempts counted in
+    /// [`PathLoad::latency_buckets`], summed, in ns (wrapping, as a
+    /// Prometheus counter may).
+    #[inline]
+    pub fn latency_sum_ns(&self) -> u64 {
+        self.latency_sum_ns.load(Relaxed)
+    }
+
+    /// Counts one ended attempt of `latency_ns` in the histogram. Owning
+    /// queue only.
+    #[inline(always)]
+    pub(crate) fn record_latency(&self, latency_ns: u64) {
+        let bucket = &self.latency_buckets[latency_bucket(latency_ns)];
+        bucket.store(bucket.load(Relaxed).wrapping_add(1), Relaxed);
+        self.latency_sum_ns
+            .store(self.latency_sum_ns().wrapping_add(latency_ns), Relaxed);
     }
 
     /// Counts an I/O of `bytes` as started: in flight, and dispatched.
@@ -141,6 +204,16 @@ impl PathLoad {
             (&self.path_errors, other.path_errors()),
         ] {
             total.store(total.load(Relaxed).saturating_add(more), Relaxed);
+        }
+        // The histogram wraps, as each queue's own counters do: a sum of
+        // wrapped counters is still right modulo 2^64, which is all a
+        // Prometheus counter promises a reader taking differences.
+        self.latency_sum_ns.store(
+            self.latency_sum_ns().wrapping_add(other.latency_sum_ns()),
+            Relaxed,
+        );
+        for (total, more) in self.latency_buckets.iter().zip(other.latency_buckets()) {
+            total.store(total.load(Relaxed).wrapping_add(more), Relaxed);
         }
         self.in_flight
             .store(self.in_flight().saturating_add(other.in_flight()), Relaxed);
@@ -196,6 +269,59 @@ mod tests {
             ),
             (4, 9216, 2)
         );
+    }
+
+    #[test]
+    fn latency_buckets_split_at_powers_of_two() {
+        assert_eq!(latency_bucket_upper_ns(0), Some(1024));
+        assert_eq!(latency_bucket_upper_ns(1), Some(2048));
+        assert_eq!(latency_bucket_upper_ns(22), Some(1 << 32));
+        assert_eq!(latency_bucket_upper_ns(23), None);
+        assert_eq!(latency_bucket_upper_ns(24), None);
+        // Every latency lands in the first bucket whose bound is above it.
+        for (latency, bucket) in [
+            (0, 0),
+            (1, 0),
+            (511, 0),
+            (512, 0),
+            (1023, 0),
+            (1024, 1),
+            (2047, 1),
+            (2048, 2),
+            (4095, 2),
+            (4096, 3),
+            ((1 << 32) - 1, 22),
+            (1 << 32, 23),
+            ((1 << 33) - 1, 23),
+            (1 << 33, 23),
+            (u64::MAX, 23),
+        ] {
+            assert_eq!(latency_bucket(latency), bucket, "latency {latency}");
+        }
+        for bucket in 0..LATENCY_BUCKETS - 1 {
+            let upper = latency_bucket_upper_ns(bucket).unwrap();
+            assert_eq!(latency_bucket(upper - 1), bucket);
+            assert_eq!(latency_bucket(upper), bucket + 1);
+        }
+    }
+
+    #[test]
+    fn latency_histogram_counts_and_sums() {
+        let load = PathLoad::default();
+        for latency in [100, 1500, 1600, 5_000_000_000] {
+            load.record_latency(latency);
+        }
+        let mut expected = [0; LATENCY_BUCKETS];
+        expected[0] = 1;
+        expected[1] = 2;
+        expected[23] = 1;
+        assert_eq!(load.latency_buckets(), expected);
+        assert_eq!(load.latency_sum_ns(), 5_000_003_200);
+        let total = PathLoad::default();
+        total.accumulate(&load);
+        total.accumulate(&load);
+        assert_eq!(total.latency_buckets(), expected.map(|count| count * 2));
+        assert_eq!(total.latency_sum_ns(), 10_000_006_400);
     }
 
     #[test]

@@ -592,13 +592,14 @@ impl<P: PathQueue> Queue<P> {
         self.retry(index, now_ns);
     }
 
-    /// Uncounts the attempt of slot `index` from `path`'s load and tells
-    /// the selector that dispatched it.
+    /// Uncounts the attempt of slot `index` from `path`'s load, counts its
+    /// latency, and tells the selector that dispatched it.
     #[inline(always)]
     fn end_attempt(&mut self, index: u32, path: usize, now_ns: u64) {
         let slot = &self.slots[index as usize];
         let load = &self.loads[path];
         load.end_io(slot.io_bytes());
+        load.record_latency(now_ns.saturating_sub(slot.start_ns));
         let group = &self.map.groups()[slot.group as usize];
         group.selector.completed(load, slot.start_ns, now_ns);
     }
