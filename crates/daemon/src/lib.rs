@@ -2,5 +2,7 @@
 //!
 //! - [`config`]: the TOML config (maps, paths, groups, exports, checker,
 //!   failback, marginal paths, metrics), checked into a [`config::DaemonConfig`].
+//! - [`metrics`]: Prometheus text format of the maps, and its loopback HTTP server.
 
 pub mod config;
+pub mod metrics;

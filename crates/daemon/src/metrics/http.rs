@@ -1,0 +1,265 @@
+//! A tiny HTTP/1.1 server for Prometheus to scrape: `GET /metrics`
+//! answers 200 with the body its closure renders (as
+//! [`super::CONTENT_TYPE`]); any other path gets 404, any other method 405,
+//! a request it cannot read 400, and every connection closes after one
+//! answer.
+//!
+//! # Bounds
+//! It binds loopback addresses only ([`MetricsError::NotLoopback`]): the
+//! metrics name every path and map, and nothing here authenticates. One
+//! thread answers one connection at a time; a request may be at most
+//! [`MAX_REQUEST_BYTES`] up to the end of its headers, and a client gets
+//! [`CLIENT_TIMEOUT`] to send it and to take the answer, so a silent or
+//! slow client delays a scrape by at most that.
+//!
+//! # Stopping
+//! The listener is non-blocking and the thread looks for a stop request
+//! every [`ACCEPT_INTERVAL`] between connections; [`MetricsServer::stop`]
+//! (or dropping the server) joins it.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Most bytes of a request read, up to the end of its headers.
+pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
+/// How long a client has to send its request, and to take the answer.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most bytes read and dropped after refusing an oversize request, before
+/// closing.
+const LINGER_BYTES: usize = 64 * 1024;
+/// How often an idle server looks for a stop request.
+pub const ACCEPT_INTERVAL: Duration = Duration::from_millis(25);
+
+/// Why the metrics server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// The address is not a loopback one.
+    #[error(
+        "metrics address {0} is not loopback: the metrics are served without authentication, \
+         so only 127.0.0.0/8 or ::1 may be given"
+    )]
+    NotLoopback(SocketAddr),
+    /// The address could not be bound.
+    #[error("cannot listen for metrics on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// The socket could not be set up or the thread started.
+    #[error("cannot start the metrics server: {0}")]
+    Start(#[from] io::Error),
+}
+
+/// A running metrics server. Stops when dropped.
+#[derive(Debug)]
+pub struct MetricsServer {
+    address: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Listens on `address` (loopback only; port 0 picks a free port) and
+    /// answers `GET /metrics` with `body()`, called once per scrape on the
+    /// server's thread.
+    ///
+    /// # Errors
+    /// A non-loopback address, an address that cannot be bound, or a
+    /// thread that cannot be started.
+    pub fn start(
+        address: SocketAddr,
+        body: impl Fn() -> String + Send + 'static,
+    ) -> Result<MetricsServer, MetricsError> {
+        if !address.ip().is_loopback() {
+            return Err(MetricsError::NotLoopback(address));
+        }
+        let listener =
+            TcpListener::bind(address).map_err(|source| MetricsError::Bind { address, source })?;
+        let address = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("mpio-metrics".into())
+                .spawn(move || serve(&listener, &stop, &body))?
+        };
+        Ok(MetricsServer {
+            address,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address listened on (with the port chosen, for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Stops listening and joins the thread (after the connection it is
+    /// answering, if any: bounded by [`CLIENT_TIMEOUT`]).
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        // Relaxed: a flag polled between connections; no data rides on it.
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                eprintln!("mpio: the metrics thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Accepts and answers until `stop`.
+fn serve(listener: &TcpListener, stop: &AtomicBool, body: &dyn Fn() -> String) {
+    // Relaxed: see `MetricsServer::halt`.
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                // A client that fails (resets, times out) only loses its
+                // own answer.
+                let _ = answer(stream, body);
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(ACCEPT_INTERVAL);
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => {
+                // Out of file descriptors, say: try again later.
+                eprintln!("mpio: metrics: accept failed: {error}");
+                std::thread::sleep(ACCEPT_INTERVAL);
+            }
+        }
+    }
+}
+
+/// Reads one request from `stream` and answers it.
+fn answer(mut stream: TcpStream, body: &dyn Fn() -> String) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let head = read_head(&mut stream)?;
+    let refused_unread = head.is_none();
+    let (status, content) = match head {
+        Some(head) => route(&head, body),
+        None => (
+            "400 Bad Request",
+            format!("request line and headers must end within {MAX_REQUEST_BYTES} bytes\n"),
+        ),
+    };
+    let content_type = if status.starts_with("200") {
+        super::CONTENT_TYPE
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        content.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(content.as_bytes())?;
+    stream.flush()?;
+    if refused_unread {
+        // Closing with the client's bytes unread would make the kernel
+        // reset the connection, and the client might lose the answer:
+        // end our side, then read what it sends (bounded) until it closes.
+        stream.shutdown(std::net::Shutdown::Write)?;
+        let mut sink = [0; 4096];
+        let mut discarded = 0;
+        while discarded < LINGER_BYTES {
+            match stream.read(&mut sink) {
+                Ok(0) | Err(_) => break,
+                Ok(count) => discarded += count,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The request's head (request line and headers), or `None` if it does
+/// not end within [`MAX_REQUEST_BYTES`] or before the client closes.
+/// The whole read is bounded by [`CLIENT_TIMEOUT`].
+fn read_head(stream: &mut TcpStream) -> io::Result<Option<String>> {
+    let started = Instant::now();
+    let mut head = Vec::with_capacity(512);
+    let mut chunk = [0; 1024];
+    loop {
+        if started.elapsed() > CLIENT_TIMEOUT {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        let count = match stream.read(&mut chunk) {
+            Ok(0) => return Ok(None),
+            Ok(count) => count,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        head.extend_from_slice(&chunk[..count]);
+        if let Some(end) = head.windows(4).position(|window| window == b"\r\n\r\n") {
+            head.truncate(end);
+            return Ok(Some(String::from_utf8_lossy(&head).into_owned()));
+        }
+        if head.len() > MAX_REQUEST_BYTES {
+            return Ok(None);
+        }
+    }
+}
+
+/// The status and body for a request head.
+fn route(head: &str, body: &dyn Fn() -> String) -> (&'static str, String) {
+    let request_line = head.lines().next().unwrap_or("");
+    let mut words = request_line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return ("400 Bad Request", "malformed request line\n".into());
+    };
+    if !version.starts_with("HTTP/1.") {
+        return ("400 Bad Request", "HTTP/1.x only\n".into());
+    }
+    let path = target.split('?').next().unwrap_or(target);
+    match (method, path) {
+        ("GET", "/metrics") => ("200 OK", body()),
+        (_, "/metrics") => ("405 Method Not Allowed", "GET /metrics only\n".into()),
+        _ => ("404 Not Found", "metrics are at /metrics\n".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body() -> String {
+        "up 1\n".into()
+    }
+
+    #[test]
+    fn requests_are_routed() {
+        assert_eq!(route("GET /metrics HTTP/1.1\r\nHost: x", &body).0, "200 OK");
+        assert_eq!(route("GET /metrics?x=1 HTTP/1.0", &body).0, "200 OK");
+        assert_eq!(route("GET / HTTP/1.1", &body).0, "404 Not Found");
+        assert_eq!(route("GET /metricsx HTTP/1.1", &body).0, "404 Not Found");
+        assert_eq!(
+            route("POST /metrics HTTP/1.1", &body).0,
+            "405 Method Not Allowed"
+        );
+        assert_eq!(route("GET /metrics", &body).0, "400 Bad Request");
+        assert_eq!(route("GET /metrics SPDY/3", &body).0, "400 Bad Request");
+        assert_eq!(route("", &body).0, "400 Bad Request");
+    }
+}
