@@ -147,6 +147,10 @@ pub struct EventLoop {
     draining: bool,
     /// Where this loop says how far its drain is.
     progress: Arc<DrainProgress>,
+    /// The loop's index among the server's loops.
+    index: usize,
+    /// I/Os waiting for a path, as last published.
+    waiting_for_path: usize,
 }
 
 impl EventLoop {
@@ -190,6 +194,8 @@ impl EventLoop {
             next_scan_ns: 0,
             draining: false,
             progress,
+            index: settings.index,
+            waiting_for_path: 0,
         }
     }
 
@@ -257,6 +263,7 @@ impl EventLoop {
                 self.time_out_handshakes(now);
             }
             self.turn();
+            self.publish_waiting_for_path();
             if self.draining {
                 self.publish_progress();
             }
@@ -291,6 +298,16 @@ impl EventLoop {
             .sum();
         let at_map = self.requests.len() - self.free_requests.len();
         (unanswered, at_map)
+    }
+
+    /// Publishes how many I/Os wait for a path here, if that changed.
+    fn publish_waiting_for_path(&mut self) {
+        let waiting = self.queue.waiting_for_path();
+        if waiting != self.waiting_for_path {
+            self.waiting_for_path = waiting;
+            // Relaxed: see `Shared::waiting_for_path`.
+            self.shared.waiting_for_path[self.index].store(waiting, Ordering::Relaxed);
+        }
     }
 
     fn publish_progress(&self) {

@@ -162,6 +162,10 @@ pub struct Shared {
     exit_by_ns: AtomicU64,
     /// Each loop's drain, by loop index.
     drain: Vec<Arc<DrainProgress>>,
+    /// I/Os waiting for a usable path in each loop's queue, by loop index
+    /// (stored by the loop when it changes: rarely, so loops sharing the
+    /// line cost nothing). Relaxed: a gauge, read on its own.
+    waiting_for_path: Vec<AtomicUsize>,
     connections: AtomicUsize,
     max_connections: usize,
     counters: Counters,
@@ -261,6 +265,7 @@ impl Server {
             draining: AtomicBool::new(false),
             exit_by_ns: AtomicU64::new(0),
             drain: (0..loop_count).map(|_| Arc::default()).collect(),
+            waiting_for_path: (0..loop_count).map(|_| AtomicUsize::new(0)).collect(),
             connections: AtomicUsize::new(0),
             max_connections: config.max_connections,
             counters: Counters::default(),
@@ -378,6 +383,18 @@ impl Server {
     /// What the server counted so far.
     pub fn stats(&self) -> ServerStats {
         self.shared.counters.snapshot()
+    }
+
+    /// I/Os waiting for a usable path now, over every event loop (held by
+    /// `queue_if_no_path` while no path is usable): for metrics. Each loop
+    /// updates its count once per turn.
+    pub fn waiting_for_path(&self) -> u64 {
+        self.shared
+            .waiting_for_path
+            .iter()
+            // Relaxed: see `Shared::waiting_for_path`.
+            .map(|waiting| waiting.load(Ordering::Relaxed) as u64)
+            .sum()
     }
 
     /// Connections open now.
