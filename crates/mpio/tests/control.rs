@@ -4,114 +4,22 @@
 //! for a bad map, message, table or socket.
 
 mod common;
+mod daemon;
 
-use common::{mpio, stderr, stdout};
+use common::{mpio, stderr};
+use daemon::Daemon;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::path::Path;
+use std::process::Command;
 
 /// Two groups of memory paths: `a` and `b` (round-robin), then `c`.
 const TABLE: &str = "0 8192 multipath 0 0 2 1 round-robin 0 2 1 memory:d#a 1 memory:d#b 1 \
                      round-robin 0 1 1 memory:d#c 1";
 
-/// A running `mpio serve`, killed and reaped when dropped, with its
-/// directory removed.
-struct Daemon {
-    child: Child,
-    dir: PathBuf,
-    control: String,
-}
-
-impl Daemon {
-    fn start(name: &str, table: &str) -> Daemon {
-        let dir = std::env::temp_dir().join(format!("mpio-control-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let control = dir.join("control.sock").display().to_string();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mpio"))
-            .args(["serve", "--control", &control, "--table", table, "--socket"])
-            .arg(dir.join("nbd.sock"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("mpio runs");
-        let stdout = child.stdout.take().unwrap();
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                if sender.send(line.unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut daemon = Daemon {
-            child,
-            dir,
-            control,
-        };
-        loop {
-            match receiver.recv_timeout(Duration::from_secs(60)) {
-                Ok(line) if line.starts_with("control socket: ") => break,
-                Ok(_) => {}
-                Err(_) => {
-                    let status = daemon.child.try_wait();
-                    panic!("mpio serve did not open its control socket ({status:?})");
-                }
-            }
-        }
-        daemon
-    }
-
-    /// Runs a control verb against this daemon.
-    fn run(&self, args: &[&str]) -> std::process::Output {
-        let mut all = args.to_vec();
-        all.extend(["--control", &self.control]);
-        mpio(&all)
-    }
-
-    /// Runs a verb that must succeed; returns what it printed.
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "mpio {args:?}: {}",
-            stderr(&output)
-        );
-        stdout(&output)
-    }
-
-    /// Runs a verb that must fail; returns its error message.
-    fn error(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            !output.status.success(),
-            "mpio {args:?} succeeded: {}",
-            stdout(&output)
-        );
-        stderr(&output)
-    }
-
-    fn json(&self, args: &[&str]) -> serde_json::Value {
-        let mut all = args.to_vec();
-        all.push("--json");
-        serde_json::from_str(&self.ok(&all)).expect("--json prints JSON")
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 #[test]
 fn read_verbs_show_status_table_topology_and_paths() {
-    let daemon = Daemon::start("read", TABLE);
+    let daemon = Daemon::with_table("read", TABLE);
     let mode = std::fs::metadata(&daemon.control)
         .unwrap()
         .permissions()
@@ -218,7 +126,7 @@ fn states(daemon: &Daemon) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn every_message_verb_changes_what_status_shows() {
-    let daemon = Daemon::start("message", TABLE);
+    let daemon = Daemon::with_table("message", TABLE);
     daemon.ok(&["message", "mpatha", "fail_path", "memory:d#a"]);
     assert_eq!(states(&daemon).1, ["failed", "active", "active"]);
     assert!(daemon.ok(&["status", "mpatha"]).contains("memory:d#a F 1 "));
@@ -253,7 +161,7 @@ fn every_message_verb_changes_what_status_shows() {
 
 #[test]
 fn reload_swaps_the_selector_and_the_paths() {
-    let daemon = Daemon::start("reload", TABLE);
+    let daemon = Daemon::with_table("reload", TABLE);
     daemon.ok(&["message", "mpatha", "fail_path memory:d#b"]);
     let new_table = "0 8192 multipath 1 queue_if_no_path 0 1 1 queue-length 0 3 1 \
                      memory:d#b 1 memory:d#c 1 memory:d#e 1";
@@ -276,7 +184,7 @@ fn reload_swaps_the_selector_and_the_paths() {
 
 #[test]
 fn bad_requests_get_errors_that_name_what_was_wrong() {
-    let daemon = Daemon::start("errors", TABLE);
+    let daemon = Daemon::with_table("errors", TABLE);
     let error = daemon.error(&["status", "nosuch"]);
     assert!(
         error.contains("no map named \"nosuch\" (maps: mpatha)"),
@@ -330,7 +238,7 @@ fn no_daemon_is_an_error_naming_the_socket() {
 
 #[test]
 fn a_second_daemon_on_the_same_control_socket_is_refused() {
-    let daemon = Daemon::start("twice", TABLE);
+    let daemon = Daemon::with_table("twice", TABLE);
     let output = Command::new(env!("CARGO_BIN_EXE_mpio"))
         .args([
             "serve",
