@@ -26,7 +26,7 @@ use mpio_core::map::Map;
 use mpio_core::message::Message;
 use mpio_core::table::Table;
 use mpio_server::{Server, ServerConfig, ServerError};
-use mpio_transport::checker::{Checker, CheckerThread, Clock};
+use mpio_transport::checker::{Checker, CheckerOptions, CheckerThread, Clock};
 use mpio_transport::{Device, DeviceSlot, PathNames, SetupError, Transports};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -114,14 +114,7 @@ impl RunningMap {
 
     /// The checker's record of each path, by path word.
     pub fn path_checks(&self) -> Vec<(String, mpio_transport::checker::PathCheck)> {
-        let map = self.map();
-        self.checker
-            .path_checks()
-            .into_iter()
-            .enumerate()
-            .filter(|(index, _)| *index < map.paths().len())
-            .map(|(index, check)| (map.path_name(index).to_string(), check))
-            .collect()
+        self.checker.path_checks()
     }
 
     /// The URI a path word leads to: its config name's URI, or the word.
@@ -273,10 +266,14 @@ fn start_map(
     let device = transports
         .build_named(&config.table, map_options(&config), &names_of(&config))
         .map_err(setup)?;
-    let checker = Checker::new(&device, config.checker);
+    let slot = device.into_slot();
+    let checker_options = CheckerOptions {
+        marginal: config.marginal,
+        ..config.checker
+    };
+    let checker = Checker::on_slot(Arc::clone(&slot), checker_options);
     let clock: Clock = Arc::new(mpio_transport::clock::now_ns);
     let checker = CheckerThread::spawn(checker, clock, PROBE_POLL)?;
-    let slot = device.into_slot();
     let mut servers = Vec::with_capacity(config.exports.len());
     for export in &config.exports {
         let server_config = ServerConfig {
@@ -371,7 +368,6 @@ fn send_message(running: &RunningMap, text: &str) -> Result<Response, String> {
     let map = running.map();
     map.message(&message)
         .map_err(|error| format!("map {:?}: {error}", running.config.name))?;
-    tracing::info!(map = %running.config.name, message = %text, "message");
     Ok(Response::Ok {
         text: String::new(),
         json: serde_json::json!({ "map": running.config.name, "message": message }),

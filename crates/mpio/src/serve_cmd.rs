@@ -27,6 +27,12 @@ pub struct ServeArgs {
     /// else /run/mpio/control.sock).
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
+    /// Least severe log events printed (on stderr): error, warn, info,
+    /// debug or trace. Every state change (path failed and why,
+    /// reinstated, group switched, no usable path) is logged at info or
+    /// above.
+    #[arg(long, default_value = "info", value_name = "LEVEL")]
+    log_level: tracing::Level,
     /// The map's name, for the control verbs.
     #[arg(long, default_value = "mpatha")]
     map: String,
@@ -64,6 +70,11 @@ pub struct ServeArgs {
 
 /// Runs `mpio serve` until the process is killed.
 pub fn main(args: &ServeArgs) -> Result<(), String> {
+    tracing_subscriber::fmt()
+        .with_max_level(args.log_level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
     let config = match &args.config {
         Some(path) => DaemonConfig::load(path).map_err(|error| error.to_string())?,
         None => flag_config(args)?,

@@ -18,8 +18,11 @@ pub struct PathFacts {
     pub group: usize,
     /// Active or failed, as dm sees it.
     pub state: PathState,
-    /// The checker's verdict: `ready`, `faulty`, `pending` or `stalled`.
+    /// The checker's verdict: `ready`, `faulty`, `pending`, `stalled`, or
+    /// `marginal` (held out until it has stayed healthy long enough).
     pub checker: &'static str,
+    /// Held out as marginal (failing and recovering again and again).
+    pub marginal: bool,
     /// ALUA/ANA access state.
     pub access: AccessState,
     /// Times failed.
@@ -44,6 +47,7 @@ pub struct PathFacts {
 fn checker_word(check: Option<&PathCheck>) -> &'static str {
     match check {
         None => "pending",
+        Some(check) if check.marginal => "marginal",
         Some(check) if check.stalled => "stalled",
         Some(check) => match check.state {
             ProbeState::Pending => "pending",
@@ -72,6 +76,7 @@ pub fn path_facts(running: &RunningMap) -> Vec<PathFacts> {
                 group: group_status.number,
                 state: path.state,
                 checker: checker_word(check),
+                marginal: check.is_some_and(|check| check.marginal),
                 access: path.access,
                 fail_count: path.fail_count,
                 last_error: path.last_error,
