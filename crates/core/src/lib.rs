@@ -6,6 +6,7 @@
 //! and time comes in as `now_ns` arguments, so the deterministic simulator
 //! drives the very code that runs in production.
 
+mod events;
 pub mod failback;
 pub mod io;
 pub mod load;

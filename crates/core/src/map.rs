@@ -10,14 +10,21 @@
 //! fetch the new snapshot when it moved. A path error takes the control
 //! lock once per path that is failed; threads that see the path already
 //! failed ([`PathShared::is_failed`]) skip it.
+//!
+//! # Events
+//! Each state change is logged through `tracing` where it is made, under
+//! the control lock: path failed and reinstated, group switched, no usable
+//! path, group disabled or enabled, `queue_if_no_path` set (`events.rs`
+//! lists the events and their fields). A replaced map logs nothing.
 
+use crate::events::{self, Cause};
 use crate::io::{PathError, SECTOR_SIZE};
 use crate::load::PathLoad;
 use crate::message::Message;
 use crate::numa::NumaTopology;
 use crate::path::{AccessState, PathShared};
 use crate::selector::{PathSetup, Selector, Setup};
-use crate::snapshot::{choose_route, PathHealth, Snapshot};
+use crate::snapshot::{choose_route, group_route, PathHealth, Snapshot};
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::table::{Table, TableError};
 
@@ -93,6 +100,21 @@ pub enum MapError {
     },
 }
 
+/// What a map counted of one path's changes of state: the path checker
+/// compares the counts between its polls to learn of the failures and
+/// reinstatements it did not make itself (for marginal paths). Counted
+/// since the path word joined the device: a reload carries them over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathTransitions {
+    /// The path is failed now.
+    pub failed: bool,
+    /// Times a path error failed the path ([`Map::fail_path`]: an I/O's or
+    /// a probe's); `fail_path` messages do not count.
+    pub failed_by_error: u64,
+    /// Times a `reinstate_path` message put the failed path back in use.
+    pub reinstated_by_message: u64,
+}
+
 /// One priority group.
 #[derive(Debug)]
 pub struct Group {
@@ -126,6 +148,12 @@ struct Control {
     queue_if_no_path: bool,
     generation: u64,
     path_failures: u64,
+    /// The group of the last published route (messages clear `current`
+    /// before the route is chosen again; this is what I/O saw).
+    published_group: Option<usize>,
+    /// Per path: see [`PathTransitions`].
+    failed_by_error: Vec<u64>,
+    reinstated_by_message: Vec<u64>,
     /// The load records of the queues built on this map, one entry per
     /// path each; dropped queues leave dead entries, pruned when summed.
     /// std's `Weak`: loom has none, and the models do not check reference
@@ -218,6 +246,9 @@ impl Map {
             queue_if_no_path: table.features.queue_if_no_path,
             generation: 0,
             path_failures: 0,
+            published_group: None,
+            failed_by_error: vec![0; path_count],
+            reinstated_by_message: vec![0; path_count],
             queue_loads: Vec::new(),
             successor: None,
         };
@@ -236,7 +267,7 @@ impl Map {
             control: Mutex::new(control),
             replaced: AtomicBool::new(false),
         };
-        map.publish(&mut lock(&map.control));
+        map.publish(&mut lock(&map.control), Cause::Build);
         Ok(map)
     }
 
@@ -324,19 +355,41 @@ impl Map {
     /// # Errors
     /// [`MapError::NoSuchPath`] or [`MapError::NoSuchGroup`].
     pub fn message(&self, message: &Message) -> Result<(), MapError> {
+        self.apply(message, Cause::Message(message))
+    }
+
+    /// Sends I/O to group `number` (1-based) as `switch_group` does, for
+    /// the checker's failback: the same change, logged as a failback.
+    ///
+    /// # Errors
+    /// [`MapError::NoSuchGroup`].
+    pub fn fail_back(&self, number: u32) -> Result<(), MapError> {
+        self.apply(&Message::SwitchGroup(number), Cause::Failback)
+    }
+
+    fn apply(&self, message: &Message, cause: Cause<'_>) -> Result<(), MapError> {
         let mut control = lock(&self.control);
+        let logs = control.successor.is_none();
         match message {
             Message::FailPath(name) => {
                 for index in self.paths_named(name)? {
                     if !control.failed[index] {
                         control.failed[index] = true;
                         control.path_failures += 1;
+                        if logs {
+                            events::path_failed(self.name(), name, self.group_of(index), None);
+                        }
                     }
                 }
             }
             Message::ReinstatePath(name) => {
                 for index in self.paths_named(name)? {
-                    self.reinstate(&mut control, index);
+                    if self.reinstate(&mut control, index) {
+                        control.reinstated_by_message[index] += 1;
+                        if logs {
+                            events::path_reinstated(self.name(), name, self.group_of(index), true);
+                        }
+                    }
                 }
             }
             Message::SwitchGroup(number) => {
@@ -350,13 +403,22 @@ impl Map {
             }
             Message::EnableGroup(number) | Message::DisableGroup(number) => {
                 let group = self.group_index(*number)?;
-                control.bypassed[group] = matches!(message, Message::DisableGroup(_));
+                let disabled = matches!(message, Message::DisableGroup(_));
+                if logs && control.bypassed[group] != disabled {
+                    events::group_bypassed(self.name(), group, disabled);
+                }
+                control.bypassed[group] = disabled;
                 control.current = None;
             }
-            Message::QueueIfNoPath => control.queue_if_no_path = true,
-            Message::FailIfNoPath => control.queue_if_no_path = false,
+            Message::QueueIfNoPath | Message::FailIfNoPath => {
+                let queue_if_no_path = matches!(message, Message::QueueIfNoPath);
+                if logs && control.queue_if_no_path != queue_if_no_path {
+                    events::queue_if_no_path_set(self.name(), queue_if_no_path);
+                }
+                control.queue_if_no_path = queue_if_no_path;
+            }
         }
-        self.publish(&mut control);
+        self.publish(&mut control, cause);
         Ok(())
     }
 
@@ -391,7 +453,12 @@ impl Map {
         control.failed[index] = true;
         control.last_error[index] = Some(error);
         control.path_failures += 1;
-        self.publish(&mut control);
+        control.failed_by_error[index] += 1;
+        if control.successor.is_none() {
+            let name = self.path_name(index);
+            events::path_failed(self.name(), name, self.group_of(index), Some(error));
+        }
+        self.publish(&mut control, Cause::PathFailed);
         true
     }
 
@@ -413,7 +480,11 @@ impl Map {
         let mut control = lock(&self.control);
         let changed = self.reinstate(&mut control, index);
         if changed {
-            self.publish(&mut control);
+            if control.successor.is_none() {
+                let name = self.path_name(index);
+                events::path_reinstated(self.name(), name, self.group_of(index), false);
+            }
+            self.publish(&mut control, Cause::PathReinstated);
         }
         changed
     }
@@ -427,7 +498,7 @@ impl Map {
             .is_some_and(|&current| current != access)
         {
             control.access[index] = access;
-            self.publish(&mut control);
+            self.publish(&mut control, Cause::AccessChanged);
         }
     }
 
@@ -442,7 +513,8 @@ impl Map {
 
     /// Makes `new` take over, path word by path word, what `old` (the map
     /// it replaces in a reload) knows of its paths: which are failed, by what
-    /// error, how often they failed, and their ALUA/ANA access state. A
+    /// error, how often they failed, their ALUA/ANA access state and their
+    /// [`PathTransitions`] counts. A
     /// word this map has several times (several paths through one
     /// endpoint) takes the state of the first path of `old` with that
     /// word. Control state (current group, disabled groups,
@@ -468,13 +540,15 @@ impl Map {
                 control.failed[index] = old_control.failed[old_index];
                 control.last_error[index] = old_control.last_error[old_index];
                 control.access[index] = old_control.access[old_index];
+                control.failed_by_error[index] = old_control.failed_by_error[old_index];
+                control.reinstated_by_message[index] = old_control.reinstated_by_message[old_index];
                 fail_counts.push((index, old.paths[old_index].fail_count()));
             }
             old_control.successor = Some(Arc::clone(new));
             // Release: see `fail_path`.
             old.replaced.store(true, Ordering::Release);
         }
-        new.publish(&mut control);
+        new.publish(&mut control, Cause::Reload);
         // After `publish`, whose marking a path failed counts one failure.
         for (index, count) in fail_counts {
             new.paths[index].restore_fail_count(count);
@@ -491,6 +565,27 @@ impl Map {
         Ok(indices)
     }
 
+    /// The 0-based group of path `index`.
+    fn group_of(&self, index: usize) -> usize {
+        self.groups
+            .iter()
+            .position(|group| group.path_range().contains(&index))
+            .unwrap_or(0)
+    }
+
+    /// Each path's [`PathTransitions`], in [`Map::paths`] order. Takes the
+    /// control lock: for the checker, not per I/O.
+    pub fn path_transitions(&self) -> Vec<PathTransitions> {
+        let control = lock(&self.control);
+        (0..self.paths.len())
+            .map(|index| PathTransitions {
+                failed: control.failed[index],
+                failed_by_error: control.failed_by_error[index],
+                reinstated_by_message: control.reinstated_by_message[index],
+            })
+            .collect()
+    }
+
     fn group_index(&self, number: u32) -> Result<usize, MapError> {
         let count = self.groups.len();
         match (number as usize).checked_sub(1) {
@@ -502,8 +597,9 @@ impl Map {
         }
     }
 
-    /// Recomputes the route from the control state and publishes it.
-    fn publish(&self, control: &mut Control) {
+    /// Recomputes the route from the control state and publishes it; logs
+    /// a change of route with its `cause`.
+    fn publish(&self, control: &mut Control, cause: Cause<'_>) {
         let health: Vec<PathHealth> = (0..self.paths.len())
             .map(|index| PathHealth {
                 failed: control.failed[index],
@@ -522,6 +618,21 @@ impl Map {
             control.requested,
         );
         control.current = route.as_ref().map(|route| route.group);
+        let from = control.published_group;
+        if from != control.current && control.successor.is_none() && !matches!(cause, Cause::Build)
+        {
+            let from_lost_paths =
+                from.is_some_and(|group| group_route(group, views[group]).is_none());
+            events::route_changed(
+                self.name(),
+                from,
+                control.current,
+                from_lost_paths,
+                control.queue_if_no_path,
+                cause,
+            );
+        }
+        control.published_group = control.current;
         if route.is_some() {
             control.requested = None;
         }

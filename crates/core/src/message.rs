@@ -37,6 +37,19 @@ pub const VERBS: &str = "fail_path P, reinstate_path P, switch_group N, enable_g
                          disable_group N, queue_if_no_path, fail_if_no_path";
 
 impl Message {
+    /// The verb's word (`fail_path`, `switch_group`, ...).
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Message::FailPath(_) => "fail_path",
+            Message::ReinstatePath(_) => "reinstate_path",
+            Message::SwitchGroup(_) => "switch_group",
+            Message::EnableGroup(_) => "enable_group",
+            Message::DisableGroup(_) => "disable_group",
+            Message::QueueIfNoPath => "queue_if_no_path",
+            Message::FailIfNoPath => "fail_if_no_path",
+        }
+    }
+
     /// Parses one message (`fail_path 8:16`, `switch_group 2`, ...).
     ///
     /// # Errors

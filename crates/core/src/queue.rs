@@ -633,7 +633,8 @@ impl<P: PathQueue> Queue<P> {
             // wait, so the list is not in order of those times (the
             // simulator found an I/O held 37.6 ms past a 20 ms limit behind
             // younger ones). Survivors keep their order.
-            for _ in 0..self.waiting.len() {
+            let waiting = self.waiting.len();
+            for _ in 0..waiting {
                 let Some(index) = self.waiting.pop_front() else {
                     break;
                 };
@@ -643,6 +644,11 @@ impl<P: PathQueue> Queue<P> {
                     }
                     _ => self.waiting.push_back(index),
                 }
+            }
+            // One event per scan that expired I/O, not one per I/O.
+            if self.waiting.len() < waiting {
+                let expired = waiting - self.waiting.len();
+                crate::events::queued_io_timed_out(self.map.name(), expired, limit);
             }
         }
         let Some(timeout) = self.map.options().io_timeout_ns else {

@@ -1,8 +1,15 @@
-//! The mpio daemon: what `mpio serve --config FILE` runs.
+//! The mpio daemon: what `mpio serve` runs.
 //!
 //! - [`config`]: the TOML config (maps, paths, groups, exports, checker,
 //!   failback, marginal paths, metrics), checked into a [`config::DaemonConfig`].
+//! - [`daemon`]: the running maps, their exports and checkers, and the
+//!   answers to control requests.
+//! - [`control`]: the control socket and its protocol, for the CLI verbs.
+//! - [`view`]: what the read verbs show (status, table, topology, paths).
 //! - [`metrics`]: Prometheus text format of the maps, and its loopback HTTP server.
 
 pub mod config;
+pub mod control;
+pub mod daemon;
 pub mod metrics;
+pub mod view;

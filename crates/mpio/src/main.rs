@@ -1,11 +1,14 @@
 //! `mpio`: multipath block I/O in userspace.
 //!
-//! Verbs: `serve` (export a map over NBD; with no arguments, a demo
-//! map), `bench` (measure a map against the raw path), `table check`
+//! Verbs: `serve` (the daemon: export maps over NBD from a config, a
+//! table, or with no arguments a demo map), the control verbs that steer
+//! it (`status`, `table`, `show topology`, `show paths`, `message`,
+//! `reload`), `bench` (measure a map against the raw path), `table check`
 //! (validate a dm table and print its canonical form), `sim` (the
 //! deterministic simulator: run seeds, replay one).
 
 mod bench;
+mod control_cmd;
 mod serve_cmd;
 mod signals;
 mod sim_cmd;
@@ -24,13 +27,23 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Export a map over NBD (default: a demo map of memory paths on a unix socket).
+    /// Run the daemon: export maps over NBD from a config or a table
+    /// (default: a demo map of memory paths on a unix socket).
     Serve(serve_cmd::ServeArgs),
+    /// dm status of the daemon's maps (`dmsetup status`).
+    Status(control_cmd::ReadArgs),
+    /// A map's canonical dm table from the daemon, or `table check TABLE`.
+    Table(table_cmd::TableArgs),
+    /// Views of the daemon's maps.
+    #[command(subcommand)]
+    Show(control_cmd::ShowCommand),
+    /// Send a dm message to a map (`dmsetup message`).
+    Message(control_cmd::MessageArgs),
+    /// Give a map a new table, from a dm table or a config file, without
+    /// pausing or losing I/O.
+    Reload(control_cmd::ReloadArgs),
     /// Run a fio-like load against a map (default: 8 null paths, round-robin) or the raw path.
     Bench(bench::BenchArgs),
-    /// dm table tools.
-    #[command(subcommand)]
-    Table(table_cmd::TableCommand),
     /// Deterministic simulation of failover: run seeds, or replay one.
     Sim(sim_cmd::SimArgs),
 }
@@ -40,7 +53,11 @@ fn main() -> ExitCode {
     let outcome = match &cli.command {
         Command::Serve(args) => serve_cmd::main(args),
         Command::Bench(args) => bench::main(args),
-        Command::Table(command) => table_cmd::main(command),
+        Command::Status(args) => control_cmd::status(args),
+        Command::Table(args) => table_cmd::main(args),
+        Command::Show(command) => control_cmd::show(command),
+        Command::Message(args) => control_cmd::message(args),
+        Command::Reload(args) => control_cmd::reload(args),
         Command::Sim(args) => sim_cmd::main(args),
     };
     match outcome {

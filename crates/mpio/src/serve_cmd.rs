@@ -1,20 +1,16 @@
-//! `mpio serve`: export a map over NBD. With no arguments it serves a
-//! built-in demo map (two priority groups of memory paths) on a unix
-//! socket and prints the URI to give an NBD client.
-//!
-//! It runs until SIGTERM or SIGINT. The first drains: no new connection
-//! or request, every request read is answered, a FLUSH goes through the
-//! map, then it exits (0 when nothing was abandoned, 1 when the
-//! `--shutdown-timeout` ran out first; the report says what). A second
-//! signal exits at once ([`crate::signals`]: 130 or 143).
+//! `mpio serve`: the daemon. It runs the maps of a TOML config
+//! (`--config`), or one map given as a dm table (`--table`) or, with no
+//! arguments, a built-in demo map (two priority groups of memory paths),
+//! exports them over NBD, prints the URIs to give an NBD client, and
+//! answers the control verbs on its control socket.
 
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
-use mpio_server::{Server, ServerConfig};
-use mpio_transport::Transports;
+use mpio_daemon::config::{DaemonConfig, ExportConfig, MapConfig, NoPathRetry};
+use mpio_daemon::daemon::{Daemon, ServerSettings};
+use mpio_transport::checker::CheckerOptions;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// The demo map: 256 MiB of RAM reached through ports `a` and `b`
 /// (group 1, round-robin) and, should both fail, port `c` (group 2).
@@ -23,6 +19,23 @@ pub const DEMO_TABLE: &str = "0 524288 multipath 0 0 2 1 round-robin 0 2 1 memor
 /// Arguments of `mpio serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
+    /// Run the maps of this TOML config (see docs/CONFIG.md) instead of
+    /// one map from the flags below.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["socket", "tcp", "table", "read_only", "name", "map"])]
+    config: Option<PathBuf>,
+    /// The control socket (default: the config's, else $MPIO_CONTROL,
+    /// else /run/mpio/control.sock).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// Least severe log events printed (on stderr): error, warn, info,
+    /// debug or trace. Every state change (path failed and why,
+    /// reinstated, group switched, no usable path) is logged at info or
+    /// above.
+    #[arg(long, default_value = "info", value_name = "LEVEL")]
+    log_level: tracing::Level,
+    /// The map's name, for the control verbs.
+    #[arg(long, default_value = "mpatha")]
+    map: String,
     /// Listen on this unix socket (default, when no --tcp is given: a
     /// new socket in the temporary directory).
     #[arg(long, value_name = "PATH")]
@@ -53,77 +66,88 @@ pub struct ServeArgs {
     /// (0: sleep at once; saves CPU, costs latency).
     #[arg(long, default_value_t = 25)]
     idle_spin_us: u64,
-    /// On SIGTERM or SIGINT, how long (seconds) to wait for requests in
-    /// flight and the final flush before giving up on them.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
-    shutdown_timeout: f64,
 }
 
-/// Runs `mpio serve` until a signal; then drains, reports and exits.
+/// Runs `mpio serve` until the process is killed.
 pub fn main(args: &ServeArgs) -> Result<(), String> {
-    let shutdown_timeout = Duration::try_from_secs_f64(args.shutdown_timeout)
-        .map_err(|error| format!("--shutdown-timeout {}: {error}", args.shutdown_timeout))?;
-    // Before the server starts: a signal from now on drains it.
-    let mut signals = crate::signals::ShutdownSignals::install()
-        .map_err(|error| format!("cannot catch SIGTERM and SIGINT: {error}"))?;
+    tracing_subscriber::fmt()
+        .with_max_level(args.log_level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let config = match &args.config {
+        Some(path) => DaemonConfig::load(path).map_err(|error| error.to_string())?,
+        None => flag_config(args)?,
+    };
+    let server_settings = ServerSettings {
+        loops: args.loops,
+        queue_depth: args.queue_depth,
+        max_connections: args.max_connections,
+        idle_spin_us: args.idle_spin_us,
+    };
+    let daemon = Daemon::start(config, args.control.as_deref(), server_settings)
+        .map_err(|error| error.to_string())?;
+    let exports = daemon.exports();
+    for (map, uris) in &exports {
+        if args.config.is_some() {
+            println!("mpio serve: map {map}");
+        } else {
+            println!(
+                "mpio serve: exporting {}",
+                if args.table.is_some() {
+                    "the map"
+                } else {
+                    "the demo map: memory:demo#a + #b, then #c"
+                }
+            );
+        }
+        for uri in uris {
+            println!("  {uri}");
+        }
+    }
+    if let Some(uri) = exports.iter().flat_map(|(_, uris)| uris).next() {
+        println!("try: nbdinfo '{uri}'");
+    }
+    println!("control socket: {}", daemon.control_socket().display());
+    println!("stop with Ctrl-C");
+    loop {
+        std::thread::park();
+    }
+}
+
+/// The one-map config the command-line flags describe.
+fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
     let table_text = args.table.as_deref().unwrap_or(DEMO_TABLE);
     let table = Table::parse(table_text).map_err(|error| format!("--table: {error}"))?;
-    let options = MapOptions {
-        numa: mpio_transport::host::host_topology(),
-        ..MapOptions::default()
-    };
-    let transports = Transports::new();
-    let device = transports
-        .build(&table, options)
-        .map_err(|error| error.to_string())?;
-    let unix_socket = match (&args.socket, &args.tcp) {
+    let socket = match (&args.socket, &args.tcp) {
         (None, None) => {
             Some(std::env::temp_dir().join(format!("mpio-serve-{}.sock", std::process::id())))
         }
         (socket, _) => socket.clone(),
     };
-    let config = ServerConfig {
-        unix_socket,
-        tcp: args.tcp,
-        export_name: args.name.clone(),
-        read_only: args.read_only,
-        loops: args.loops,
-        queue_depth: args.queue_depth,
-        max_connections: args.max_connections,
-        idle_spin_us: args.idle_spin_us,
-        ..ServerConfig::default()
-    };
-    let server = Server::start(&config, device.into_slot()).map_err(|error| error.to_string())?;
-    let export = server.export();
-    println!(
-        "mpio serve: exporting {} ({} bytes{}) as {:?}",
-        if args.table.is_some() {
-            "the map"
-        } else {
-            "the demo map: memory:demo#a + #b, then #c"
-        },
-        export.size_bytes,
-        if export.read_only { ", read-only" } else { "" },
-        export.name,
-    );
-    let uris = server.uris();
-    for uri in &uris {
-        println!("  {uri}");
-    }
-    if let Some(uri) = uris.first() {
-        println!("try: nbdinfo '{uri}'");
-    }
-    println!("stop with Ctrl-C or SIGTERM (a second one exits at once)");
-    let signal = signals.wait();
-    eprintln!(
-        "mpio serve: {signal}: draining (up to {:?}; a second signal exits at once)",
-        shutdown_timeout
-    );
-    let report = server.shutdown(shutdown_timeout);
-    eprintln!("mpio serve: shut down: {report}");
-    if report.is_clean() {
-        Ok(())
-    } else {
-        Err("shutdown abandoned work (see the report above)".into())
-    }
+    let defaults = MapOptions::default();
+    Ok(DaemonConfig {
+        control_socket: None,
+        metrics: None,
+        maps: vec![MapConfig {
+            name: args.map.clone(),
+            no_path_retry: if table.features.queue_if_no_path {
+                NoPathRetry::Queue
+            } else {
+                NoPathRetry::Fail
+            },
+            table,
+            paths: Vec::new(),
+            io_timeout_ns: defaults.io_timeout_ns,
+            max_attempts: defaults.max_attempts,
+            checker: CheckerOptions::default(),
+            marginal: None,
+            exports: vec![ExportConfig {
+                name: args.name.clone(),
+                socket,
+                tcp: args.tcp,
+                read_only: args.read_only,
+            }],
+        }],
+    })
 }

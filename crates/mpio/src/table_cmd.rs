@@ -1,7 +1,19 @@
-//! `mpio table`: check a dm multipath table and print its canonical form.
+//! `mpio table`: a running map's canonical dm table (`mpio table MAP`),
+//! or check a table and print its canonical form (`mpio table check`).
 
 use mpio_core::numa::NumaTopology;
 use mpio_core::table::Table;
+
+/// Arguments of `mpio table`: a map's table from the daemon, or `check`.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct TableArgs {
+    /// Check a table instead of asking the daemon.
+    #[command(subcommand)]
+    command: Option<TableCommand>,
+    #[command(flatten)]
+    read: crate::control_cmd::ReadArgs,
+}
 
 /// `mpio table` verbs.
 #[derive(Debug, clap::Subcommand)]
@@ -17,8 +29,11 @@ pub enum TableCommand {
     },
 }
 
-/// Runs a `table` verb.
-pub fn main(command: &TableCommand) -> Result<(), String> {
+/// Runs `mpio table`.
+pub fn main(args: &TableArgs) -> Result<(), String> {
+    let Some(command) = &args.command else {
+        return crate::control_cmd::table(&args.read);
+    };
     match command {
         TableCommand::Check { table, json } => {
             let text = table.join(" ");

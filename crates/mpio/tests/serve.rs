@@ -28,6 +28,7 @@ fn serve_without_arguments_serves_the_demo_map_to_nbdinfo() {
             .arg("serve")
             // The default socket goes in the temporary directory.
             .env("TMPDIR", &dir)
+            .env("MPIO_CONTROL", dir.join("control.sock"))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -33,6 +33,39 @@
 //! nobody. A path failed by a `fail_path` message is reinstated by its
 //! next good probe, as multipathd does.
 //!
+//! # Marginal paths
+//! With [`CheckerOptions::marginal`], each path has a
+//! [`MarginalTracker`] (the rules are in [`mpio_core::marginal`]). The
+//! checker tells it of the path's failures by path error (its own failed
+//! probes, and the I/O failures it reads from the map's counts,
+//! [`Map::path_transitions`], at each poll), of every probe result, and of
+//! `reinstate_path` messages (the map counts those too); a good probe
+//! reinstates a marginal path only once the tracker lets it.
+//! [`PathCheck::marginal`] shows the state and when the path may return.
+//! Failures the map counted between two polls are dated at the poll that
+//! reads them; if both failures and a `reinstate_path` message came
+//! between two polls, the message is taken to have come first when the
+//! path is failed at the poll, and last otherwise.
+//!
+//! # Reloads
+//! The checker runs over a [`DeviceSlot`] ([`Checker::on_slot`]). At each
+//! poll, if a reload installed another map, it probes the new map's paths:
+//! a path word the new map still has keeps its record, its marginal
+//! tracker and its probe (one in flight is collected, and its result acts
+//! on the new map); a new word starts fresh. A path the reload removed is
+//! dropped, and so is its probe, unless the transport holds it: then, as
+//! for a stalled path, its queue is kept and polled until the probe comes
+//! back. [`Checker::new`] runs over a slot of its own that never reloads.
+//! A word several paths of a map share is matched in order: the first
+//! such path of the new map takes the first one's record.
+//!
+//! # Events
+//! Through `tracing` (the map logs failures, reinstatements and group
+//! switches itself, failback included): `probe failed` (warn: map, path,
+//! error) when a path's probes start failing, not at every failed probe;
+//! `path marginal` (warn: map, path, failures, window_ns) and
+//! `path recovered` (info: map, path, cause `probes` or `message`).
+//!
 //! # Rounds
 //! Every `interval_ns` a round starts one probe per path, all in flight
 //! together. A path is reinstated (or failed) as soon as its probe ends;
@@ -47,18 +80,20 @@
 //! injected clock.
 //!
 //! # Status
-//! [`Checker::path_checks`] (and [`CheckerThread::path_checks`]) give each
-//! path's checker state (up, down, pending), its last probe and its
-//! counts, for `show topology`-style output.
+//! [`Checker::path_checks`] gives each path's checker state (up, down,
+//! pending), its last probe, its counts and its marginal state;
+//! [`Checker::named_path_checks`] and [`CheckerThread::path_checks`] give
+//! each with the path's word, for `show topology`-style output.
 
-use crate::{AnyQueue, Device, PathHandle};
+use crate::{AnyQueue, Device, DeviceSlot, PathHandle};
 use mpio_core::failback::{Decision, Failback, FailbackState, PathView, Round};
 use mpio_core::io::Op;
 use mpio_core::io::{Buffer, PathError, PathOutcome, BUFFER_ALIGN};
-use mpio_core::map::Map;
-use mpio_core::message::Message;
+use mpio_core::map::{Map, PathTransitions};
+use mpio_core::marginal::{MarginalPolicy, MarginalTracker};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use mpio_core::status::{GroupState, PathState};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -81,6 +116,8 @@ pub struct CheckerOptions {
     pub failback: Failback,
     /// Fail an active path whose probe fails, before I/O finds out.
     pub fail_active_paths: bool,
+    /// Hold out paths that fail again and again; `None`: off.
+    pub marginal: Option<MarginalPolicy>,
 }
 
 impl Default for CheckerOptions {
@@ -90,6 +127,7 @@ impl Default for CheckerOptions {
             probe_timeout_ns: 5_000_000_000,
             failback: Failback::default(),
             fail_active_paths: true,
+            marginal: None,
         }
     }
 }
@@ -125,6 +163,12 @@ pub struct PathCheck {
     /// A timed-out probe the transport still holds: no new probe starts
     /// until it comes back (see the module docs).
     pub stalled: bool,
+    /// Held out as marginal: good probes do not reinstate it yet.
+    pub marginal: bool,
+    /// While marginal and healthy: the earliest time a good probe may
+    /// reinstate it, if every probe until then is good (the caller's
+    /// clock). `None` while it waits for its first good probe.
+    pub returns_at_ns: Option<u64>,
 }
 
 impl Default for PathCheck {
@@ -138,6 +182,8 @@ impl Default for PathCheck {
             failed_probes: 0,
             reinstated: 0,
             stalled: false,
+            marginal: false,
+            returns_at_ns: None,
         }
     }
 }
@@ -152,19 +198,89 @@ struct Probe {
     buf: Option<Buffer>,
     /// Start of the probe in flight.
     started_ns: Option<u64>,
+    /// Tag of the probe in flight.
+    tag: u64,
     /// Tag of a timed-out probe the transport kept (the path is stalled).
     stalled_tag: Option<u64>,
     /// Reinstated since the last failback decision.
     returned: bool,
 }
 
+impl Probe {
+    fn new(handle: &PathHandle) -> Self {
+        Probe {
+            handle: handle.clone(),
+            queue: None,
+            buf: None,
+            started_ns: None,
+            tag: 0,
+            stalled_tag: None,
+            returned: false,
+        }
+    }
+
+    /// Gives up the probe of a path a reload removed. Returns the probe if
+    /// its transport still holds a probe: it must be polled until that
+    /// comes back (a stall), never dropped with it.
+    fn retire(mut self) -> Option<Probe> {
+        if self.started_ns.take().is_some() {
+            let tag = self.tag;
+            let handed_back = self.queue.as_mut().and_then(|queue| queue.abort(tag));
+            if handed_back.is_none() && self.queue.is_some() {
+                self.stalled_tag = Some(tag);
+            }
+        }
+        (self.stalled_tag.is_some() && self.queue.is_some()).then_some(self)
+    }
+
+    /// Polls a stalled probe's queue; true once the probe is back (the
+    /// queue is then dropped).
+    fn poll_stalled(&mut self, now_ns: u64, scratch: &mut Vec<PathCompletion>) -> bool {
+        let Some(tag) = self.stalled_tag else {
+            return true;
+        };
+        if let Some(queue) = self.queue.as_mut() {
+            queue.poll(now_ns, scratch);
+            for completion in scratch.drain(..) {
+                if completion.tag == tag {
+                    self.buf = Some(completion.buf);
+                    self.stalled_tag = None;
+                }
+            }
+        } else {
+            self.stalled_tag = None;
+        }
+        if self.stalled_tag.is_none() {
+            self.queue = None;
+            return true;
+        }
+        false
+    }
+}
+
+/// What the checker keeps of one path of the map, besides its record.
+#[derive(Debug)]
+struct Watched {
+    word: String,
+    probe: Probe,
+    marginal: Option<MarginalTracker>,
+    /// The map's transition counts as last read.
+    seen: PathTransitions,
+}
+
 /// Probes a map's paths and reinstates them; see the module docs.
 #[derive(Debug)]
 pub struct Checker {
+    slot: Arc<DeviceSlot>,
+    /// The slot's epoch `map` was read at.
+    epoch: u64,
     map: Arc<Map>,
     options: CheckerOptions,
-    probes: Vec<Probe>,
+    /// One per path of `map`, in [`Map::paths`] order, as `checks`.
+    paths: Vec<Watched>,
     checks: Vec<PathCheck>,
+    /// Probes of paths a reload removed that their transports still hold.
+    retired: Vec<Probe>,
     failback: FailbackState,
     probe_bytes: u32,
     /// Start of the next round.
@@ -179,51 +295,58 @@ pub struct Checker {
 }
 
 impl Checker {
-    /// A checker over `device`'s paths; its first round starts at the
-    /// first poll.
-    pub fn new(device: &Device, mut options: CheckerOptions) -> Self {
+    /// A checker over `device`'s paths (a map that is never reloaded); its
+    /// first round starts at the first poll.
+    pub fn new(device: &Device, options: CheckerOptions) -> Self {
+        let slot = DeviceSlot::new(Arc::clone(&device.map), Arc::new(device.paths.clone()));
+        Checker::on_slot(Arc::new(slot), options)
+    }
+
+    /// A checker over whatever map `slot` serves, following its reloads
+    /// (see the module docs); its first round starts at the first poll.
+    pub fn on_slot(slot: Arc<DeviceSlot>, mut options: CheckerOptions) -> Self {
         options.interval_ns = options.interval_ns.max(MIN_INTERVAL_NS);
         options.probe_timeout_ns = options.probe_timeout_ns.max(MIN_INTERVAL_NS);
-        // One block: at least BUFFER_ALIGN, and a multiple of the largest
-        // minimum block size of the paths, so that no path refuses the
-        // probe for its size without reaching the storage.
-        let min_block = device
-            .paths
-            .iter()
-            .map(PathHandle::min_block)
-            .fold(BUFFER_ALIGN as u64, |bytes, block| {
-                bytes.div_ceil(u64::from(block)) * u64::from(block)
-            });
-        let probe_bytes = device.map.size_bytes().min(min_block) as u32;
-        Checker {
-            map: Arc::clone(&device.map),
+        let map = slot.map();
+        let mut checker = Checker {
+            epoch: slot.epoch(),
+            slot,
+            map,
             options,
-            probes: device
-                .paths
-                .iter()
-                .map(|handle| Probe {
-                    handle: handle.clone(),
-                    queue: None,
-                    buf: Some(Buffer::zeroed(probe_bytes as usize)),
-                    started_ns: None,
-                    stalled_tag: None,
-                    returned: false,
-                })
-                .collect(),
-            checks: vec![PathCheck::default(); device.paths.len()],
+            paths: Vec::new(),
+            checks: Vec::new(),
+            retired: Vec::new(),
             failback: FailbackState::new(options.failback),
-            probe_bytes,
+            probe_bytes: 0,
             next_round_ns: 0,
             round_open: false,
             round: 0,
             failbacks: 0,
             scratch: Vec::with_capacity(1),
-        }
+        };
+        checker.follow();
+        checker
     }
 
-    /// Each path's checker record, in [`Map::paths`] order.
+    /// Each path's checker record, in [`Map::paths`] order of the map
+    /// the checker last polled.
     pub fn path_checks(&self) -> &[PathCheck] {
         &self.checks
+    }
+
+    /// Each path's word and checker record, in [`Map::paths`] order of the
+    /// map the checker last polled.
+    pub fn named_path_checks(&self) -> Vec<(String, PathCheck)> {
+        self.paths
+            .iter()
+            .zip(&self.checks)
+            .map(|(path, check)| (path.word.clone(), *check))
+            .collect()
+    }
+
+    /// The map the checker last polled.
+    pub fn map(&self) -> &Arc<Map> {
+        &self.map
     }
 
     /// The failback policy and its pending deadline.
@@ -236,27 +359,37 @@ impl Checker {
         self.failbacks
     }
 
-    /// True while probes are in flight (their transports need polling).
+    /// True while probes are in flight (their transports need polling),
+    /// or probes of removed paths are still held by their transports.
     pub fn probing(&self) -> bool {
-        self.checks.iter().any(|check| check.probing)
+        self.checks.iter().any(|check| check.probing) || !self.retired.is_empty()
     }
 
-    /// Does what is due at `now_ns`: starts a round, collects probe
-    /// results, reinstates and fails paths, fails back. Returns the time it
-    /// next has something due; while [`Checker::probing`], poll more often
-    /// than that to collect probe results as they come.
+    /// Does what is due at `now_ns`: follows a reload, starts a round,
+    /// collects probe results, reinstates and fails paths, fails back.
+    /// Returns the time it next has something due; while
+    /// [`Checker::probing`], poll more often than that to collect probe
+    /// results as they come.
     pub fn poll(&mut self, now_ns: u64) -> u64 {
+        if self.slot.epoch() != self.epoch {
+            self.follow();
+        }
+        self.observe(now_ns);
         if !self.round_open && now_ns >= self.next_round_ns {
             self.start_round(now_ns);
         }
-        for path in 0..self.probes.len() {
+        for path in 0..self.paths.len() {
             self.collect(path, now_ns);
         }
+        let scratch = &mut self.scratch;
+        self.retired
+            .retain_mut(|probe| !probe.poll_stalled(now_ns, scratch));
         let deadline_passed = self
             .failback
             .deadline_ns()
             .is_some_and(|deadline_ns| now_ns >= deadline_ns);
-        if self.round_open && !self.probing() {
+        let round_probing = self.checks.iter().any(|check| check.probing);
+        if self.round_open && !round_probing {
             self.round_open = false;
             self.decide_failback(now_ns);
         } else if deadline_passed {
@@ -266,26 +399,111 @@ impl Checker {
         if let Some(deadline_ns) = self.failback.deadline_ns() {
             next_ns = next_ns.min(deadline_ns);
         }
-        for probe in &self.probes {
-            if let Some(started_ns) = probe.started_ns {
+        for path in &self.paths {
+            if let Some(started_ns) = path.probe.started_ns {
                 next_ns = next_ns.min(started_ns.saturating_add(self.options.probe_timeout_ns));
             }
         }
         next_ns.max(now_ns)
     }
 
+    /// Takes the slot's map: keeps what it knows of every path word the map
+    /// still has, starts afresh for new words, retires the rest.
+    fn follow(&mut self) {
+        let (map, handles, epoch) = self.slot.current();
+        let transitions = map.path_transitions();
+        let mut known: HashMap<String, VecDeque<(Watched, PathCheck)>> = HashMap::new();
+        for (path, check) in self.paths.drain(..).zip(self.checks.drain(..)) {
+            known
+                .entry(path.word.clone())
+                .or_default()
+                .push_back((path, check));
+        }
+        for (index, handle) in handles.iter().enumerate() {
+            let word = map.path_name(index);
+            let (path, check) = match known.get_mut(word).and_then(VecDeque::pop_front) {
+                Some((mut path, check)) => {
+                    path.probe.handle = handle.clone();
+                    (path, check)
+                }
+                None => (
+                    Watched {
+                        word: word.to_string(),
+                        probe: Probe::new(handle),
+                        marginal: self.options.marginal.map(MarginalTracker::new),
+                        seen: transitions[index],
+                    },
+                    PathCheck::default(),
+                ),
+            };
+            self.paths.push(path);
+            self.checks.push(check);
+        }
+        for (path, _) in known.into_values().flatten() {
+            self.retired.extend(path.probe.retire());
+        }
+        // One block: at least BUFFER_ALIGN, and a multiple of the largest
+        // minimum block size of the paths, so that no path refuses the
+        // probe for its size without reaching the storage.
+        let min_block = handles
+            .iter()
+            .map(PathHandle::min_block)
+            .fold(BUFFER_ALIGN as u64, |bytes, block| {
+                bytes.div_ceil(u64::from(block)) * u64::from(block)
+            });
+        self.probe_bytes = map.size_bytes().min(min_block) as u32;
+        self.map = map;
+        self.epoch = epoch;
+    }
+
+    /// Reads the map's failures by path error and reinstatements by
+    /// message since the last poll, for the marginal trackers.
+    fn observe(&mut self, now_ns: u64) {
+        if self.options.marginal.is_none() {
+            return;
+        }
+        let transitions = self.map.path_transitions();
+        for ((path, check), now) in self.paths.iter_mut().zip(&mut self.checks).zip(transitions) {
+            let Some(tracker) = path.marginal.as_mut() else {
+                continue;
+            };
+            let failures = now
+                .failed_by_error
+                .saturating_sub(path.seen.failed_by_error)
+                .min(u64::from(tracker.policy().failures));
+            let messages = now.reinstated_by_message != path.seen.reinstated_by_message;
+            path.seen = now;
+            // The message first if the path is failed now (a failure came
+            // after it), last otherwise.
+            if messages && now.failed {
+                admin_reinstated(&self.map, &path.word, tracker);
+            }
+            for _ in 0..failures {
+                path_failed(&self.map, &path.word, tracker, now_ns);
+            }
+            if messages && !now.failed {
+                admin_reinstated(&self.map, &path.word, tracker);
+            }
+            check.marginal = tracker.is_marginal();
+            check.returns_at_ns = tracker.returns_at_ns();
+        }
+    }
+
     fn start_round(&mut self, now_ns: u64) {
         self.round += 1;
         self.round_open = true;
         self.next_round_ns = now_ns.saturating_add(self.options.interval_ns);
-        for (probe, check) in self.probes.iter_mut().zip(&mut self.checks) {
+        for (path, check) in self.paths.iter_mut().zip(&mut self.checks) {
+            let probe = &mut path.probe;
             if probe.started_ns.is_some() || probe.stalled_tag.is_some() {
                 continue;
             }
             let queue = probe.queue.get_or_insert_with(|| probe.handle.open(1));
+            // A reload may have changed the probe's size.
             let buf = probe
                 .buf
                 .take()
+                .filter(|buf| buf.len() == self.probe_bytes as usize)
                 .unwrap_or_else(|| Buffer::zeroed(self.probe_bytes as usize));
             queue.submit(
                 PathIo {
@@ -299,82 +517,88 @@ impl Checker {
                 now_ns,
             );
             probe.started_ns = Some(now_ns);
+            probe.tag = self.round;
             check.probing = true;
         }
     }
 
     /// Collects path `path`'s probe result, or times it out.
     fn collect(&mut self, path: usize, now_ns: u64) {
-        self.collect_stalled(path, now_ns);
-        let probe = &mut self.probes[path];
+        let probe = &mut self.paths[path].probe;
+        if probe.stalled_tag.is_some() && probe.poll_stalled(now_ns, &mut self.scratch) {
+            self.checks[path].stalled = false;
+        }
         let (Some(started_ns), Some(queue)) = (probe.started_ns, probe.queue.as_mut()) else {
             return;
         };
         queue.poll(now_ns, &mut self.scratch);
         let mut outcome = None;
         for completion in self.scratch.drain(..) {
-            if completion.tag == self.round {
+            if completion.tag == probe.tag {
                 probe.buf = Some(completion.buf);
                 outcome = Some(completion.outcome);
             }
         }
         if outcome.is_none() && now_ns.saturating_sub(started_ns) >= self.options.probe_timeout_ns {
-            match queue.abort(self.round) {
+            match queue.abort(probe.tag) {
                 Some(io) => probe.buf = Some(io.buf),
                 None => {
-                    probe.stalled_tag = Some(self.round);
+                    probe.stalled_tag = Some(probe.tag);
                     self.checks[path].stalled = true;
                 }
             }
             outcome = Some(PathOutcome::Path(PathError::Timeout));
         }
         if let Some(outcome) = outcome {
-            self.finish(path, started_ns, outcome);
-        }
-    }
-
-    /// Polls a stalled path's queue for its timed-out probe; once it is
-    /// back, drops the queue and ends the stall.
-    fn collect_stalled(&mut self, path: usize, now_ns: u64) {
-        let probe = &mut self.probes[path];
-        let Some(tag) = probe.stalled_tag else {
-            return;
-        };
-        if let Some(queue) = probe.queue.as_mut() {
-            queue.poll(now_ns, &mut self.scratch);
-            for completion in self.scratch.drain(..) {
-                if completion.tag == tag {
-                    probe.buf = Some(completion.buf);
-                    probe.stalled_tag = None;
-                }
-            }
-        } else {
-            probe.stalled_tag = None;
-        }
-        if probe.stalled_tag.is_none() {
-            probe.queue = None;
-            self.checks[path].stalled = false;
+            self.finish(path, started_ns, outcome, now_ns);
         }
     }
 
     /// Records how path `path`'s probe ended and acts on it.
-    fn finish(&mut self, path: usize, started_ns: u64, outcome: PathOutcome) {
-        let probe = &mut self.probes[path];
+    fn finish(&mut self, path: usize, started_ns: u64, outcome: PathOutcome, now_ns: u64) {
+        let watched = &mut self.paths[path];
         let check = &mut self.checks[path];
+        let probe = &mut watched.probe;
         probe.started_ns = None;
         check.probing = false;
         check.probes += 1;
         check.last_probe_ns = Some(started_ns);
         check.last_outcome = Some(outcome);
+        let healthy = !matches!(outcome, PathOutcome::Path(_));
+        if let Some(tracker) = watched.marginal.as_mut() {
+            tracker.probe_ended(healthy, now_ns);
+        }
         match outcome {
             PathOutcome::Ok | PathOutcome::Target(_) => {
                 check.state = ProbeState::Up;
-                if self.map.reinstate_path(path) {
+                let may_reinstate = watched
+                    .marginal
+                    .as_ref()
+                    .is_none_or(|tracker| tracker.may_reinstate(now_ns));
+                if may_reinstate && self.map.reinstate_path(path) {
                     probe.returned = true;
                     check.reinstated += 1;
+                    if let Some(tracker) = watched.marginal.as_mut() {
+                        if tracker.reinstated(now_ns) {
+                            tracing::info!(
+                                map = self.map.name(),
+                                path = watched.word,
+                                cause = "probes",
+                                "path recovered"
+                            );
+                        }
+                    }
                 }
             }
             PathOutcome::Path(error) => {
+                if check.state != ProbeState::Down {
+                    tracing::warn!(
+                        map = self.map.name(),
+                        path = watched.word,
+                        error = %error,
+                        "probe failed"
+                    );
+                }
                 check.state = ProbeState::Down;
                 check.failed_probes += 1;
                 // A fresh queue (a fresh connection) for the next probe,
@@ -382,10 +606,18 @@ impl Checker {
                 if probe.stalled_tag.is_none() {
                     probe.queue = None;
                 }
-                if self.options.fail_active_paths {
-                    self.map.fail_path(path, error);
+                if self.options.fail_active_paths && self.map.fail_path(path, error) {
+                    // Counted here, at its time, not at the next poll.
+                    watched.seen.failed_by_error += 1;
+                    if let Some(tracker) = watched.marginal.as_mut() {
+                        path_failed(&self.map, &watched.word, tracker, now_ns);
+                    }
                 }
             }
+        }
+        if let Some(tracker) = &watched.marginal {
+            check.marginal = tracker.is_marginal();
+            check.returns_at_ns = tracker.returns_at_ns();
         }
     }
 
@@ -404,11 +636,11 @@ impl Checker {
             .flat_map(|(group, group_status)| {
                 group_status.paths.iter().map(move |path| (group, path))
             })
-            .zip(&mut self.probes)
-            .map(|((group, path), probe)| PathView {
+            .zip(&mut self.paths)
+            .map(|((group, path), watched)| PathView {
                 group,
                 usable: path.state == PathState::Active && path.access.carries_io(),
-                returned: std::mem::take(&mut probe.returned),
+                returned: std::mem::take(&mut watched.probe.returned),
             })
             .collect();
         let round = Round {
@@ -419,14 +651,38 @@ impl Checker {
         };
         if let Decision::SwitchGroup(group) = self.failback.decide(&round) {
             // The group index came from the map's own status: it exists.
-            if self
-                .map
-                .message(&Message::SwitchGroup(group as u32 + 1))
-                .is_ok()
-            {
+            if self.map.fail_back(group as u32 + 1).is_ok() {
                 self.failbacks += 1;
             }
         }
+    }
+}
+
+/// Tells `tracker` of a failure of path `word`, logging if that made it
+/// marginal.
+fn path_failed(map: &Map, word: &str, tracker: &mut MarginalTracker, now_ns: u64) {
+    if tracker.path_failed(now_ns) {
+        let policy = tracker.policy();
+        tracing::warn!(
+            map = map.name(),
+            path = word,
+            failures = policy.failures,
+            window_ns = policy.window_ns,
+            "path marginal"
+        );
+    }
+}
+
+/// Tells `tracker` an admin reinstated path `word`, logging if it was
+/// marginal.
+fn admin_reinstated(map: &Map, word: &str, tracker: &mut MarginalTracker) {
+    if tracker.admin_reinstated() {
+        tracing::info!(
+            map = map.name(),
+            path = word,
+            cause = "message",
+            "path recovered"
+        );
     }
 }
 
@@ -438,7 +694,7 @@ pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 struct Shared {
     stop: Mutex<bool>,
     wake: Condvar,
-    checks: Mutex<Vec<PathCheck>>,
+    checks: Mutex<Vec<(String, PathCheck)>>,
 }
 
 /// A [`Checker`] running on its own thread until stopped or dropped.
@@ -471,7 +727,7 @@ impl CheckerThread {
                     drop(stop);
                     let now_ns = clock();
                     let next_ns = checker.poll(now_ns);
-                    *lock(&shared.checks) = checker.path_checks().to_vec();
+                    *lock(&shared.checks) = checker.named_path_checks();
                     let mut wait = Duration::from_nanos(next_ns.saturating_sub(now_ns));
                     if checker.probing() {
                         wait = wait.min(probe_poll);
@@ -492,8 +748,9 @@ impl CheckerThread {
         })
     }
 
-    /// Each path's checker record as of the thread's last poll.
-    pub fn path_checks(&self) -> Vec<PathCheck> {
+    /// Each path's word and checker record as of the thread's last poll,
+    /// in [`Map::paths`] order of the map it polled.
+    pub fn path_checks(&self) -> Vec<(String, PathCheck)> {
         lock(&self.shared.checks).clone()
     }
 

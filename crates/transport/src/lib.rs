@@ -25,7 +25,7 @@ use mpio_core::table::Table;
 use nbd::handshake::Export;
 use nbd::{NbdError, NbdQueue, NbdTarget, Shared};
 use null::NullQueue;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 pub use uri::{Endpoint, UriError};
 
@@ -128,6 +128,10 @@ pub enum SetupError {
     },
 }
 
+/// Path names a table may use in place of transport URIs, each with the
+/// URI it stands for (see [`Transports::build_named`]).
+pub type PathNames = BTreeMap<String, String>;
+
 /// The transports' shared state: memory disks and their ports by name.
 #[derive(Debug, Default)]
 pub struct Transports {
@@ -159,6 +163,22 @@ impl Transports {
     /// # Errors
     /// A [`SetupError`] naming the table word, path word or size at fault.
     pub fn build(&self, table: &Table, options: MapOptions) -> Result<Device, SetupError> {
+        self.build_named(table, options, &PathNames::new())
+    }
+
+    /// As [`Transports::build`], for a table whose path words may be names
+    /// in `names` (a config's paths) as well as transport URIs: a word
+    /// found in `names` leads where its URI says, and stays the path's name
+    /// in the map (in status, messages and reloads).
+    ///
+    /// # Errors
+    /// As [`Transports::build`].
+    pub fn build_named(
+        &self,
+        table: &Table,
+        options: MapOptions,
+        names: &PathNames,
+    ) -> Result<Device, SetupError> {
         let words: Vec<&str> = table
             .groups
             .iter()
@@ -167,7 +187,7 @@ impl Transports {
             .collect();
         let endpoints = words
             .iter()
-            .map(|word| Endpoint::parse(word))
+            .map(|word| Endpoint::parse(names.get(*word).map_or(word, String::as_str)))
             .collect::<Result<Vec<_>, _>>()?;
         // The map validates the table (its size in bytes included) before
         // anything is sized from it.
@@ -240,7 +260,22 @@ impl Transports {
     /// As [`Transports::build`]; the slot keeps its map then.
     pub fn reload(&self, slot: &DeviceSlot, table: &Table) -> Result<Arc<Map>, SetupError> {
         let options = slot.map().options().clone();
-        let device = self.build(table, options)?;
+        self.reload_named(slot, table, options, &PathNames::new())
+    }
+
+    /// As [`Transports::reload`], with new map options and path names (see
+    /// [`Transports::build_named`]): what a reload from a config does.
+    ///
+    /// # Errors
+    /// As [`Transports::build`]; the slot keeps its map then.
+    pub fn reload_named(
+        &self,
+        slot: &DeviceSlot,
+        table: &Table,
+        options: MapOptions,
+        names: &PathNames,
+    ) -> Result<Arc<Map>, SetupError> {
+        let device = self.build_named(table, options, names)?;
         Ok(slot.install(device.map, Arc::new(device.paths)))
     }
 

@@ -1,15 +1,19 @@
 //! The path checker over memory ports (and one file path): paths that fail
 //! and heal are failed and reinstated by its probes, a path that stays
 //! down stays failed, a hung probe times out, and each failback policy
-//! switches groups back as multipathd would. Driven by a test clock, so
-//! every step is deterministic; one test runs the checker thread on the
-//! real clock, bounded by event waits.
+//! switches groups back as multipathd would; flapping paths are held out
+//! as marginal; the checker follows reloads and logs what it does. Driven
+//! by a test clock, so every step is deterministic; one test runs the
+//! checker thread on the real clock, bounded by event waits.
 
+#[path = "../../core/tests/support/capture.rs"]
+mod capture;
 mod file_common;
 
 use mpio_core::failback::Failback;
 use mpio_core::io::{Buffer, Io, Op, PathError, PathOutcome};
 use mpio_core::map::MapOptions;
+use mpio_core::marginal::MarginalPolicy;
 use mpio_core::message::Message;
 use mpio_core::status::PathState;
 use mpio_core::table::Table;
@@ -25,6 +29,13 @@ const TIMEOUT: u64 = SECOND / 2;
 
 /// A map over memory disk `disk`, one round-robin group per entry.
 fn build(transports: &Transports, groups: &[&[&str]]) -> Device {
+    transports
+        .build(&table(groups), MapOptions::default())
+        .unwrap()
+}
+
+/// The table of [`build`].
+fn table(groups: &[&[&str]]) -> Table {
     let mut text = format!("0 2048 multipath 0 0 {} 1", groups.len());
     for ports in groups {
         text.push_str(&format!(" round-robin 0 {} 0", ports.len()));
@@ -32,9 +43,7 @@ fn build(transports: &Transports, groups: &[&[&str]]) -> Device {
             text.push_str(&format!(" memory:disk#{port}"));
         }
     }
-    transports
-        .build(&Table::parse(&text).unwrap(), MapOptions::default())
-        .unwrap()
+    Table::parse(&text).unwrap()
 }
 
 fn options(failback: Failback) -> CheckerOptions {
@@ -43,6 +52,7 @@ fn options(failback: Failback) -> CheckerOptions {
         probe_timeout_ns: TIMEOUT,
         failback,
         fail_active_paths: true,
+        marginal: None,
     }
 }
 
@@ -295,6 +305,7 @@ fn the_checker_thread_fails_and_reinstates_on_the_real_clock() {
         probe_timeout_ns: 5 * SECOND,
         failback: Failback::Immediate,
         fail_active_paths: true,
+        marginal: None,
     };
     let checker = CheckerThread::spawn(
         Checker::new(&device, options),
@@ -306,7 +317,7 @@ fn the_checker_thread_fails_and_reinstates_on_the_real_clock() {
         checker
             .path_checks()
             .iter()
-            .all(|check| check.state == ProbeState::Up)
+            .all(|(_, check)| check.state == ProbeState::Up)
     });
     port(&transports, "a").fail(PathOutcome::Path(PathError::Transport));
     wait_for("path a failed", || state(&device, 0) == PathState::Failed);
@@ -316,7 +327,8 @@ fn the_checker_thread_fails_and_reinstates_on_the_real_clock() {
         state(&device, 0) == PathState::Active && current_group(&device) == Some(1)
     });
     wait_for("the record published", || {
-        checker.path_checks()[0].reinstated == 1
+        checker.path_checks()[0] == ("memory:disk#a".to_string(), checker.path_checks()[0].1)
+            && checker.path_checks()[0].1.reinstated == 1
     });
     checker.stop();
 }
@@ -357,4 +369,212 @@ fn a_file_path_is_probed_through_io_uring() {
     round(&mut checker, INTERVAL);
     assert_eq!(state(&device, 0), PathState::Active);
     assert_eq!(checker.path_checks()[0].reinstated, 1);
+}
+
+/// Two failures within 10 s make a path marginal; it returns after 5 s of
+/// good probes.
+fn marginal_options() -> CheckerOptions {
+    CheckerOptions {
+        marginal: Some(MarginalPolicy {
+            failures: 2,
+            window_ns: 10 * SECOND,
+            recovery_ns: 5 * SECOND,
+        }),
+        ..options(Failback::Manual)
+    }
+}
+
+/// Path 0 fails its probe at round `round` (the port fails, then heals
+/// after the poll).
+fn probe_fails(transports: &Transports, checker: &mut Checker, round: u64) {
+    port(transports, "a").fail(PathOutcome::Path(PathError::Transport));
+    checker.poll(round * INTERVAL);
+    port(transports, "a").heal();
+}
+
+#[test]
+fn a_flapping_path_is_held_out_as_marginal_until_it_stays_healthy() {
+    let transports = Transports::new();
+    let device = build(&transports, &[&["a", "b"]]);
+    let mut checker = Checker::new(&device, marginal_options());
+    probe_fails(&transports, &mut checker, 0);
+    assert_eq!(state(&device, 0), PathState::Failed);
+    assert!(!checker.path_checks()[0].marginal, "one failure");
+    checker.poll(INTERVAL);
+    assert_eq!(state(&device, 0), PathState::Active, "reinstated");
+    probe_fails(&transports, &mut checker, 2);
+    let check = checker.path_checks()[0];
+    assert!(check.marginal, "two failures within 10 s");
+    assert_eq!(check.returns_at_ns, None, "no good probe yet");
+
+    checker.poll(3 * INTERVAL);
+    assert_eq!(state(&device, 0), PathState::Failed, "held out");
+    assert_eq!(checker.path_checks()[0].state, ProbeState::Up);
+    assert_eq!(checker.path_checks()[0].returns_at_ns, Some(8 * INTERVAL));
+    checker.poll(4 * INTERVAL);
+    // A failed probe restarts the wait.
+    probe_fails(&transports, &mut checker, 5);
+    assert_eq!(checker.path_checks()[0].returns_at_ns, None);
+    for round in 6..11 {
+        checker.poll(round * INTERVAL);
+        assert_eq!(state(&device, 0), PathState::Failed, "round {round}");
+    }
+    assert_eq!(checker.path_checks()[0].returns_at_ns, Some(11 * INTERVAL));
+    checker.poll(11 * INTERVAL);
+    assert_eq!(state(&device, 0), PathState::Active, "recovered");
+    let check = checker.path_checks()[0];
+    assert!(!check.marginal);
+    assert_eq!(check.reinstated, 2);
+    // Its history starts afresh: one failure is not enough.
+    probe_fails(&transports, &mut checker, 12);
+    assert!(!checker.path_checks()[0].marginal);
+    checker.poll(13 * INTERVAL);
+    assert_eq!(state(&device, 0), PathState::Active);
+}
+
+#[test]
+fn io_failures_count_and_fail_path_messages_do_not() {
+    let transports = Transports::new();
+    let device = build(&transports, &[&["a", "b"]]);
+    let mut checker = Checker::new(&device, marginal_options());
+    // An admin takes the path out again and again: not marginal.
+    for round in 0..4 {
+        device
+            .map
+            .message(&Message::FailPath("memory:disk#a".into()))
+            .unwrap();
+        checker.poll(round * INTERVAL);
+        assert_eq!(state(&device, 0), PathState::Active, "round {round}");
+        assert!(!checker.path_checks()[0].marginal);
+    }
+    // I/O fails it twice (read from the map's counts at the next poll).
+    device.map.fail_path(0, PathError::ConnectionLost);
+    checker.poll(4 * INTERVAL);
+    assert_eq!(state(&device, 0), PathState::Active);
+    device.map.fail_path(0, PathError::Timeout);
+    checker.poll(5 * INTERVAL);
+    assert!(checker.path_checks()[0].marginal);
+    assert_eq!(state(&device, 0), PathState::Failed, "held out");
+}
+
+#[test]
+fn an_admin_reinstate_ends_marginal() {
+    let transports = Transports::new();
+    let device = build(&transports, &[&["a", "b"]]);
+    let mut checker = Checker::new(&device, marginal_options());
+    probe_fails(&transports, &mut checker, 0);
+    checker.poll(INTERVAL);
+    probe_fails(&transports, &mut checker, 2);
+    assert!(checker.path_checks()[0].marginal);
+    let capture = capture::Capture::default();
+    capture.during(|| {
+        device
+            .map
+            .message(&Message::ReinstatePath("memory:disk#a".into()))
+            .unwrap();
+        checker.poll(3 * INTERVAL);
+    });
+    assert!(!checker.path_checks()[0].marginal);
+    assert_eq!(state(&device, 0), PathState::Active);
+    let events = capture.take();
+    assert!(
+        events
+            .iter()
+            .any(|event| event.message == "path recovered" && event.field("cause") == "message"),
+        "{events:?}"
+    );
+    // A new failure is the first of a fresh history.
+    probe_fails(&transports, &mut checker, 4);
+    assert!(!checker.path_checks()[0].marginal);
+}
+
+#[test]
+fn the_checker_logs_probe_failures_marginal_paths_and_recoveries() {
+    let transports = Transports::new();
+    let device = build(&transports, &[&["a"], &["b"]]);
+    let options = CheckerOptions {
+        failback: Failback::Immediate,
+        ..marginal_options()
+    };
+    let mut checker = Checker::new(&device, options);
+    let capture = capture::Capture::default();
+    capture.during(|| {
+        probe_fails(&transports, &mut checker, 0);
+        checker.poll(INTERVAL);
+        port(&transports, "a").fail(PathOutcome::Path(PathError::Transport));
+        checker.poll(2 * INTERVAL);
+        checker.poll(3 * INTERVAL); // still failing: no second "probe failed"
+        port(&transports, "a").heal();
+        for round in 4..10 {
+            checker.poll(round * INTERVAL);
+        }
+    });
+    let lines: Vec<String> = capture
+        .take()
+        .iter()
+        .map(|event| format!("{} {} {}", event.level, event.message, event.field("cause")))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "WARN probe failed ",
+            "WARN path failed path error",
+            "INFO group switched current group lost its usable paths",
+            "INFO path reinstated checker",
+            "INFO group switched failback",
+            "WARN probe failed ",
+            "WARN path failed path error",
+            "INFO group switched current group lost its usable paths",
+            "WARN path marginal ",
+            "INFO path reinstated checker",
+            "INFO path recovered probes",
+            "INFO group switched failback",
+        ]
+    );
+    assert_eq!(current_group(&device), Some(1));
+}
+
+#[test]
+fn the_checker_follows_a_reload() {
+    let transports = Transports::new();
+    let slot = build(&transports, &[&["a", "b"]]).into_slot();
+    let mut checker = Checker::on_slot(Arc::clone(&slot), options(Failback::Manual));
+    port(&transports, "a").fail(PathOutcome::Path(PathError::Transport));
+    checker.poll(0);
+    assert_eq!(
+        slot.map().status().groups[0].paths[0].state,
+        PathState::Failed
+    );
+    // b's probe is in flight (hung) when the reload removes it.
+    port(&transports, "b").hang();
+    checker.poll(INTERVAL);
+    assert!(checker.path_checks()[1].probing);
+    transports.reload(&slot, &table(&[&["c", "a"]])).unwrap();
+    port(&transports, "b").heal();
+    checker.poll(INTERVAL + 1);
+    let words: Vec<String> = checker
+        .named_path_checks()
+        .into_iter()
+        .map(|(word, _)| word)
+        .collect();
+    assert_eq!(words, ["memory:disk#c", "memory:disk#a"]);
+    let a = checker.path_checks()[1];
+    assert_eq!((a.state, a.failed_probes), (ProbeState::Down, 2), "kept");
+    assert_eq!(checker.path_checks()[0].state, ProbeState::Pending, "fresh");
+    assert!(!checker.probing(), "b's probe was dropped with b");
+    // The next round probes c, and a still fails on the new map.
+    checker.poll(2 * INTERVAL);
+    let status = slot.map().status();
+    assert_eq!(status.groups[0].paths[0].state, PathState::Active);
+    assert_eq!(status.groups[0].paths[1].state, PathState::Failed);
+    assert_eq!(checker.path_checks()[0].state, ProbeState::Up);
+    port(&transports, "a").heal();
+    checker.poll(3 * INTERVAL);
+    let status = slot.map().status();
+    assert_eq!(
+        status.groups[0].paths[1].state,
+        PathState::Active,
+        "reinstated on the new map"
+    );
+    assert_eq!(checker.path_checks()[1].reinstated, 1);
 }

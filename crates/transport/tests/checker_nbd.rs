@@ -23,6 +23,7 @@ fn options(probe_timeout_ns: u64) -> CheckerOptions {
         probe_timeout_ns,
         failback: Failback::Manual,
         fail_active_paths: true,
+        marginal: None,
     }
 }
 

@@ -79,3 +79,4 @@ pub struct ExportConfig {
     /// Refuse writes.
     pub read_only: bool,
 }
+mod placeholder_parse;

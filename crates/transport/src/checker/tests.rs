@@ -46,6 +46,7 @@ fn a_probe_the_kernel_keeps_stalls_the_path_until_it_returns() {
             probe_timeout_ns: TIMEOUT,
             failback: Failback::Manual,
             fail_active_paths: true,
+            marginal: None,
         },
     );
     checker.poll(0);
@@ -98,4 +99,36 @@ fn a_probe_the_kernel_keeps_stalls_the_path_until_it_returns() {
         device.map.status().groups[0].paths[0].state,
         PathState::Active
     );
+}
+
+/// A reload removes a path whose timed-out probe the kernel still holds:
+/// the probe is not dropped with the path but kept, polled until it comes
+/// back, and only then let go.
+#[test]
+fn a_removed_path_s_stalled_probe_is_kept_until_it_returns() {
+    let (read_end, mut write_end) = pipe();
+    let table = Table::parse("0 2048 multipath 0 0 1 1 round-robin 0 1 0 hung").unwrap();
+    let map = Map::new(&table, &[PathInfo::default()], MapOptions::default()).unwrap();
+    let hung = PathHandle::File(Arc::new(FilePath::over(read_end, 1 << 20)));
+    let slot = Arc::new(DeviceSlot::new(Arc::new(map), Arc::new(vec![hung])));
+    let options = CheckerOptions {
+        interval_ns: INTERVAL,
+        probe_timeout_ns: TIMEOUT,
+        ..CheckerOptions::default()
+    };
+    let mut checker = Checker::on_slot(Arc::clone(&slot), options);
+    checker.poll(0);
+    checker.poll(TIMEOUT);
+    assert!(checker.path_checks()[0].stalled);
+
+    let table = Table::parse("0 2048 multipath 0 0 1 1 round-robin 0 1 0 spare").unwrap();
+    let map = Map::new(&table, &[PathInfo::default()], MapOptions::default()).unwrap();
+    let spare = PathHandle::Null { latency_ns: 0 };
+    slot.install(Arc::new(map), Arc::new(vec![spare]));
+    checker.poll(INTERVAL);
+    assert_eq!(checker.named_path_checks()[0].0, "spare");
+    assert_eq!(checker.path_checks()[0].state, ProbeState::Up);
+    assert!(checker.probing(), "the removed path's probe is still held");
+    write_end.write_all(&vec![7; BUFFER_ALIGN]).unwrap();
+    poll_until(&mut checker, INTERVAL, |checker| !checker.probing());
 }

@@ -1,0 +1,435 @@
+//! The daemon: the maps of a config, each built over its transports,
+//! exported over NBD, watched by its own path checker, and steered through
+//! the control socket.
+//!
+//! # Shape
+//! [`Daemon::start`] builds every map (a map that cannot be built stops the
+//! start, naming the map and why), starts its checker thread and its NBD
+//! servers, then opens the control socket. Control requests are answered
+//! one at a time by [`Daemon`]'s handler under the maps' lock, so a reload
+//! and a message never interleave; the I/O path takes no part in that lock
+//! (each NBD event loop follows its map's [`DeviceSlot`]).
+//!
+//! # Reload
+//! A reload builds the new map from a dm table or a config section and
+//! installs it in the map's slot ([`Transports::reload_named`]): path
+//! state carries over by path name, threads move to the new map at their
+//! next submit or poll, and I/O in flight finishes where it is. The
+//! exports and the checker settings stay those the daemon started with;
+//! a reload from a config that changes them says so in its answer.
+
+use crate::config::{DaemonConfig, MapConfig};
+use crate::control::protocol::{ReloadSource, Request, Response};
+use crate::control::server::{ControlError, ControlServer};
+use crate::view;
+use mpio_core::map::Map;
+use mpio_core::message::Message;
+use mpio_core::table::Table;
+use mpio_server::{Server, ServerConfig, ServerError};
+use mpio_transport::checker::{Checker, CheckerOptions, CheckerThread, Clock};
+use mpio_transport::{DeviceSlot, PathNames, SetupError, Transports};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// How often a checker collects the results of probes in flight.
+const PROBE_POLL: Duration = Duration::from_millis(5);
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The config names no map.
+    #[error("the config defines no map")]
+    NoMaps,
+    /// A map could not be built over its transports.
+    #[error("map {map:?}: {source}")]
+    Setup {
+        /// The map.
+        map: String,
+        /// Why (boxed: a setup error is large, and rare).
+        source: Box<SetupError>,
+    },
+    /// An export could not start.
+    #[error("map {map:?} export {export:?}: {source}")]
+    Export {
+        /// The map.
+        map: String,
+        /// The export's name.
+        export: String,
+        /// Why.
+        source: ServerError,
+    },
+    /// The control socket could not be opened.
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// A thread could not be started.
+    #[error("cannot start a thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// How every export's NBD server runs (the [`ServerConfig`] fields that are
+/// not per export).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerSettings {
+    /// Event loops per export; 0: one per CPU.
+    pub loops: usize,
+    /// Depth of each event loop's queue over the map.
+    pub queue_depth: usize,
+    /// Most client connections at once, per export.
+    pub max_connections: usize,
+    /// How long (µs) an event loop polls after work before sleeping.
+    pub idle_spin_us: u64,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        let server = ServerConfig::default();
+        ServerSettings {
+            loops: server.loops,
+            queue_depth: server.queue_depth,
+            max_connections: server.max_connections,
+            idle_spin_us: server.idle_spin_us,
+        }
+    }
+}
+
+/// One map as the daemon runs it.
+#[derive(Debug)]
+pub struct RunningMap {
+    /// Its config (updated by reloads from a config).
+    pub config: MapConfig,
+    /// The map now served, and its paths.
+    pub slot: Arc<DeviceSlot>,
+    /// Its path checker.
+    pub checker: CheckerThread,
+    /// Its NBD exports.
+    pub servers: Vec<Server>,
+}
+
+impl RunningMap {
+    /// The map now served.
+    pub fn map(&self) -> Arc<Map> {
+        self.slot.map()
+    }
+
+    /// The checker's record of each path, by path word.
+    pub fn path_checks(&self) -> Vec<(String, mpio_transport::checker::PathCheck)> {
+        self.checker.path_checks()
+    }
+
+    /// The URI a path word leads to: its config name's URI, or the word.
+    pub fn uri_of<'a>(&'a self, word: &'a str) -> &'a str {
+        self.config
+            .paths
+            .iter()
+            .find(|path| path.name == word)
+            .map_or(word, |path| path.uri.as_str())
+    }
+}
+
+/// What the daemon shares between the control thread and its owner.
+#[derive(Debug)]
+struct State {
+    transports: Transports,
+    maps: Mutex<Vec<RunningMap>>,
+}
+
+/// A running daemon. Stops its servers, checkers and control socket when
+/// dropped.
+#[derive(Debug)]
+pub struct Daemon {
+    state: Arc<State>,
+    control: Option<ControlServer>,
+}
+
+impl Daemon {
+    /// Builds and starts every map of `config`, then opens the control
+    /// socket at `control_socket` (default: the config's, else
+    /// [`crate::control::default_socket`]).
+    ///
+    /// # Errors
+    /// The first map, export or socket that cannot start; what started is
+    /// stopped again.
+    pub fn start(
+        config: DaemonConfig,
+        control_socket: Option<&Path>,
+        settings: ServerSettings,
+    ) -> Result<Daemon, DaemonError> {
+        if config.maps.is_empty() {
+            return Err(DaemonError::NoMaps);
+        }
+        let transports = Transports::new();
+        let mut maps = Vec::with_capacity(config.maps.len());
+        for map_config in config.maps {
+            maps.push(start_map(&transports, map_config, settings)?);
+        }
+        let state = Arc::new(State {
+            transports,
+            maps: Mutex::new(maps),
+        });
+        let socket = control_socket
+            .map(Path::to_path_buf)
+            .or(config.control_socket)
+            .unwrap_or_else(crate::control::default_socket);
+        let handler_state = Arc::clone(&state);
+        let control = ControlServer::start(
+            &socket,
+            Box::new(move |request| handle(&handler_state, request)),
+        )?;
+        tracing::info!(socket = %socket.display(), "control socket open");
+        Ok(Daemon {
+            state,
+            control: Some(control),
+        })
+    }
+
+    /// The control socket's path.
+    pub fn control_socket(&self) -> PathBuf {
+        self.control
+            .as_ref()
+            .map(|control| control.path().to_path_buf())
+            .unwrap_or_default()
+    }
+
+    /// Each map's name with the NBD URIs of its exports.
+    pub fn exports(&self) -> Vec<(String, Vec<String>)> {
+        lock(&self.state.maps)
+            .iter()
+            .map(|running| {
+                let uris = running.servers.iter().flat_map(Server::uris).collect();
+                (running.config.name.clone(), uris)
+            })
+            .collect()
+    }
+
+    /// Answers a control request, as the control socket does.
+    pub fn handle(&self, request: Request) -> Response {
+        handle(&self.state, request)
+    }
+
+    /// Stops the daemon: closes the control socket, then stops every map's
+    /// exports and checker.
+    pub fn stop(mut self) {
+        self.stop_all();
+    }
+
+    fn stop_all(&mut self) {
+        if let Some(control) = self.control.take() {
+            control.stop();
+        }
+        for running in lock(&self.state.maps).drain(..) {
+            for server in running.servers {
+                server.stop();
+            }
+            running.checker.stop();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn names_of(config: &MapConfig) -> PathNames {
+    config
+        .paths
+        .iter()
+        .map(|path| (path.name.clone(), path.uri.clone()))
+        .collect()
+}
+
+fn map_options(config: &MapConfig) -> mpio_core::map::MapOptions {
+    mpio_core::map::MapOptions {
+        numa: mpio_transport::host::host_topology(),
+        ..config.options()
+    }
+}
+
+/// Builds one map and starts its checker and exports.
+fn start_map(
+    transports: &Transports,
+    config: MapConfig,
+    settings: ServerSettings,
+) -> Result<RunningMap, DaemonError> {
+    let setup = |source| DaemonError::Setup {
+        map: config.name.clone(),
+        source: Box::new(source),
+    };
+    let device = transports
+        .build_named(&config.table, map_options(&config), &names_of(&config))
+        .map_err(setup)?;
+    let slot = device.into_slot();
+    let checker_options = CheckerOptions {
+        marginal: config.marginal,
+        ..config.checker
+    };
+    let checker = Checker::on_slot(Arc::clone(&slot), checker_options);
+    let clock: Clock = Arc::new(mpio_transport::clock::now_ns);
+    let checker = CheckerThread::spawn(checker, clock, PROBE_POLL)?;
+    let mut servers = Vec::with_capacity(config.exports.len());
+    for export in &config.exports {
+        let server_config = ServerConfig {
+            unix_socket: export.socket.clone(),
+            tcp: export.tcp,
+            export_name: export.name.clone(),
+            read_only: export.read_only,
+            loops: settings.loops,
+            queue_depth: settings.queue_depth,
+            max_connections: settings.max_connections,
+            idle_spin_us: settings.idle_spin_us,
+            ..ServerConfig::default()
+        };
+        let server = Server::start(&server_config, Arc::clone(&slot)).map_err(|source| {
+            DaemonError::Export {
+                map: config.name.clone(),
+                export: export.name.clone(),
+                source,
+            }
+        })?;
+        servers.push(server);
+    }
+    tracing::info!(map = %config.name, paths = slot.map().paths().len(), "map started");
+    Ok(RunningMap {
+        config,
+        slot,
+        checker,
+        servers,
+    })
+}
+
+/// Answers one control request under the maps' lock.
+fn handle(state: &State, request: Request) -> Response {
+    let mut maps = lock(&state.maps);
+    let outcome = match request {
+        Request::Status { map } => {
+            select(&maps, map.as_deref()).map(|chosen| view::status(&chosen, map.is_some()))
+        }
+        Request::Table { map } => {
+            select(&maps, map.as_deref()).map(|chosen| view::table(&chosen, map.is_some()))
+        }
+        Request::Topology { map } => {
+            select(&maps, map.as_deref()).map(|chosen| view::topology(&chosen))
+        }
+        Request::Paths { map } => select(&maps, map.as_deref()).map(|chosen| view::paths(&chosen)),
+        Request::Message { map, message } => {
+            find(&mut maps, &map).and_then(|running| send_message(running, &message))
+        }
+        Request::Reload { map, source } => {
+            find(&mut maps, &map).and_then(|running| reload(&state.transports, running, source))
+        }
+    };
+    outcome.unwrap_or_else(|message| Response::Error { message })
+}
+
+/// The maps a read verb shows: the one named, or all.
+fn select<'a>(maps: &'a [RunningMap], name: Option<&str>) -> Result<Vec<&'a RunningMap>, String> {
+    match name {
+        None => Ok(maps.iter().collect()),
+        Some(name) => maps
+            .iter()
+            .find(|running| running.config.name == name)
+            .map(|running| vec![running])
+            .ok_or_else(|| no_such_map(maps, name)),
+    }
+}
+
+fn find<'a>(maps: &'a mut [RunningMap], name: &str) -> Result<&'a mut RunningMap, String> {
+    if !maps.iter().any(|running| running.config.name == name) {
+        return Err(no_such_map(maps, name));
+    }
+    Ok(maps
+        .iter_mut()
+        .find(|running| running.config.name == name)
+        .expect("found above"))
+}
+
+fn no_such_map(maps: &[RunningMap], name: &str) -> String {
+    let names: Vec<&str> = maps
+        .iter()
+        .map(|running| running.config.name.as_str())
+        .collect();
+    format!("no map named {name:?} (maps: {})", names.join(", "))
+}
+
+fn send_message(running: &RunningMap, text: &str) -> Result<Response, String> {
+    let message = Message::parse(text).map_err(|error| error.to_string())?;
+    let map = running.map();
+    map.message(&message)
+        .map_err(|error| format!("map {:?}: {error}", running.config.name))?;
+    Ok(Response::Ok {
+        text: String::new(),
+        json: serde_json::json!({ "map": running.config.name, "message": message }),
+    })
+}
+
+fn reload(
+    transports: &Transports,
+    running: &mut RunningMap,
+    source: ReloadSource,
+) -> Result<Response, String> {
+    let name = running.config.name.clone();
+    let (new_config, kind) = match source {
+        ReloadSource::Table(text) => {
+            let table = Table::parse(&text).map_err(|error| format!("table: {error}"))?;
+            let mut config = running.config.clone();
+            config.table = table;
+            (config, "table")
+        }
+        ReloadSource::Config { origin, text } => {
+            let daemon_config =
+                DaemonConfig::parse(&text).map_err(|error| format!("{origin}: {error}"))?;
+            let config = daemon_config
+                .map(&name)
+                .cloned()
+                .ok_or_else(|| format!("{origin}: no map named {name:?}"))?;
+            (config, "config")
+        }
+    };
+    let mut notes = Vec::new();
+    if new_config.exports != running.config.exports {
+        notes.push("the exports differ and stay as started (restart the daemon to change them)");
+    }
+    if new_config.checker != running.config.checker
+        || new_config.marginal != running.config.marginal
+    {
+        notes.push("the checker settings differ and stay as started");
+    }
+    let old = transports
+        .reload_named(
+            &running.slot,
+            &new_config.table,
+            map_options(&new_config),
+            &names_of(&new_config),
+        )
+        .map_err(|error| format!("map {name:?}: {error}; the map keeps its table"))?;
+    let map = running.slot.map();
+    tracing::info!(
+        map = %name,
+        from = %old.table(),
+        to = %map.table(),
+        "map reloaded"
+    );
+    running.config = MapConfig {
+        exports: running.config.exports.clone(),
+        checker: running.config.checker,
+        marginal: running.config.marginal,
+        ..new_config
+    };
+    Ok(Response::Ok {
+        text: notes.iter().map(|note| format!("note: {note}\n")).collect(),
+        json: serde_json::json!({
+            "map": name,
+            "from": kind,
+            "table": map.table().to_string(),
+            "notes": notes,
+        }),
+    })
+}

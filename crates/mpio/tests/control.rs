@@ -1,0 +1,261 @@
+//! The control verbs through the CLI against a running `mpio serve`:
+//! `status`, `table`, `show topology`, `show paths` (text and `--json`),
+//! every `message` verb, `reload` from a table, and the errors each gives
+//! for a bad map, message, table or socket.
+
+mod common;
+mod daemon;
+
+use common::{mpio, stderr};
+use daemon::Daemon;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+/// Two groups of memory paths: `a` and `b` (round-robin), then `c`.
+const TABLE: &str = "0 8192 multipath 0 0 2 1 round-robin 0 2 1 memory:d#a 1 memory:d#b 1 \
+                     round-robin 0 1 1 memory:d#c 1";
+
+#[test]
+fn read_verbs_show_status_table_topology_and_paths() {
+    let daemon = Daemon::with_table("read", TABLE);
+    let mode = std::fs::metadata(&daemon.control)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "the control socket is the owner's only"
+    );
+
+    assert_eq!(
+        daemon.ok(&["status"]),
+        "mpatha: 0 8192 multipath 2 0 0 0 2 1 A 0 2 0 memory:d#a A 0 memory:d#b A 0 \
+         E 0 1 0 memory:d#c A 0\n"
+    );
+    assert_eq!(
+        daemon.ok(&["status", "mpatha"]),
+        "0 8192 multipath 2 0 0 0 2 1 A 0 2 0 memory:d#a A 0 memory:d#b A 0 E 0 1 0 memory:d#c A 0\n"
+    );
+    let status = daemon.json(&["status", "mpatha"]);
+    assert_eq!(status["name"], "mpatha");
+    assert_eq!(status["current_group"], 1);
+    assert_eq!(status["groups"][1]["paths"][0]["name"], "memory:d#c");
+    assert!(daemon.json(&["status"]).is_array());
+
+    assert_eq!(
+        daemon.ok(&["table", "mpatha"]),
+        "0 8192 multipath 0 0 2 1 round-robin 0 2 1 memory:d#a 1 memory:d#b 1 \
+         round-robin 0 1 1 memory:d#c 1\n"
+    );
+    assert!(daemon
+        .ok(&["table"])
+        .starts_with("mpatha: 0 8192 multipath "));
+    assert_eq!(
+        daemon.json(&["table", "mpatha"])["table"],
+        "0 8192 multipath 0 0 2 1 round-robin 0 2 1 memory:d#a 1 memory:d#b 1 \
+         round-robin 0 1 1 memory:d#c 1"
+    );
+
+    let topology = daemon.ok(&["show", "topology"]);
+    let lines: Vec<&str> = topology.lines().collect();
+    assert_eq!(lines.len(), 6, "{topology}");
+    assert_eq!(lines[0], "mpatha size=4M features='0' hwhandler='0' wp=rw");
+    assert_eq!(
+        lines[1],
+        "|-+- policy='round-robin 0' group=1 status=active"
+    );
+    assert!(
+        lines[2].starts_with("| |- memory:d#a active "),
+        "{topology}"
+    );
+    assert!(
+        lines[3].starts_with("| `- memory:d#b active "),
+        "{topology}"
+    );
+    assert_eq!(
+        lines[4],
+        "`-+- policy='round-robin 0' group=2 status=enabled"
+    );
+    assert!(
+        lines[5].starts_with("  `- memory:d#c active "),
+        "{topology}"
+    );
+    let topology = daemon.json(&["show", "topology", "mpatha"]);
+    assert_eq!(topology[0]["groups"][0]["paths"][1]["name"], "memory:d#b");
+    assert_eq!(topology[0]["groups"][0]["state"], "active");
+    assert!(topology[0]["exports"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("nbd+unix:///mpio?socket="));
+
+    let paths = daemon.ok(&["show", "paths"]);
+    let rows: Vec<Vec<&str>> = paths
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{paths}");
+    assert_eq!(rows[0][..5], ["map", "path", "uri", "group", "dm_st"]);
+    assert_eq!(
+        rows[3][..5],
+        ["mpatha", "memory:d#c", "memory:d#c", "2", "active"]
+    );
+    let paths = daemon.json(&["show", "paths"]);
+    assert_eq!(paths.as_array().unwrap().len(), 3);
+    assert_eq!(paths[0]["map"], "mpatha");
+    assert_eq!(paths[0]["state"], "active");
+}
+
+/// The dm state letters of the paths, group by group, from `status --json`.
+fn states(daemon: &Daemon) -> (Vec<String>, Vec<String>) {
+    let status = daemon.json(&["status", "mpatha"]);
+    let groups = status["groups"].as_array().unwrap();
+    let group_states = groups
+        .iter()
+        .map(|group| group["state"].as_str().unwrap().to_string())
+        .collect();
+    let path_states = groups
+        .iter()
+        .flat_map(|group| group["paths"].as_array().unwrap())
+        .map(|path| path["state"].as_str().unwrap().to_string())
+        .collect();
+    (group_states, path_states)
+}
+
+#[test]
+fn every_message_verb_changes_what_status_shows() {
+    let daemon = Daemon::with_table("message", TABLE);
+    daemon.ok(&["message", "mpatha", "fail_path", "memory:d#a"]);
+    assert_eq!(states(&daemon).1, ["failed", "active", "active"]);
+    assert!(daemon.ok(&["status", "mpatha"]).contains("memory:d#a F 1 "));
+    daemon.ok(&["message", "mpatha", "reinstate_path memory:d#a"]);
+    assert_eq!(states(&daemon).1, ["active", "active", "active"]);
+
+    daemon.ok(&["message", "mpatha", "switch_group", "2"]);
+    assert_eq!(states(&daemon).0, ["enabled", "active"]);
+    daemon.ok(&["message", "mpatha", "disable_group", "1"]);
+    assert_eq!(states(&daemon).0, ["disabled", "active"]);
+    // As in dm, enabling a group drops the current group, and the route is
+    // chosen afresh from the first group.
+    daemon.ok(&["message", "mpatha", "enable_group", "1"]);
+    assert_eq!(states(&daemon).0, ["active", "enabled"]);
+
+    daemon.ok(&["message", "mpatha", "queue_if_no_path"]);
+    assert_eq!(daemon.json(&["status", "mpatha"])["queue_if_no_path"], true);
+    assert!(daemon
+        .ok(&["table", "mpatha"])
+        .starts_with("0 8192 multipath 1 queue_if_no_path "));
+    daemon.ok(&["message", "mpatha", "fail_if_no_path"]);
+    assert_eq!(
+        daemon.json(&["status", "mpatha"])["queue_if_no_path"],
+        false
+    );
+
+    let json = daemon.json(&["message", "mpatha", "fail_path", "memory:d#c"]);
+    assert_eq!(json["message"]["verb"], "fail_path");
+    let topology = daemon.ok(&["show", "topology", "mpatha"]);
+    assert!(topology.contains("memory:d#c failed "), "{topology}");
+}
+
+#[test]
+fn reload_swaps_the_selector_and_the_paths() {
+    let daemon = Daemon::with_table("reload", TABLE);
+    daemon.ok(&["message", "mpatha", "fail_path memory:d#b"]);
+    let new_table = "0 8192 multipath 1 queue_if_no_path 0 1 1 queue-length 0 3 1 \
+                     memory:d#b 1 memory:d#c 1 memory:d#e 1";
+    daemon.ok(&["reload", "mpatha", new_table]);
+    assert_eq!(daemon.ok(&["table", "mpatha"]).trim(), new_table);
+    // Path state carries over by name: b stays failed, e is new.
+    assert_eq!(states(&daemon).1, ["failed", "active", "active"]);
+    let topology = daemon.ok(&["show", "topology"]);
+    assert!(topology.contains("policy='queue-length 0'"), "{topology}");
+    // The reload is given as words, too.
+    let words: Vec<&str> = TABLE.split_whitespace().collect();
+    let mut args = vec!["reload", "mpatha"];
+    args.extend(&words);
+    daemon.ok(&args);
+    assert_eq!(
+        daemon.ok(&["table", "mpatha"]).trim(),
+        TABLE.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+}
+
+#[test]
+fn bad_requests_get_errors_that_name_what_was_wrong() {
+    let daemon = Daemon::with_table("errors", TABLE);
+    let error = daemon.error(&["status", "nosuch"]);
+    assert!(
+        error.contains("no map named \"nosuch\" (maps: mpatha)"),
+        "{error}"
+    );
+    let error = daemon.error(&["message", "mpatha", "frobnicate"]);
+    assert!(error.contains("unknown verb \"frobnicate\""), "{error}");
+    let error = daemon.error(&["message", "mpatha", "fail_path", "nosuch"]);
+    assert!(error.contains("no path named \"nosuch\""), "{error}");
+    let error = daemon.error(&["message", "mpatha", "switch_group", "7"]);
+    assert!(error.contains("no group 7"), "{error}");
+    let error = daemon.error(&[
+        "reload",
+        "mpatha",
+        "0 8192 multipath 0 0 1 1 round-robin 0 2 1 memory:d#a",
+    ]);
+    assert!(error.contains("table:"), "{error}");
+    assert!(
+        error.contains("the map keeps its table") || error.contains("table: "),
+        "{error}"
+    );
+    let error = daemon.error(&[
+        "reload",
+        "mpatha",
+        "0 8192 multipath 0 0 1 1 nosuch-selector 0 1 1 memory:d#a 1",
+    ]);
+    assert!(error.contains("nosuch-selector"), "{error}");
+    assert_eq!(
+        daemon.ok(&["table", "mpatha"]).trim(),
+        TABLE.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+    // A client that sends garbage gets an error, and the daemon goes on.
+    let mut stream = std::os::unix::net::UnixStream::connect(&daemon.control).unwrap();
+    std::io::Write::write_all(&mut stream, b"{\"verb\":\"explode\"}\n").unwrap();
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer).unwrap();
+    assert!(answer.contains("\"outcome\":\"error\""), "{answer}");
+    assert!(answer.contains("bad request"), "{answer}");
+    daemon.ok(&["status"]);
+}
+
+#[test]
+fn no_daemon_is_an_error_naming_the_socket() {
+    let socket = Path::new("/nonexistent/mpio-control.sock");
+    let output = mpio(&["status", "--control", socket.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let error = stderr(&output);
+    assert!(error.contains("/nonexistent/mpio-control.sock"), "{error}");
+    assert!(error.contains("is `mpio serve` running?"), "{error}");
+}
+
+#[test]
+fn a_second_daemon_on_the_same_control_socket_is_refused() {
+    let daemon = Daemon::with_table("twice", TABLE);
+    let output = Command::new(env!("CARGO_BIN_EXE_mpio"))
+        .args([
+            "serve",
+            "--control",
+            &daemon.control,
+            "--table",
+            TABLE,
+            "--socket",
+        ])
+        .arg(daemon.dir.join("other.sock"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let error = stderr(&output);
+    assert!(
+        error.contains("another mpio daemon is listening there"),
+        "{error}"
+    );
+    daemon.ok(&["status"]);
+}

@@ -1,0 +1,125 @@
+//! A running `mpio serve` for tests that drive it through the CLI.
+
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+use crate::common::{mpio, stderr, stdout};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A running `mpio serve`, killed and reaped when dropped, with its
+/// directory removed.
+pub struct Daemon {
+    pub child: Child,
+    /// The test's own directory (sockets, configs).
+    pub dir: PathBuf,
+    /// The control socket.
+    pub control: String,
+    /// The NBD URIs the daemon printed.
+    pub uris: Vec<String>,
+}
+
+/// A fresh directory for test `name`.
+pub fn test_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpio-daemon-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+impl Daemon {
+    /// `mpio serve --table TABLE`, exporting on a socket in a fresh
+    /// directory.
+    pub fn with_table(name: &str, table: &str) -> Daemon {
+        let dir = test_dir(name);
+        let socket = dir.join("nbd.sock").display().to_string();
+        Daemon::start(dir, &["--table", table, "--socket", &socket])
+    }
+
+    /// `mpio serve ARGS --control DIR/control.sock`, waited for until its
+    /// control socket is open.
+    pub fn start(dir: PathBuf, args: &[&str]) -> Daemon {
+        let control = dir.join("control.sock").display().to_string();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mpio"))
+            .arg("serve")
+            .args(args)
+            .args(["--control", &control])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("mpio runs");
+        let stdout = child.stdout.take().unwrap();
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if sender.send(line.unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut daemon = Daemon {
+            child,
+            dir,
+            control,
+            uris: Vec::new(),
+        };
+        loop {
+            match receiver.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) if line.starts_with("control socket: ") => break,
+                Ok(line) if line.starts_with("  nbd") => daemon.uris.push(line.trim().to_string()),
+                Ok(_) => {}
+                Err(_) => {
+                    let status = daemon.child.try_wait();
+                    panic!("mpio serve did not open its control socket ({status:?})");
+                }
+            }
+        }
+        daemon
+    }
+
+    /// Runs a control verb against this daemon.
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        let mut all = args.to_vec();
+        all.extend(["--control", &self.control]);
+        mpio(&all)
+    }
+
+    /// Runs a verb that must succeed; returns what it printed.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "mpio {args:?}: {}",
+            stderr(&output)
+        );
+        stdout(&output)
+    }
+
+    /// Runs a verb that must fail; returns its error message.
+    pub fn error(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            !output.status.success(),
+            "mpio {args:?} succeeded: {}",
+            stdout(&output)
+        );
+        stderr(&output)
+    }
+
+    /// Runs a read verb with `--json`.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&self.ok(&all)).expect("--json prints JSON")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,362 @@
+//! Failover soaks in the spirit of dm-multipath's mptest suite: fio writes
+//! with crc32c verification through the daemon's NBD export while one
+//! loop fails and reinstates every path in turn and another disables,
+//! enables and switches groups, all through the CLI. Nothing may show:
+//! zero fio I/O errors and zero verify errors. Each soak runs fio for
+//! `MPIO_SOAK_SECONDS` (default 10; raise it for a long soak).
+
+mod common;
+mod daemon;
+
+use daemon::Daemon;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// 64 MiB over two groups of two memory ports, queueing while no path is
+/// usable.
+const TABLE: &str = "0 131072 multipath 1 queue_if_no_path 0 2 1 \
+                     round-robin 0 2 1 memory:soak#a 1 memory:soak#b 1 \
+                     round-robin 0 2 1 memory:soak#c 1 memory:soak#d 1";
+
+fn require_fio() {
+    let found = Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    assert!(
+        found,
+        "fio not found: install the Debian package fio (scripts/test.sh does)"
+    );
+}
+
+/// Runs fio against `uri`: two jobs of random 4 KiB writes over their own
+/// 16 MiB each, verified as they go (`verify_backlog`) and again at the
+/// end, `loops` times. Returns fio's terse output after checking that
+/// every job ended with error 0.
+fn fio_verify(uri: &str, loops: u32) -> String {
+    let output = Command::new("fio")
+        .args([
+            "--name=soak",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--rw=randwrite",
+            "--bs=4k",
+            "--iodepth=16",
+            "--numjobs=2",
+            "--size=16M",
+            "--offset_increment=16M",
+            &format!("--loops={loops}"),
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--verify_backlog=512",
+            "--verify_fatal=1",
+            "--verify_state_save=0",
+            "--output-format=terse",
+        ])
+        .output()
+        .expect("fio runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "fio failed: {stderr}\n{stdout}");
+    let jobs: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("3;"))
+        .collect();
+    assert_eq!(jobs.len(), 2, "{stdout}");
+    for line in jobs {
+        let fields: Vec<&str> = line.split(';').collect();
+        // Terse v3: field 5 is the job's error number, field 6 the KiB it
+        // read (the verification).
+        assert_eq!(fields[4], "0", "fio job failed: {line}");
+        assert_ne!(fields[5], "0", "fio verified nothing: {line}");
+    }
+    stdout
+}
+
+/// How long a soak keeps fio running: `MPIO_SOAK_SECONDS`, default 10.
+fn soak_time() -> Duration {
+    let seconds = std::env::var("MPIO_SOAK_SECONDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(10);
+    Duration::from_secs(seconds)
+}
+
+/// Runs verified fio passes against `uri` until the soak time is up;
+/// returns the number of passes.
+fn fio_soak(uri: &str) -> u32 {
+    let deadline = std::time::Instant::now() + soak_time();
+    let mut passes = 0;
+    while passes == 0 || std::time::Instant::now() < deadline {
+        fio_verify(uri, 2);
+        passes += 1;
+    }
+    passes
+}
+
+/// Runs `step` over and over on its own thread until `stop`, counting
+/// rounds.
+fn churn(
+    stop: &Arc<AtomicBool>,
+    rounds: &Arc<AtomicU64>,
+    mut step: impl FnMut() + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let (stop, rounds) = (Arc::clone(stop), Arc::clone(rounds));
+    std::thread::spawn(move || {
+        // Acquire/Release are not needed: the flag carries no data.
+        while !stop.load(Ordering::Relaxed) {
+            step();
+            rounds.fetch_add(1, Ordering::Relaxed);
+        }
+    })
+}
+
+#[test]
+fn fio_verifies_while_paths_fail_and_groups_toggle() {
+    require_fio();
+    let daemon = Arc::new(Daemon::with_table("soak-memory", TABLE));
+    let uri = daemon.uris[0].clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let path_rounds = Arc::new(AtomicU64::new(0));
+    let group_rounds = Arc::new(AtomicU64::new(0));
+    let paths = {
+        let daemon = Arc::clone(&daemon);
+        churn(&stop, &path_rounds, move || {
+            for path in [
+                "memory:soak#a",
+                "memory:soak#b",
+                "memory:soak#c",
+                "memory:soak#d",
+            ] {
+                daemon.ok(&["message", "mpatha", "fail_path", path]);
+                std::thread::sleep(Duration::from_millis(20));
+                daemon.ok(&["message", "mpatha", "reinstate_path", path]);
+            }
+        })
+    };
+    let groups = {
+        let daemon = Arc::clone(&daemon);
+        churn(&stop, &group_rounds, move || {
+            for message in [
+                "disable_group 1",
+                "enable_group 1",
+                "switch_group 2",
+                "disable_group 2",
+                "enable_group 2",
+                "switch_group 1",
+            ] {
+                daemon.ok(&["message", "mpatha", message]);
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        })
+    };
+    let passes = fio_soak(&uri);
+    stop.store(true, Ordering::Relaxed);
+    paths.join().expect("the path loop ran");
+    groups.join().expect("the group loop ran");
+    let path_rounds = path_rounds.load(Ordering::Relaxed);
+    let group_rounds = group_rounds.load(Ordering::Relaxed);
+    assert!(
+        path_rounds >= 2 && group_rounds >= 2,
+        "{path_rounds} path and {group_rounds} group rounds"
+    );
+    // Every path carried I/O and was failed while fio ran.
+    let rows = daemon.json(&["show", "paths"]);
+    for row in rows.as_array().unwrap() {
+        assert!(row["ios"].as_u64().unwrap() > 0, "{row}");
+        assert!(
+            row["fail_count"].as_u64().unwrap() >= path_rounds.min(2),
+            "{row}"
+        );
+        assert_eq!(row["state"], "active", "{row}");
+    }
+    eprintln!(
+        "soak: {passes} verified fio passes, {path_rounds} rounds of path failures, \
+         {group_rounds} of group toggles"
+    );
+}
+
+/// An `nbdkit file` server on a unix socket, killed with SIGKILL (no
+/// goodbye to its clients) and restarted on the same socket.
+struct Nbdkit {
+    socket: std::path::PathBuf,
+    file: std::path::PathBuf,
+    child: Option<std::process::Child>,
+}
+
+impl Nbdkit {
+    fn start(socket: std::path::PathBuf, file: std::path::PathBuf) -> Nbdkit {
+        let mut server = Nbdkit {
+            socket,
+            file,
+            child: None,
+        };
+        server.restart();
+        server
+    }
+
+    /// Starts the server and waits until it accepts connections (it
+    /// writes its pid file then).
+    fn restart(&mut self) {
+        let pid_file = self.socket.with_extension("pid");
+        let _ = std::fs::remove_file(&pid_file);
+        let _ = std::fs::remove_file(&self.socket);
+        let child = Command::new("nbdkit")
+            .arg("--foreground")
+            .arg("--exit-with-parent")
+            .arg("--unix")
+            .arg(&self.socket)
+            .arg("--pidfile")
+            .arg(&pid_file)
+            .arg("file")
+            .arg(&self.file)
+            .spawn()
+            .expect("nbdkit runs (Debian package nbdkit; scripts/test.sh installs it)");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !pid_file.exists() {
+            assert!(std::time::Instant::now() < deadline, "nbdkit did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Nbdkit {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits (bounded) until `path` of map `mpatha` is active again.
+fn wait_active(daemon: &Daemon, path: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = daemon.json(&["show", "paths", "mpatha"]);
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["name"] == path)
+            .cloned()
+            .unwrap();
+        if row["state"] == "active" && row["checker"] == "ready" {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{path} not reinstated: {row}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn fio_verifies_while_nbdkit_servers_die_and_return() {
+    require_fio();
+    let dir = daemon::test_dir("soak-nbdkit");
+    let file = dir.join("disk.img");
+    std::fs::File::create(&file)
+        .and_then(|disk| disk.set_len(64 << 20))
+        .unwrap();
+    let names = ["s1", "s2", "s3", "s4"];
+    let servers: Vec<Nbdkit> = names
+        .iter()
+        .map(|name| Nbdkit::start(dir.join(format!("{name}.sock")), file.clone()))
+        .collect();
+    // Four paths to one file: s1 and s2 preferred, s3 and s4 behind them.
+    let mut config = String::from(
+        "[[map]]\nname = \"mpatha\"\nsize = \"64M\"\nselector = \"round-robin\"\n\
+         path_grouping_policy = \"group_by_prio\"\nno_path_retry = \"queue\"\n\
+         failback = \"manual\"\nchecker_interval_ms = 100\nchecker_timeout_ms = 2000\n\
+         io_timeout_ms = 10000\n",
+    );
+    for (name, server) in names.iter().zip(&servers) {
+        let prio = if matches!(*name, "s1" | "s2") { 2 } else { 1 };
+        config.push_str(&format!(
+            "[[map.path]]\nname = \"{name}\"\nuri = \"nbd+unix:///?socket={}\"\nprio = {prio}\n",
+            server.socket.display()
+        ));
+    }
+    config.push_str(&format!(
+        "[[map.export]]\nsocket = \"{}\"\n",
+        dir.join("nbd.sock").display()
+    ));
+    let config_file = dir.join("mpio.toml");
+    std::fs::write(&config_file, config).unwrap();
+    let daemon = Arc::new(Daemon::start(
+        dir,
+        &["--config", config_file.to_str().unwrap()],
+    ));
+    let uri = daemon.uris[0].clone();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let kill_rounds = Arc::new(AtomicU64::new(0));
+    let path_rounds = Arc::new(AtomicU64::new(0));
+    let group_rounds = Arc::new(AtomicU64::new(0));
+    let killer = {
+        let daemon = Arc::clone(&daemon);
+        let mut servers = servers;
+        churn(&stop, &kill_rounds, move || {
+            for (name, server) in names.iter().zip(&mut servers) {
+                server.kill();
+                std::thread::sleep(Duration::from_millis(100));
+                server.restart();
+                wait_active(&daemon, name);
+            }
+        })
+    };
+    let paths = {
+        let daemon = Arc::clone(&daemon);
+        churn(&stop, &path_rounds, move || {
+            for path in names {
+                daemon.ok(&["message", "mpatha", "fail_path", path]);
+                std::thread::sleep(Duration::from_millis(20));
+                daemon.ok(&["message", "mpatha", "reinstate_path", path]);
+            }
+        })
+    };
+    let groups = {
+        let daemon = Arc::clone(&daemon);
+        churn(&stop, &group_rounds, move || {
+            for message in [
+                "disable_group 1",
+                "enable_group 1",
+                "switch_group 2",
+                "switch_group 1",
+            ] {
+                daemon.ok(&["message", "mpatha", message]);
+                std::thread::sleep(Duration::from_millis(25));
+            }
+        })
+    };
+    let passes = fio_soak(&uri);
+    stop.store(true, Ordering::Relaxed);
+    killer.join().expect("the kill loop ran");
+    paths.join().expect("the path loop ran");
+    groups.join().expect("the group loop ran");
+    let kill_rounds = kill_rounds.load(Ordering::Relaxed);
+    assert!(kill_rounds >= 1, "no server was killed while fio ran");
+    // Every server is back: the checker reinstates every path.
+    for name in names {
+        wait_active(&daemon, name);
+    }
+    let rows = daemon.json(&["show", "paths"]);
+    for row in rows.as_array().unwrap() {
+        assert!(row["ios"].as_u64().unwrap() > 0, "{row}");
+    }
+    eprintln!(
+        "soak: {passes} verified fio passes, {kill_rounds} rounds of server kills, {} of path \
+         failures, {} of group toggles",
+        path_rounds.load(Ordering::Relaxed),
+        group_rounds.load(Ordering::Relaxed)
+    );
+}
