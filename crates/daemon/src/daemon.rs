@@ -25,7 +25,7 @@ use crate::view;
 use mpio_core::map::Map;
 use mpio_core::message::Message;
 use mpio_core::table::Table;
-use mpio_server::{Server, ServerConfig, ServerError};
+use mpio_server::{Server, ServerConfig, ServerError, ShutdownReport};
 use mpio_transport::checker::{Checker, CheckerOptions, CheckerThread, Clock};
 use mpio_transport::{DeviceSlot, PathNames, SetupError, Transports};
 use std::path::{Path, PathBuf};
@@ -127,6 +127,17 @@ impl RunningMap {
     }
 }
 
+/// What one export's clean shutdown did ([`Daemon::shutdown`]).
+#[derive(Clone, Debug)]
+pub struct ExportShutdown {
+    /// The map exported.
+    pub map: String,
+    /// The export's name.
+    pub export: String,
+    /// What its server did and abandoned.
+    pub report: ShutdownReport,
+}
+
 /// What the daemon shares between the control thread and its owner.
 #[derive(Debug)]
 struct State {
@@ -205,6 +216,45 @@ impl Daemon {
     /// Answers a control request, as the control socket does.
     pub fn handle(&self, request: Request) -> Response {
         handle(&self.state, request)
+    }
+
+    /// Shuts the daemon down cleanly within `deadline`: closes the control
+    /// socket, drains every export at once ([`Server::shutdown`]: no new
+    /// connection or request, every request read answered, a FLUSH through
+    /// the map), then stops the checkers. Returns each export's report,
+    /// with its map's name and the export's.
+    pub fn shutdown(mut self, deadline: Duration) -> Vec<ExportShutdown> {
+        if let Some(control) = self.control.take() {
+            control.stop();
+        }
+        let maps: Vec<RunningMap> = lock(&self.state.maps).drain(..).collect();
+        let mut reports = Vec::new();
+        let mut checkers = Vec::new();
+        std::thread::scope(|scope| {
+            let mut draining = Vec::new();
+            for running in maps {
+                for server in running.servers {
+                    let map = running.config.name.clone();
+                    let export = server.export().name.clone();
+                    draining.push((map, export, scope.spawn(move || server.shutdown(deadline))));
+                }
+                checkers.push(running.checker);
+            }
+            for (map, export, drain) in draining {
+                match drain.join() {
+                    Ok(report) => reports.push(ExportShutdown {
+                        map,
+                        export,
+                        report,
+                    }),
+                    Err(_) => tracing::error!(%map, %export, "an export's shutdown panicked"),
+                }
+            }
+        });
+        for checker in checkers {
+            checker.stop();
+        }
+        reports
     }
 
     /// Stops the daemon: closes the control socket, then stops every map's
@@ -402,6 +452,20 @@ fn reload(
     {
         notes.push("the checker settings differ and stay as started");
     }
+    // Clients were told the export's size at their handshake.
+    let (new_bytes, old_bytes) = (
+        new_config
+            .table
+            .length_sectors
+            .saturating_mul(mpio_core::io::SECTOR_SIZE),
+        running.map().size_bytes(),
+    );
+    if new_bytes != old_bytes && !running.servers.is_empty() {
+        return Err(format!(
+            "map {name:?}: the table is {new_bytes} bytes but the map is {old_bytes}: a reload \
+             cannot resize an exported map; the map keeps its table"
+        ));
+    }
     let old = transports
         .reload_named(
             &running.slot,
@@ -410,6 +474,11 @@ fn reload(
             &names_of(&new_config),
         )
         .map_err(|error| format!("map {name:?}: {error}; the map keeps its table"))?;
+    // Idle event loops move to the new map now (dropping their queues to
+    // paths it removed), not at their next request.
+    for server in &running.servers {
+        server.notice_reload();
+    }
     let map = running.slot.map();
     tracing::info!(
         map = %name,

@@ -3,6 +3,13 @@
 //! arguments, a built-in demo map (two priority groups of memory paths),
 //! exports them over NBD, prints the URIs to give an NBD client, and
 //! answers the control verbs on its control socket.
+//!
+//! It runs until SIGTERM or SIGINT. The first shuts it down cleanly
+//! ([`Daemon::shutdown`]): no new connection or request, every request
+//! read is answered, a FLUSH goes through each map, then it exits: 0 when
+//! nothing was abandoned, 1 when `--shutdown-timeout` ran out first (the
+//! logged report says what). A second signal exits at once
+//! ([`crate::signals`]: 130 after SIGINT, 143 after SIGTERM).
 
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
@@ -11,6 +18,7 @@ use mpio_daemon::daemon::{Daemon, ServerSettings};
 use mpio_transport::checker::CheckerOptions;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The demo map: 256 MiB of RAM reached through ports `a` and `b`
 /// (group 1, round-robin) and, should both fail, port `c` (group 2).
@@ -66,10 +74,20 @@ pub struct ServeArgs {
     /// (0: sleep at once; saves CPU, costs latency).
     #[arg(long, default_value_t = 25)]
     idle_spin_us: u64,
+    /// On SIGTERM or SIGINT, how long (seconds) to wait for requests in
+    /// flight and the final flush before giving up on them.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    shutdown_timeout: f64,
 }
 
-/// Runs `mpio serve` until the process is killed.
+/// Runs `mpio serve` until a signal; then shuts down cleanly (see the
+/// module docs).
 pub fn main(args: &ServeArgs) -> Result<(), String> {
+    let shutdown_timeout = Duration::try_from_secs_f64(args.shutdown_timeout)
+        .map_err(|error| format!("--shutdown-timeout {}: {error}", args.shutdown_timeout))?;
+    // Before anything starts: a signal from now on shuts down cleanly.
+    let mut signals = crate::signals::ShutdownSignals::install()
+        .map_err(|error| format!("cannot catch SIGTERM and SIGINT: {error}"))?;
     tracing_subscriber::fmt()
         .with_max_level(args.log_level)
         .with_writer(std::io::stderr)
@@ -109,9 +127,26 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         println!("try: nbdinfo '{uri}'");
     }
     println!("control socket: {}", daemon.control_socket().display());
-    println!("stop with Ctrl-C");
-    loop {
-        std::thread::park();
+    println!("stop with Ctrl-C or SIGTERM (a second one exits at once)");
+    let signal = signals.wait();
+    tracing::info!(
+        "{signal}: shutting down, up to {shutdown_timeout:?} (a second signal exits at once)"
+    );
+    let reports = daemon.shutdown(shutdown_timeout);
+    let mut clean = true;
+    for export in &reports {
+        let (map, name, report) = (&export.map, &export.export, &export.report);
+        if report.is_clean() {
+            tracing::info!(%map, export = %name, "shut down: {report}");
+        } else {
+            clean = false;
+            tracing::warn!(%map, export = %name, "shut down, abandoning work: {report}");
+        }
+    }
+    if clean {
+        Ok(())
+    } else {
+        Err("the shutdown abandoned work (see the reports above)".into())
     }
 }
 

@@ -158,7 +158,13 @@ fn exit_within(child: &mut Child, bound: Duration) -> std::process::ExitStatus {
 fn sigterm_drains_flushes_and_exits_0_removing_the_socket() {
     let dir = tempfile_dir("sigterm");
     let socket = dir.join("s.sock");
-    let (mut child, uri, errors) = serve(&["--socket", socket.to_str().unwrap()]);
+    let control = dir.join("control.sock");
+    let (mut child, uri, errors) = serve(&[
+        "--socket",
+        socket.to_str().unwrap(),
+        "--control",
+        control.to_str().unwrap(),
+    ]);
     let data = dir.join("data");
     std::fs::write(&data, vec![0x5au8; 1 << 20]).unwrap();
     let copy = Command::new("nbdcopy")
@@ -176,10 +182,11 @@ fn sigterm_drains_flushes_and_exits_0_removing_the_socket() {
     let status = exit_within(&mut child.0, Duration::from_secs(30));
     let errors = errors.join().unwrap();
     assert_eq!(status.code(), Some(0), "{errors}");
-    assert!(errors.contains("SIGTERM: draining"), "{errors}");
+    assert!(errors.contains("SIGTERM: shutting down"), "{errors}");
     assert!(errors.contains("shut down: drained"), "{errors}");
     assert!(errors.contains("flushed"), "{errors}");
     assert!(!socket.exists(), "the socket file stays");
+    assert!(!control.exists(), "the control socket stays");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -188,9 +195,12 @@ fn a_second_signal_exits_at_once() {
     let dir = tempfile_dir("two-signals");
     let socket = dir.join("s.sock");
     // Every read takes 20 s: a client's read holds the drain.
+    let control = dir.join("control.sock");
     let (mut child, uri, errors) = serve(&[
         "--socket",
         socket.to_str().unwrap(),
+        "--control",
+        control.to_str().unwrap(),
         "--table",
         "0 2048 multipath 0 0 1 1 round-robin 0 1 1 null:1M?latency_ns=20000000000 1",
     ]);
@@ -214,7 +224,7 @@ fn a_second_signal_exits_at_once() {
     let status = exit_within(&mut child.0, Duration::from_secs(5));
     let errors = errors.join().unwrap();
     assert_eq!(status.code(), Some(143), "{errors}");
-    assert!(errors.contains("SIGINT: draining"), "{errors}");
+    assert!(errors.contains("SIGINT: shutting down"), "{errors}");
     drop(reader);
     let _ = std::fs::remove_dir_all(&dir);
 }
