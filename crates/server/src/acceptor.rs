@@ -70,7 +70,7 @@ pub fn run(
             }
         };
         if let Err(error) = registered {
-            eprintln!("mpio serve: cannot watch a listener: {error}");
+            tracing::error!(%error, "cannot watch a listener");
         }
     }
     let mut events = Events::with_capacity(16);
@@ -83,7 +83,7 @@ pub fn run(
             if error.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            eprintln!("mpio serve: acceptor stops: poll failed: {error}");
+            tracing::error!(%error, "acceptor stops: poll failed");
             return;
         }
         // Acquire: pairs with the Release stores in `Server::stop` and
@@ -99,7 +99,7 @@ pub fn run(
                     Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
                     Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
                     Err(error) => {
-                        eprintln!("mpio serve: accept failed: {error}");
+                        tracing::warn!(%error, "accept failed; retrying");
                         retry = true;
                         break;
                     }
@@ -117,13 +117,13 @@ pub fn run(
                 let inbox = &loops[next_loop % loops.len()];
                 next_loop += 1;
                 if inbox.sender.send(stream).is_err() {
-                    eprintln!("mpio serve: an event loop is gone; connection dropped");
+                    tracing::error!("an event loop is gone; connection dropped");
                     shared.release_connection();
                     continue;
                 }
                 Counters::add(&shared.counters.accepted);
                 if let Err(error) = inbox.waker.wake() {
-                    eprintln!("mpio serve: cannot wake an event loop: {error}");
+                    tracing::error!(%error, "cannot wake an event loop");
                 }
             }
         }

@@ -218,7 +218,7 @@ impl EventLoop {
                 if error.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
-                eprintln!("mpio serve: event loop stops: poll failed: {error}");
+                tracing::error!(%error, "event loop stops: poll failed");
                 break;
             }
             if !self.events.is_empty() {
@@ -389,7 +389,7 @@ impl EventLoop {
                 Interest::READABLE | Interest::WRITABLE,
             );
             if let Err(error) = registered {
-                eprintln!("mpio serve: cannot watch a new connection: {error}");
+                tracing::warn!(%error, "cannot watch a new connection; closed");
                 self.free_slots.push(index);
                 self.shared.release_connection();
                 continue;

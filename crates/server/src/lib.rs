@@ -458,10 +458,10 @@ impl Server {
     fn stop_accepting(&mut self) {
         if let Some((thread, waker)) = self.acceptor.take() {
             if let Err(error) = waker.wake() {
-                eprintln!("mpio serve: cannot wake the acceptor to stop: {error}");
+                tracing::error!(%error, "cannot wake the acceptor to stop");
             }
             if thread.join().is_err() {
-                eprintln!("mpio serve: the acceptor thread panicked");
+                tracing::error!("the acceptor thread panicked");
             }
         }
         if let Some(path) = self.unix_socket.take() {
@@ -473,7 +473,7 @@ impl Server {
     fn wake_loops(&self, why: &str) {
         for (_, waker) in &self.loops {
             if let Err(error) = waker.wake() {
-                eprintln!("mpio serve: cannot wake an event loop to {why}: {error}");
+                tracing::error!(%error, "cannot wake an event loop to {why}");
             }
         }
     }
@@ -491,7 +491,7 @@ impl Server {
         for (thread, _) in self.loops.drain(..) {
             match thread.join() {
                 Ok(exit) => exits.push(exit),
-                Err(_) => eprintln!("mpio serve: a server thread panicked"),
+                Err(_) => tracing::error!("a server thread panicked"),
             }
         }
         exits

@@ -1,8 +1,9 @@
-//! Log lines that a client can cause, at most one a second per kind: a
+//! Log events that a client can cause, at most one a second per kind: a
 //! client sending bad requests (or connections) as fast as it can must
 //! not flood the log, nor stall an event loop on a full stderr. What is
-//! not printed is counted and said with the next line; the server's
-//! counters ([`crate::stats`]) count everything.
+//! not logged is counted and said with the next event (its `held_back`
+//! field); the server's counters ([`crate::stats`]) count everything.
+//! Events go through `tracing` at `warn`.
 
 use mpio_transport::clock::now_ns;
 
@@ -19,8 +20,8 @@ pub struct LimitedLog {
 }
 
 impl LimitedLog {
-    /// Prints `line()` (prefixed `mpio serve: `) unless a line of this kind
-    /// went out less than a second ago; then only counts it.
+    /// Logs `line()` (a `tracing` warning) unless a line of this kind went
+    /// out less than a second ago; then only counts it.
     pub fn note(&mut self, line: impl FnOnce() -> String) {
         let now = now_ns();
         if self
@@ -32,13 +33,13 @@ impl LimitedLog {
         }
         let held_back = std::mem::take(&mut self.held_back);
         self.last_ns = Some(now);
+        // Built here, not inside the macro: at most once a second, and
+        // whether or not a subscriber listens (the test counts builds).
+        let line = line();
         if held_back > 0 {
-            eprintln!(
-                "mpio serve: {} ({held_back} more like it not shown)",
-                line()
-            );
+            tracing::warn!(held_back, "{line} ({held_back} more like it not shown)");
         } else {
-            eprintln!("mpio serve: {}", line());
+            tracing::warn!("{line}");
         }
     }
 }

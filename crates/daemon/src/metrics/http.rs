@@ -113,7 +113,7 @@ impl MetricsServer {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             if thread.join().is_err() {
-                eprintln!("mpio: the metrics thread panicked");
+                tracing::error!("the metrics thread panicked");
             }
         }
     }
@@ -141,7 +141,7 @@ fn serve(listener: &TcpListener, stop: &AtomicBool, body: &dyn Fn() -> String) {
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             Err(error) => {
                 // Out of file descriptors, say: try again later.
-                eprintln!("mpio: metrics: accept failed: {error}");
+                tracing::warn!(%error, "metrics: accept failed; retrying");
                 std::thread::sleep(ACCEPT_INTERVAL);
             }
         }
