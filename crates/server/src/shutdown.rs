@@ -10,7 +10,7 @@
 //!    each turn ([`DrainProgress`]); the server waits until every loop has
 //!    nothing left.
 //! 3. A FLUSH goes through the map on a queue of its own
-//!    ([`flush_map`]): the map's paths reach one storage, so a flush down
+//!    (`flush_map`): the map's paths reach one storage, so a flush down
 //!    any path makes every write completed before it durable (the reason
 //!    the export advertises `CAN_MULTI_CONN`). Acknowledged writes are then
 //!    on stable storage when the process exits.
@@ -22,7 +22,7 @@
 //!
 //! # Concurrency
 //! [`DrainProgress`] is written by its loop and read by the thread shutting
-//! down; see [`DrainProgress::publish`] for why two separate atomics are
+//! down; see `DrainProgress::publish` for why two separate atomics are
 //! enough.
 
 use mpio_core::io::{Buffer, Io, IoError, Op};
