@@ -1,8 +1,9 @@
-//! The server serves a reloadable device: a client writes and verifies
-//! while the map under it is reloaded hundreds of times, with another
-//! selector each time and with paths added and removed, and sees no
-//! error and no wrong byte; the reloads reach the loops (the added path
-//! carries I/O). A table of another size is refused and the map stays.
+//! The server serves a reloadable device: clients write and verify while
+//! the map under them is reloaded hundreds of times, with another
+//! selector each time and with paths added and removed, and see no error
+//! and no wrong byte (our raw client, and fio with crc32c verification);
+//! the reloads reach the loops (the added path carries I/O). A table of
+//! another size is refused and the map stays.
 
 mod support;
 
@@ -139,6 +140,26 @@ fn a_client_writes_and_verifies_while_the_map_is_reloaded() {
     let added = server.transports.port("disk", "d").completed();
     assert!(added > 0, "path d (added by a reload) carried no I/O");
     still_serves(server.socket());
+}
+
+#[test]
+fn fio_verifies_while_the_map_is_reloaded() {
+    require("fio", "fio");
+    let server = TestServer::default_two_loops();
+    let tables = tables();
+    let uri = server.uri();
+    let fio = std::thread::spawn(move || fio_verify(&uri));
+    let mut reloads = 0;
+    while !fio.is_finished() {
+        let table = &tables[(reloads + 1) % tables.len()];
+        server.server.reload(&server.transports, table).unwrap();
+        reloads += 1;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // fio's own assertions (zero errors in every job) run in its thread.
+    fio.join().unwrap();
+    eprintln!("{reloads} reloads under fio");
+    assert!(reloads >= 20, "only {reloads} reloads while fio ran");
 }
 
 #[test]

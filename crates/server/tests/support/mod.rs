@@ -266,6 +266,37 @@ pub fn pattern_file(path: &Path, len: usize, seed: u64) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// fio writes with crc32c checksums and reads them all back verified,
+/// over several connections with many requests in flight, through the
+/// export at `uri`; panics unless every job saw zero errors.
+pub fn fio_verify(uri: &str) {
+    let output = run_ok(
+        "fio",
+        &[
+            "--name=verify",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--rw=randwrite",
+            "--bs=4k",
+            "--iodepth=32",
+            "--numjobs=2",
+            "--size=16M",
+            "--offset_increment=16M",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--verify_fatal=1",
+            // No verify state files left in the working directory.
+            "--verify_state_save=0",
+            "--output-format=terse",
+        ],
+    );
+    // Terse output: field 5 of each job line is its error count.
+    for line in output.lines().filter(|line| line.starts_with("3;")) {
+        let error = line.split(';').nth(4).unwrap();
+        assert_eq!(error, "0", "fio job failed: {line}");
+    }
+}
+
 /// A raw NBD client over a unix socket, for protocol tests.
 pub struct RawClient {
     pub stream: UnixStream,
