@@ -160,13 +160,18 @@ fn check_map(
         group_place.map(|place| ("[[map.group]]", place)),
         own_policy.map(|policy| ("path_grouping_policy", policy.place)),
     ];
-    let mut given = forms.iter().flatten();
-    if let (Some(first), Some(second)) = (given.next(), given.next()) {
+    let mut given: Vec<&(&str, Place)> = forms.iter().flatten().collect();
+    given.sort_by_key(|(_, place)| place.span.start);
+    if let [first, second, ..] = given[..] {
         let (line, _) = source.line_column(first.1.span.start);
         return Err(source.error(
             &second.1,
             None,
-            format!("{} is given too (line {line}); give the groups one way: a table, [[map.group]]s or a path_grouping_policy", first.0),
+            format!(
+                "{} is given too (line {line}); give the groups one way: a table, \
+                 [[map.group]]s or a path_grouping_policy",
+                first.0
+            ),
         ));
     }
 

@@ -138,7 +138,7 @@ impl Settings {
             .map(|value| value as u32);
         let marginal = match &raw.marginal {
             Some(marginal) => {
-                check_marginal(source, marginal.get_ref(), &format!("{context}.marginal"))?
+                check_marginal(source, marginal.get_ref(), &nested(context, "marginal"))?
             }
             None => MarginalSettings::default(),
         };
@@ -234,6 +234,15 @@ fn check_selector(
         value: name.clone(),
         place,
     })
+}
+
+/// The context of table `key` inside the table of `context`, as the
+/// error locator writes it: `defaults.marginal`, `map "m" marginal`.
+fn nested(context: &str, key: &str) -> String {
+    match context.chars().last() {
+        Some(last) if last.is_alphanumeric() || last == '_' => format!("{context}.{key}"),
+        _ => format!("{context} {key}"),
+    }
 }
 
 /// Checks an argument list (`selector_args`, a path's `args`): each an
