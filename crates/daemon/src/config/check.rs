@@ -4,17 +4,16 @@
 
 use super::error::{quoted, Located, Place, Source};
 use super::grouping::{self, GroupPlan, PathPlan, Refusal};
-use super::raw::{RawConfig, RawExport, RawMap, RawPath, Scalar};
+use super::listen::{absolute_path, check_export, socket_address, Listeners};
+use super::raw::{RawConfig, RawMap, RawPath, Scalar};
 use super::settings::{self, check_words, integer, Policy, Settings, DEFAULT_SELECTOR};
-use super::{ConfigError, DaemonConfig, ExportConfig, MapConfig, NamedPath, NoPathRetry};
+use super::{ConfigError, DaemonConfig, MapConfig, NamedPath, NoPathRetry};
 use mpio_core::map::MAX_PATHS;
 use mpio_core::table::{Table, MAX_GROUPS};
 use mpio_transport::checker::CheckerOptions;
 use mpio_transport::uri::parse_size;
 use mpio_transport::Endpoint;
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use toml::Spanned;
 
 /// Most maps in one config.
@@ -129,6 +128,12 @@ fn check_map(
 ) -> Result<MapConfig, ConfigError> {
     let own_policy = own.policy.clone();
     let own_retry = own.no_path_retry.clone();
+    let own_selector = own
+        .selector
+        .as_ref()
+        .map(|selector| &selector.place)
+        .or(own.selector_args.as_ref().map(|args| &args.place))
+        .cloned();
     let settings = own.over(defaults);
 
     let (paths, named) = check_paths(source, &map.path, context)?;
@@ -182,6 +187,17 @@ fn check_map(
                 Some(initial.get_ref().to_string()),
                 "a table gives its own initial group",
             ));
+        }
+        // What a table says itself is not said again beside it.
+        if let Some(place) = own_selector {
+            return Err(source.error(
+                &place,
+                None,
+                "a table names each group's selector and arguments itself",
+            ));
+        }
+        if let Some(place) = paths.iter().find_map(|path| path.args_place.as_ref()) {
+            return Err(source.error(place, None, "a table gives each path's arguments itself"));
         }
         from_table(
             source,
@@ -608,130 +624,6 @@ fn from_table(
     }
 }
 
-/// One `[[map.export]]`.
-fn check_export(
-    source: &Source<'_>,
-    export: &Spanned<RawExport>,
-    index: usize,
-    context: &str,
-    map_name: &str,
-    listeners: &mut Listeners,
-) -> Result<ExportConfig, ConfigError> {
-    let raw = export.get_ref();
-    let label = match &raw.name {
-        Some(name) => format!("{context} export {:?}", name.get_ref()),
-        None => format!("{context} export[{index}]"),
-    };
-    let name = match &raw.name {
-        Some(name) => {
-            let text = name.get_ref();
-            if text.is_empty() || text.len() > MAX_EXPORT_NAME_BYTES {
-                return Err(source.error(
-                    &Place::of(name, format!("{label}: name")),
-                    quoted(text),
-                    format!("an export name is 1 to {MAX_EXPORT_NAME_BYTES} bytes"),
-                ));
-            }
-            text.clone()
-        }
-        None => map_name.to_string(),
-    };
-    if raw.socket.is_none() && raw.tcp.is_none() {
-        return Err(source.error(
-            &Place::of(export, label),
-            None,
-            "an export needs a socket, a tcp address or both",
-        ));
-    }
-    let socket = match &raw.socket {
-        Some(socket) => {
-            let place = Place::of(socket, format!("{label}: socket"));
-            let path = absolute_path(source, socket, place.key.clone())?;
-            listeners.unix(source, &path, &place, socket.get_ref())?;
-            Some(path)
-        }
-        None => None,
-    };
-    let tcp = match &raw.tcp {
-        Some(tcp) => {
-            let place = Place::of(tcp, format!("{label}: tcp"));
-            let address = socket_address(source, tcp, &place)?;
-            listeners.tcp(source, address, &place, tcp.get_ref())?;
-            Some(address)
-        }
-        None => None,
-    };
-    Ok(ExportConfig {
-        name,
-        socket,
-        tcp,
-        read_only: raw.read_only,
-    })
-}
-
-/// Every address the config listens on, to refuse a second use of one.
-#[derive(Default)]
-struct Listeners {
-    unix: HashMap<PathBuf, Place>,
-    tcp: Vec<(SocketAddr, Place)>,
-}
-
-impl Listeners {
-    fn unix(
-        &mut self,
-        source: &Source<'_>,
-        path: &PathBuf,
-        place: &Place,
-        written: &str,
-    ) -> Result<(), ConfigError> {
-        if let Some(first) = self.unix.get(path) {
-            return Err(source.error(
-                place,
-                quoted(written),
-                format!(
-                    "already listened on by {} (line {})",
-                    first.key,
-                    source.line_column(first.span.start).0
-                ),
-            ));
-        }
-        self.unix.insert(path.clone(), place.clone());
-        Ok(())
-    }
-
-    /// Two TCP listeners clash on the same port when their addresses are
-    /// equal or either is the unspecified address (it takes the port on
-    /// every address). Port 0 (any free port) never clashes.
-    fn tcp(
-        &mut self,
-        source: &Source<'_>,
-        address: SocketAddr,
-        place: &Place,
-        written: &str,
-    ) -> Result<(), ConfigError> {
-        for (other, first) in &self.tcp {
-            let clash = address.port() != 0
-                && address.port() == other.port()
-                && (address.ip() == other.ip()
-                    || address.ip().is_unspecified()
-                    || other.ip().is_unspecified());
-            if clash {
-                return Err(source.error(
-                    place,
-                    quoted(written),
-                    format!(
-                        "already listened on by {} (line {})",
-                        first.key,
-                        source.line_column(first.span.start).0
-                    ),
-                ));
-            }
-        }
-        self.tcp.push((address, place.clone()));
-        Ok(())
-    }
-}
-
 /// A map or path name: one word of letters, digits, `.`, `_` and `-`.
 fn check_name(
     source: &Source<'_>,
@@ -752,38 +644,6 @@ fn check_name(
         ));
     }
     Ok(text.clone())
-}
-
-/// An absolute file system path.
-fn absolute_path(
-    source: &Source<'_>,
-    path: &Spanned<String>,
-    key: String,
-) -> Result<PathBuf, ConfigError> {
-    let text = path.get_ref();
-    if !text.starts_with('/') {
-        return Err(source.error(
-            &Place::of(path, key),
-            quoted(text),
-            "expected an absolute path",
-        ));
-    }
-    Ok(PathBuf::from(text))
-}
-
-/// An IP address and port.
-fn socket_address(
-    source: &Source<'_>,
-    text: &Spanned<String>,
-    place: &Place,
-) -> Result<SocketAddr, ConfigError> {
-    text.get_ref().parse().map_err(|_| {
-        source.error(
-            place,
-            quoted(text.get_ref()),
-            "expected an IP address and port (127.0.0.1:10809, [::1]:10809)",
-        )
-    })
 }
 
 /// `size`: bytes as an integer, or a string with a binary suffix

@@ -99,6 +99,7 @@
 mod check;
 mod error;
 mod grouping;
+mod listen;
 mod raw;
 mod settings;
 #[cfg(test)]

@@ -362,6 +362,8 @@ fn every_refusal_names_its_line_and_key() {
         case(three_paths("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 a 1\"").replace("\"1G\"", "\"8K\""), 3, "map \"m\": size", "the table's length is 8 sectors"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 a 1\"\ninitial_group = 1"), 4, "map \"m\": initial_group", "a table gives its own initial group"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 a 1\"\nno_path_retry = \"queue\""), 4, "map \"m\": no_path_retry", "does not have queue_if_no_path"),
+        case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 a 1\"\nselector = \"round-robin\""), 4, "map \"m\": selector", "a table names each group's selector"),
+        case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 a 1\"").replace("prio = 50", "args = [1]"), 11, "map \"m\" path \"b\": args", "a table gives each path's arguments"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 zz 1\""), 3, "map \"m\": table", "word 12 (\"zz\"): neither a [[map.path]] name"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 2 1 a 1 a 1\""), 3, "map \"m\": table", "the same path as word 12"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 roundrobin 0 1 1 a 1\""), 3, "map \"m\": table", "word 8"),
