@@ -8,7 +8,7 @@ use super::listen::{absolute_path, check_export, socket_address, Listeners};
 use super::raw::{RawConfig, RawMap, RawPath, Scalar};
 use super::settings::{self, check_words, integer, Policy, Settings, DEFAULT_SELECTOR};
 use super::{ConfigError, DaemonConfig, MapConfig, NamedPath, NoPathRetry};
-use mpio_core::map::MAX_PATHS;
+use mpio_core::map::{MapOptions, MAX_PATHS};
 use mpio_core::table::{Table, MAX_GROUPS};
 use mpio_transport::checker::CheckerOptions;
 use mpio_transport::uri::parse_size;
@@ -31,11 +31,15 @@ pub(super) fn check(text: &str) -> Result<DaemonConfig, ConfigError> {
     let raw: RawConfig = toml::from_str(text).map_err(|error| source.toml_error(&error))?;
     let mut listeners = Listeners::default();
 
-    let control_socket = raw
-        .control_socket
-        .as_ref()
-        .map(|socket| absolute_path(&source, socket, "control_socket".into()))
-        .transpose()?;
+    let control_socket = match &raw.control_socket {
+        Some(socket) => {
+            let place = Place::of(socket, "control_socket");
+            let path = absolute_path(&source, socket, place.key.clone())?;
+            listeners.unix(&source, &path, &place, socket.get_ref())?;
+            Some(path)
+        }
+        None => None,
+    };
     let metrics = match &raw.metrics {
         Some(metrics) => {
             let listen = &metrics.get_ref().listen;
@@ -267,15 +271,24 @@ fn check_map(
         (table, no_path_retry)
     };
 
+    // Unset keys take the engine's own defaults, so there is one source
+    // for each.
+    let checker_defaults = CheckerOptions::default();
+    let map_defaults = MapOptions::default();
     let checker = CheckerOptions {
-        interval_ns: settings.checker_interval_ms.unwrap_or(5_000) * 1_000_000,
-        probe_timeout_ns: settings.checker_timeout_ms.unwrap_or(5_000) * 1_000_000,
-        failback: settings.failback.unwrap_or_default(),
+        interval_ns: settings
+            .checker_interval_ms
+            .map_or(checker_defaults.interval_ns, |ms| ms * 1_000_000),
+        probe_timeout_ns: settings
+            .checker_timeout_ms
+            .map_or(checker_defaults.probe_timeout_ns, |ms| ms * 1_000_000),
+        failback: settings.failback.unwrap_or(checker_defaults.failback),
         fail_active_paths: true,
     };
-    let io_timeout_ns = match settings.io_timeout_ms.unwrap_or(30_000) {
-        0 => None,
-        ms => Some(ms * 1_000_000),
+    let io_timeout_ns = match settings.io_timeout_ms {
+        Some(0) => None,
+        Some(ms) => Some(ms * 1_000_000),
+        None => map_defaults.io_timeout_ns,
     };
     if map.export.len() > MAX_EXPORTS {
         return Err(source.error(
@@ -299,7 +312,7 @@ fn check_map(
         paths: named,
         io_timeout_ns,
         no_path_retry,
-        max_attempts: settings.max_attempts.unwrap_or(64),
+        max_attempts: settings.max_attempts.unwrap_or(map_defaults.max_attempts),
         checker,
         marginal: settings.marginal_policy(),
         exports,

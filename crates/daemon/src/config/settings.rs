@@ -321,27 +321,20 @@ fn check_no_path_retry(
             let place = Place::of(retry, key("no_path_retry"));
             let refuse =
                 |reason: String| source.error(&place, Some(retry.get_ref().toml()), reason);
-            let count = match retry.get_ref() {
-                Scalar::Text(text) if text == "queue" => None,
-                Scalar::Text(text) if text == "fail" => Some(0),
-                Scalar::Integer(count) => Some(*count),
-                Scalar::Text(text) => match text.parse::<i64>() {
-                    Ok(count) => Some(count),
-                    Err(_) => {
-                        return Err(refuse(
-                            "expected \"queue\", \"fail\" or a number of checker intervals".into(),
-                        ))
-                    }
-                },
+            let parsed = match retry.get_ref() {
+                Scalar::Text(text) if text == "queue" => Ok(NoPathRetry::Queue),
+                Scalar::Text(text) if text == "fail" => Ok(NoPathRetry::Fail),
+                Scalar::Integer(count) => Err(Some(*count)),
+                // multipath.conf writes the count as a bare word.
+                Scalar::Text(text) => Err(text.parse::<i64>().ok()),
             };
-            let value = match count {
-                None => NoPathRetry::Queue,
-                Some(0) if retry.get_ref() == &Scalar::Text("fail".into()) => NoPathRetry::Fail,
-                Some(count) if (1..=i64::from(MAX_NO_PATH_RETRY)).contains(&count) => {
+            let value = match parsed {
+                Ok(value) => value,
+                Err(Some(count)) if (1..=i64::from(MAX_NO_PATH_RETRY)).contains(&count) => {
                     NoPathRetry::Checks(count as u32)
                 }
-                Some(0) => return Err(refuse("0 checker intervals: say \"fail\"".into())),
-                Some(_) => {
+                Err(Some(0)) => return Err(refuse("0 checker intervals: say \"fail\"".into())),
+                Err(_) => {
                     return Err(refuse(format!(
                         "expected \"queue\", \"fail\" or 1 to {MAX_NO_PATH_RETRY} checker intervals"
                     )))

@@ -387,6 +387,7 @@ fn every_refusal_names_its_line_and_key() {
             "map \"n\" export[0]: socket",
             "already listened on by map \"m\" export[0]: socket (line 18)",
         ),
+        case("control_socket = \"/run/c\"\n".to_string() + &three_paths("") + "[[map.export]]\nsocket = \"/run/c\"\n", 19, "map \"m\" export[0]: socket", "already listened on by control_socket (line 1)"),
         case(three_paths("") + "[[map.export]]\ntcp = \"127.0.0.1:10809\"\n[[map.export]]\ntcp = \"0.0.0.0:10809\"\n", 20, "map \"m\" export[1]: tcp", "already listened on"),
         case("[metrics]\nlisten = \"127.0.0.1:9000\"\n".to_string() + &three_paths("") + "[[map.export]]\ntcp = \"127.0.0.1:9000\"\n", 20, "map \"m\" export[0]: tcp", "already listened on by metrics: listen (line 2)"),
     ];
