@@ -167,47 +167,46 @@ pub(super) fn validate_plan(
         Ok(canonical) => Ok(canonical),
         Err(Refusal::Map(error)) => Err((map_place.clone(), None, error.to_string())),
         Err(Refusal::Table(error)) => {
-            let place = place_of_word(&parsed, groups, paths, error.position)
-                .unwrap_or_else(|| map_place.clone());
-            Err((
-                place,
-                Some(error.found),
-                format!("expected {}", error.expected),
-            ))
+            // The refused word is quoted, unless the refusal is at a
+            // path's name (an argument it lacks): the key names the path.
+            let (place, at_argument) = place_of_word(&parsed, groups, paths, error.position)
+                .unwrap_or_else(|| (map_place.clone(), false));
+            let value = at_argument.then_some(error.found);
+            Err((place, value, format!("expected {}", error.expected)))
         }
     }
 }
 
 /// The config key that gave word `position` of the parsed print of a
-/// table built from `groups`.
+/// table built from `groups`, and whether that word is an argument (or
+/// a selector name) rather than a path's name.
 fn place_of_word(
     parsed: &Table,
     groups: &[GroupPlan],
     paths: &[PathPlan],
     position: usize,
-) -> Option<Place> {
+) -> Option<(Place, bool)> {
     for (group, plan) in parsed.groups.iter().zip(groups) {
         if position == group.word {
-            return Some(plan.selector.place.clone());
+            return Some((plan.selector.place.clone(), true));
         }
         if let Some(arg) = position.checked_sub(group.word + 2) {
             if arg < group.selector_args.len() {
-                return plan.selector_args.get(arg).map(|arg| arg.place.clone());
+                return plan
+                    .selector_args
+                    .get(arg)
+                    .map(|arg| (arg.place.clone(), true));
             }
         }
         for (path, &index) in group.paths.iter().zip(&plan.paths) {
             let path_plan = &paths[index];
             if position == path.word {
-                return Some(
-                    path_plan
-                        .args_place
-                        .clone()
-                        .unwrap_or_else(|| path_plan.place.clone()),
-                );
+                let place = path_plan.args_place.as_ref().unwrap_or(&path_plan.place);
+                return Some((place.clone(), false));
             }
             if let Some(arg) = position.checked_sub(path.word + 1) {
                 if arg < path.args.len() {
-                    return path_plan.args.get(arg).map(|arg| arg.place.clone());
+                    return path_plan.args.get(arg).map(|arg| (arg.place.clone(), true));
                 }
             }
         }

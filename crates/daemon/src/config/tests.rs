@@ -350,6 +350,8 @@ fn every_refusal_names_its_line_and_key() {
         case(three_paths("selector = \"round-robin\"").replace("prio = 50", "prio = 50\nargs = [\"x\"]"), 13, "map \"m\" path \"b\": args[0]", "repeat_count"),
         case(three_paths("path_grouping_policy = \"multibus\"").replace("prio = 50", "prio = 50\nargs = [1]"), 13, "map \"m\" path \"b\": args", "but path \"a\" of the same group has 0"),
         case(three_paths("") + "[[map.group]]\nselector = \"numa\"\nselector_args = [\"1\"]\npaths = [\"a\", \"b\", \"c\"]\n", 19, "map \"m\" group[0]: selector_args[0]", "numa"),
+        case(three_paths("selector = \"io-affinity\""), 5, "map \"m\" path \"a\"", "io-affinity needs a cpumask"),
+        case(three_paths("selector = \"historical-service-time\"\nselector_args = [1, 2, 3]"), 5, "map \"m\": selector_args[2]", "at most 2"),
         // Features.
         case(three_paths("no_path_retry = \"forever\""), 4, "map \"m\": no_path_retry", "expected \"queue\", \"fail\""),
         case(three_paths("no_path_retry = 0"), 4, "map \"m\": no_path_retry", "say \"fail\""),
@@ -420,6 +422,13 @@ fn display_says_line_column_key_value_and_why() {
             "line 11, column 7: map \"m\" path \"b\": uri \"nbd:/x\": {}",
             error.reason
         )
+    );
+    let missing_argument = refused(&three_paths("selector = \"io-affinity\""));
+    assert!(
+        missing_argument
+            .to_string()
+            .starts_with("line 5, column 1: map \"m\" path \"a\": expected"),
+        "{missing_argument}"
     );
     let in_table = refused(&table_map(
         "table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 a x\"",
