@@ -97,6 +97,7 @@
 //! and every check above. Parsing never panics, whatever the text.
 
 mod check;
+pub mod fuzz;
 mod error;
 mod grouping;
 mod listen;
