@@ -26,7 +26,7 @@ use mpio_core::map::Map;
 use mpio_core::message::Message;
 use mpio_core::table::Table;
 use mpio_server::{Server, ServerConfig, ServerError, ShutdownReport};
-use mpio_transport::checker::{Checker, CheckerOptions, CheckerThread, Clock};
+use mpio_transport::checker::{Checker, CheckerThread, Clock};
 use mpio_transport::{DeviceSlot, PathNames, SetupError, Transports};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -115,15 +115,6 @@ impl RunningMap {
     /// The checker's record of each path, by path word.
     pub fn path_checks(&self) -> Vec<(String, mpio_transport::checker::PathCheck)> {
         self.checker.path_checks()
-    }
-
-    /// The URI a path word leads to: its config name's URI, or the word.
-    pub fn uri_of<'a>(&'a self, word: &'a str) -> &'a str {
-        self.config
-            .paths
-            .iter()
-            .find(|path| path.name == word)
-            .map_or(word, |path| path.uri.as_str())
     }
 }
 
@@ -317,11 +308,7 @@ fn start_map(
         .build_named(&config.table, map_options(&config), &names_of(&config))
         .map_err(setup)?;
     let slot = device.into_slot();
-    let checker_options = CheckerOptions {
-        marginal: config.marginal,
-        ..config.checker
-    };
-    let checker = Checker::on_slot(Arc::clone(&slot), checker_options);
+    let checker = Checker::on_slot(Arc::clone(&slot), config.checker);
     let clock: Clock = Arc::new(mpio_transport::clock::now_ns);
     let checker = CheckerThread::spawn(checker, clock, PROBE_POLL)?;
     let mut servers = Vec::with_capacity(config.exports.len());
@@ -447,9 +434,7 @@ fn reload(
     if new_config.exports != running.config.exports {
         notes.push("the exports differ and stay as started (restart the daemon to change them)");
     }
-    if new_config.checker != running.config.checker
-        || new_config.marginal != running.config.marginal
-    {
+    if new_config.checker != running.config.checker {
         notes.push("the checker settings differ and stay as started");
     }
     // Clients were told the export's size at their handshake.
@@ -489,7 +474,6 @@ fn reload(
     running.config = MapConfig {
         exports: running.config.exports.clone(),
         checker: running.config.checker,
-        marginal: running.config.marginal,
         ..new_config
     };
     Ok(Response::Ok {

@@ -176,7 +176,6 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
             io_timeout_ns: defaults.io_timeout_ns,
             max_attempts: defaults.max_attempts,
             checker: CheckerOptions::default(),
-            marginal: None,
             exports: vec![ExportConfig {
                 name: args.name.clone(),
                 socket,

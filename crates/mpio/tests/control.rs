@@ -108,9 +108,15 @@ fn read_verbs_show_status_table_topology_and_paths() {
     assert_eq!(paths[0]["state"], "active");
 }
 
-/// The dm state letters of the paths, group by group, from `status --json`.
+/// The states of the groups and of the paths of `mpatha`, from
+/// `status --json`.
 fn states(daemon: &Daemon) -> (Vec<String>, Vec<String>) {
-    let status = daemon.json(&["status", "mpatha"]);
+    states_of(daemon, "mpatha")
+}
+
+/// The states of the groups and of the paths of `map`.
+fn states_of(daemon: &Daemon, map: &str) -> (Vec<String>, Vec<String>) {
+    let status = daemon.json(&["status", map]);
     let groups = status["groups"].as_array().unwrap();
     let group_states = groups
         .iter()
@@ -258,4 +264,101 @@ fn a_second_daemon_on_the_same_control_socket_is_refused() {
         "{error}"
     );
     daemon.ok(&["status"]);
+}
+
+/// A config of one map `m`, one group of `paths` (memory ports with those
+/// names) under `selector`.
+fn config(dir: &Path, paths: &[&str], selector: &str) -> String {
+    let mut text = format!(
+        "[[map]]\nname = \"m\"\nsize = \"4M\"\nselector = \"{selector}\"\n\
+         path_grouping_policy = \"multibus\"\nno_path_retry = \"queue\"\n"
+    );
+    for path in paths {
+        text.push_str(&format!(
+            "[[map.path]]\nname = \"{path}\"\nuri = \"memory:cfg#{path}\"\n"
+        ));
+    }
+    text.push_str(&format!(
+        "[[map.export]]\nsocket = \"{}\"\n",
+        dir.join("nbd.sock").display()
+    ));
+    text
+}
+
+#[test]
+fn a_config_names_the_paths_and_reloads_from_a_config_add_them() {
+    let dir = daemon::test_dir("config");
+    let first = dir.join("first.toml");
+    std::fs::write(&first, config(&dir, &["a", "b"], "round-robin")).unwrap();
+    let daemon = Daemon::start(dir.clone(), &["--config", first.to_str().unwrap()]);
+    assert_eq!(
+        daemon.ok(&["table", "m"]).trim(),
+        "0 8192 multipath 1 queue_if_no_path 0 1 1 round-robin 0 2 1 a 1 b 1"
+    );
+    let paths = daemon.ok(&["show", "paths", "m"]);
+    let row: Vec<&str> = paths.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[..3], ["m", "a", "memory:cfg#a"], "{paths}");
+    daemon.ok(&["message", "m", "fail_path", "b"]);
+
+    let second = dir.join("second.toml");
+    std::fs::write(&second, config(&dir, &["a", "b", "c"], "queue-length")).unwrap();
+    let answer = daemon.ok(&["reload", "m", second.to_str().unwrap()]);
+    assert_eq!(
+        answer, "",
+        "nothing to note: the exports and checker are the same"
+    );
+    assert_eq!(
+        daemon.ok(&["table", "m"]).trim(),
+        "0 8192 multipath 1 queue_if_no_path 0 1 1 queue-length 0 3 1 a 1 b 1 c 1"
+    );
+    let topology = daemon.ok(&["show", "topology", "m"]);
+    assert!(
+        topology.contains("|- b memory:cfg#b failed "),
+        "b stays failed: {topology}"
+    );
+    assert!(topology.contains("`- c memory:cfg#c active "), "{topology}");
+
+    // A reload from a config that is wrong names the file, line and key,
+    // and changes nothing.
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, config(&dir, &["a"], "no-such-selector")).unwrap();
+    let error = daemon.error(&["reload", "m", bad.to_str().unwrap()]);
+    assert!(
+        error.contains("bad.toml") && error.contains("line 4"),
+        "{error}"
+    );
+    assert!(error.contains("no-such-selector"), "{error}");
+    // A table naming the config's paths works too.
+    daemon.ok(&[
+        "reload",
+        "m",
+        "0 8192 multipath 0 0 1 1 service-time 0 1 2 c 1 1",
+    ]);
+    assert_eq!(states_of(&daemon, "m").1, ["active"]);
+}
+
+#[test]
+fn a_bad_config_stops_the_daemon_with_the_line_and_key() {
+    let dir = daemon::test_dir("bad-config");
+    let file = dir.join("mpio.toml");
+    std::fs::write(
+        &file,
+        "[[map]]\nname = \"m\"\nsize = \"4M\"\nsurprise = 1\n",
+    )
+    .unwrap();
+    let output = mpio(&[
+        "serve",
+        "--config",
+        file.to_str().unwrap(),
+        "--control",
+        "/nonexistent/c.sock",
+    ]);
+    assert!(!output.status.success());
+    let error = stderr(&output);
+    assert!(
+        error.contains("mpio.toml") && error.contains("line 4"),
+        "{error}"
+    );
+    assert!(error.contains("surprise"), "{error}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,12 +3,121 @@
 //! the checker and failback, marginal-path detection, and the NBD exports;
 //! or a dm table per map. [`DaemonConfig`] is what the daemon runs from:
 //! every value checked, every map's table built.
+//!
+//! `docs/CONFIG.md` is the admin's reference (every key, its type, default
+//! and meaning); this page is the contract for the code.
+//!
+//! # Format
+//!
+//! ```toml
+//! control_socket = "/run/mpio/control.sock"   # optional; absolute
+//!
+//! [metrics]                        # optional; metrics are off without it
+//! listen = "127.0.0.1:9642"        # a loopback address only
+//!
+//! [defaults]                       # optional: keys every map takes unless it sets them
+//! selector = "service-time"        # default service-time
+//! selector_args = []               # go with `selector`
+//! path_grouping_policy = "failover"    # failover | multibus | group_by_prio; default failover
+//! failback = "manual"              # immediate | manual | followover | seconds; default manual
+//! no_path_retry = "fail"           # "queue" | "fail" | N checker intervals; default "fail"
+//! # queue_if_no_path = false       # alias: true is "queue", false "fail"; must agree with no_path_retry
+//! checker_interval_ms = 5000       # 1 ms to one hour
+//! checker_timeout_ms = 5000        # 1 ms to one day
+//! io_timeout_ms = 30000            # 0: never; at most one day
+//! max_attempts = 64                # 1 to 1024
+//! [defaults.marginal]              # marginal-path detection: on when the table is there
+//! failures = 3                     # 2 to 1000 failures ...
+//! window_ms = 60000                # ... within this window make a path marginal
+//! recovery_ms = 60000              # healthy this long to be let back
+//! # enabled = false                # switch off what the defaults switched on
+//!
+//! [[map]]
+//! name = "mpatha"                  # letters, digits, '.', '_', '-'
+//! size = "1G"                      # bytes, or "512K", "1G", "2097152s" (sectors); a multiple of 512
+//! selector = "round-robin"         # any [defaults] key may be set per map
+//! path_grouping_policy = "group_by_prio"
+//! no_path_retry = 12
+//!
+//! [[map.path]]
+//! name = "a"
+//! uri = "nbd+unix:///mpatha?socket=/run/a.sock"
+//! prio = 50                        # for group_by_prio; default 0; higher first
+//! args = [1]                       # per-path selector args; one count per group
+//!
+//! [[map.path]]
+//! name = "b"
+//! uri = "memory:disk0#b"
+//! args = [1]
+//!
+//! [[map.export]]
+//! socket = "/run/mpio/mpatha.sock" # socket, tcp, or both
+//! tcp = "127.0.0.1:10809"
+//! name = "mpatha"                  # default: the map's name
+//! read_only = false
+//!
+//! [[map]]
+//! name = "mpathb"
+//! size = 1073741824
+//! initial_group = 2                # 1-based; for groups and policies
+//! [[map.path]]
+//! name = "c"
+//! uri = "null:1G"
+//! [[map.path]]
+//! name = "d"
+//! uri = "null:1G?latency_ns=1000"
+//! [[map.group]]                    # explicit groups: every path in exactly one
+//! selector = "queue-length"        # default: the map's selector
+//! paths = ["c"]
+//! [[map.group]]
+//! paths = ["d"]
+//!
+//! [[map]]
+//! name = "mpathc"                  # a dm table; path words are names or URIs
+//! table = "0 2097152 multipath 1 queue_if_no_path 0 1 1 round-robin 0 2 1 e 1 null:1G 1"
+//! [[map.path]]
+//! name = "e"
+//! uri = "file:/var/lib/mpio/e.img"
+//! ```
+//!
+//! A map's groups come from exactly one of: a `table`, `[[map.group]]`s,
+//! or a `path_grouping_policy` (its own, else the defaults', else
+//! `failover`). A `table` gives the size (`size` may be given if it
+//! agrees) and the `queue_if_no_path` feature (a map's own
+//! `no_path_retry` must agree with it). For the other forms the table is
+//! built with `queue_if_no_path` exactly when `no_path_retry` is not
+//! `"fail"`. Each map's table is then built by [`mpio_core::map::Map::new`]
+//! with no path opened, so a selector's argument errors are found here,
+//! and [`MapConfig::table`] holds its canonical form.
+//!
+//! # Errors
+//! Every refusal is a [`ConfigError`] naming the line and column, the key
+//! (`map "mpatha" path "b": uri`), the value when there is one, and why:
+//! toml's own errors (syntax, unknown keys, wrong types, missing keys)
+//! and every check above. Parsing never panics, whatever the text.
 
-use mpio_core::marginal::MarginalPolicy;
+mod check;
+pub mod fuzz;
+mod error;
+mod grouping;
+mod listen;
+mod raw;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+pub use check::{MAX_EXPORTS, MAX_EXPORT_NAME_BYTES, MAX_MAPS, MAX_NAME_BYTES};
+pub use error::ConfigError;
+pub use settings::{
+    DEFAULT_SELECTOR, MAX_ATTEMPTS, MAX_CHECKER_INTERVAL_MS, MAX_MARGINAL_FAILURES,
+    MAX_NO_PATH_RETRY, MAX_TIMEOUT_MS,
+};
+
+use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
 use mpio_transport::checker::CheckerOptions;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The whole config, checked.
 #[derive(Clone, Debug)]
@@ -52,8 +161,6 @@ pub struct MapConfig {
     pub max_attempts: u32,
     /// The checker's interval, probe timeout and failback policy.
     pub checker: CheckerOptions,
-    /// Marginal-path detection; `None`: off.
-    pub marginal: Option<MarginalPolicy>,
     /// The NBD exports of the map.
     pub exports: Vec<ExportConfig>,
 }
@@ -79,4 +186,69 @@ pub struct ExportConfig {
     /// Refuse writes.
     pub read_only: bool,
 }
-mod placeholder_parse;
+
+impl DaemonConfig {
+    /// Parses and checks a config's text.
+    ///
+    /// # Errors
+    /// The first [`ConfigError`] found, with its line and key.
+    pub fn parse(text: &str) -> Result<DaemonConfig, ConfigError> {
+        check::check(text)
+    }
+
+    /// Reads and checks the config file at `path`.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the file: that it could not be read (line
+    /// 0), or what [`DaemonConfig::parse`] refused.
+    pub fn load(path: &Path) -> Result<DaemonConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError {
+            file: Some(path.to_path_buf()),
+            line: 0,
+            column: 0,
+            key: String::new(),
+            value: None,
+            reason: format!("cannot read the config: {error}"),
+        })?;
+        DaemonConfig::parse(&text).map_err(|error| ConfigError {
+            file: Some(path.to_path_buf()),
+            ..error
+        })
+    }
+
+    /// The map called `name` (for `mpio reload MAP CONFIG`).
+    pub fn map(&self, name: &str) -> Option<&MapConfig> {
+        self.maps.iter().find(|map| map.name == name)
+    }
+}
+
+impl MapConfig {
+    /// The core's options for this map: its name, I/O timeout, the time
+    /// `no_path_retry = N` queues for (N checker intervals) and the attempt
+    /// limit. The NUMA layout is left at its default for the daemon to fill.
+    pub fn options(&self) -> MapOptions {
+        let no_path_timeout_ns = match self.no_path_retry {
+            NoPathRetry::Checks(count) => {
+                Some(u64::from(count).saturating_mul(self.checker.interval_ns))
+            }
+            NoPathRetry::Fail | NoPathRetry::Queue => None,
+        };
+        MapOptions {
+            name: self.name.clone(),
+            io_timeout_ns: self.io_timeout_ns,
+            no_path_timeout_ns,
+            max_attempts: self.max_attempts,
+            ..MapOptions::default()
+        }
+    }
+
+    /// The URI a path word of [`MapConfig::table`] stands for: the URI of
+    /// the [`MapConfig::paths`] entry of that name, else the word itself
+    /// (a table may name transport URIs directly).
+    pub fn uri_of<'a>(&'a self, word: &'a str) -> &'a str {
+        self.paths
+            .iter()
+            .find(|path| path.name == word)
+            .map_or(word, |path| path.uri.as_str())
+    }
+}

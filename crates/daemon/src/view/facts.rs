@@ -72,7 +72,7 @@ pub fn path_facts(running: &RunningMap) -> Vec<PathFacts> {
                 .map(|(_, check)| check);
             facts.push(PathFacts {
                 name: path.name.clone(),
-                uri: running.uri_of(&path.name).to_string(),
+                uri: running.config.uri_of(&path.name).to_string(),
                 group: group_status.number,
                 state: path.state,
                 checker: checker_word(check),

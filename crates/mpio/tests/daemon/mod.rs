@@ -42,12 +42,14 @@ impl Daemon {
     /// control socket is open.
     pub fn start(dir: PathBuf, args: &[&str]) -> Daemon {
         let control = dir.join("control.sock").display().to_string();
+        // The daemon's log goes to a file, shown if the test fails.
+        let log = std::fs::File::create(dir.join("mpio.log")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_mpio"))
             .arg("serve")
             .args(args)
             .args(["--control", &control])
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .expect("mpio runs");
         let stdout = child.stdout.take().unwrap();
@@ -72,6 +74,7 @@ impl Daemon {
                 Ok(_) => {}
                 Err(_) => {
                     let status = daemon.child.try_wait();
+                    // `daemon` prints its log as it drops in this panic.
                     panic!("mpio serve did not open its control socket ({status:?})");
                 }
             }
@@ -118,6 +121,14 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(self.dir.join("mpio.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            eprintln!("--- the daemon's last log lines ---");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);

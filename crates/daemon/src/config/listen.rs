@@ -1,0 +1,167 @@
+//! Exports and the addresses the daemon listens on (the control socket,
+//! metrics, NBD exports): each checked, and no address used twice.
+
+use super::check::MAX_EXPORT_NAME_BYTES;
+use super::error::{quoted, Place, Source};
+use super::raw::RawExport;
+use super::{ConfigError, ExportConfig};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use toml::Spanned;
+
+/// One `[[map.export]]`.
+pub(super) fn check_export(
+    source: &Source<'_>,
+    export: &Spanned<RawExport>,
+    index: usize,
+    context: &str,
+    map_name: &str,
+    listeners: &mut Listeners,
+) -> Result<ExportConfig, ConfigError> {
+    let raw = export.get_ref();
+    let label = match &raw.name {
+        Some(name) => format!("{context} export {:?}", name.get_ref()),
+        None => format!("{context} export[{index}]"),
+    };
+    let name = match &raw.name {
+        Some(name) => {
+            let text = name.get_ref();
+            if text.is_empty() || text.len() > MAX_EXPORT_NAME_BYTES {
+                return Err(source.error(
+                    &Place::of(name, format!("{label}: name")),
+                    quoted(text),
+                    format!("an export name is 1 to {MAX_EXPORT_NAME_BYTES} bytes"),
+                ));
+            }
+            text.clone()
+        }
+        None => map_name.to_string(),
+    };
+    if raw.socket.is_none() && raw.tcp.is_none() {
+        return Err(source.error(
+            &Place::of(export, label),
+            None,
+            "an export needs a socket, a tcp address or both",
+        ));
+    }
+    let socket = match &raw.socket {
+        Some(socket) => {
+            let place = Place::of(socket, format!("{label}: socket"));
+            let path = absolute_path(source, socket, place.key.clone())?;
+            listeners.unix(source, &path, &place, socket.get_ref())?;
+            Some(path)
+        }
+        None => None,
+    };
+    let tcp = match &raw.tcp {
+        Some(tcp) => {
+            let place = Place::of(tcp, format!("{label}: tcp"));
+            let address = socket_address(source, tcp, &place)?;
+            listeners.tcp(source, address, &place, tcp.get_ref())?;
+            Some(address)
+        }
+        None => None,
+    };
+    Ok(ExportConfig {
+        name,
+        socket,
+        tcp,
+        read_only: raw.read_only,
+    })
+}
+
+/// Every address the config listens on, to refuse a second use of one.
+#[derive(Default)]
+pub(super) struct Listeners {
+    unix: HashMap<PathBuf, Place>,
+    tcp: Vec<(SocketAddr, Place)>,
+}
+
+impl Listeners {
+    pub fn unix(
+        &mut self,
+        source: &Source<'_>,
+        path: &PathBuf,
+        place: &Place,
+        written: &str,
+    ) -> Result<(), ConfigError> {
+        if let Some(first) = self.unix.get(path) {
+            return Err(source.error(
+                place,
+                quoted(written),
+                format!(
+                    "already listened on by {} (line {})",
+                    first.key,
+                    source.line_column(first.span.start).0
+                ),
+            ));
+        }
+        self.unix.insert(path.clone(), place.clone());
+        Ok(())
+    }
+
+    /// Two TCP listeners clash on the same port when their addresses are
+    /// equal or either is the unspecified address (it takes the port on
+    /// every address). Port 0 (any free port) never clashes.
+    pub fn tcp(
+        &mut self,
+        source: &Source<'_>,
+        address: SocketAddr,
+        place: &Place,
+        written: &str,
+    ) -> Result<(), ConfigError> {
+        for (other, first) in &self.tcp {
+            let clash = address.port() != 0
+                && address.port() == other.port()
+                && (address.ip() == other.ip()
+                    || address.ip().is_unspecified()
+                    || other.ip().is_unspecified());
+            if clash {
+                return Err(source.error(
+                    place,
+                    quoted(written),
+                    format!(
+                        "already listened on by {} (line {})",
+                        first.key,
+                        source.line_column(first.span.start).0
+                    ),
+                ));
+            }
+        }
+        self.tcp.push((address, place.clone()));
+        Ok(())
+    }
+}
+
+/// An absolute file system path.
+pub(super) fn absolute_path(
+    source: &Source<'_>,
+    path: &Spanned<String>,
+    key: String,
+) -> Result<PathBuf, ConfigError> {
+    let text = path.get_ref();
+    if !text.starts_with('/') {
+        return Err(source.error(
+            &Place::of(path, key),
+            quoted(text),
+            "expected an absolute path",
+        ));
+    }
+    Ok(PathBuf::from(text))
+}
+
+/// An IP address and port.
+pub(super) fn socket_address(
+    source: &Source<'_>,
+    text: &Spanned<String>,
+    place: &Place,
+) -> Result<SocketAddr, ConfigError> {
+    text.get_ref().parse().map_err(|_| {
+        source.error(
+            place,
+            quoted(text.get_ref()),
+            "expected an IP address and port (127.0.0.1:10809, [::1]:10809)",
+        )
+    })
+}

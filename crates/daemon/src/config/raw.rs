@@ -1,0 +1,189 @@
+//! The config as written: serde structs that mirror the TOML one to one,
+//! every value kept with its byte span ([`Spanned`]) so that the checks in
+//! [`super::check`] can name the line of a bad value. Unknown keys and
+//! wrong types are refused here, by serde, with toml's span.
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use std::fmt;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub control_socket: Option<Spanned<String>>,
+    pub metrics: Option<Spanned<RawMetrics>>,
+    pub defaults: Option<Spanned<RawSettings>>,
+    #[serde(default)]
+    pub map: Vec<Spanned<RawMap>>,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    pub listen: Spanned<String>,
+}
+
+/// The keys a map takes from `[defaults]` unless it sets them itself.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSettings {
+    pub selector: Option<Spanned<String>>,
+    pub selector_args: Option<Spanned<Vec<Spanned<Scalar>>>>,
+    pub path_grouping_policy: Option<Spanned<String>>,
+    pub failback: Option<Spanned<Scalar>>,
+    pub no_path_retry: Option<Spanned<Scalar>>,
+    pub queue_if_no_path: Option<Spanned<bool>>,
+    pub checker_interval_ms: Option<Spanned<i64>>,
+    pub checker_timeout_ms: Option<Spanned<i64>>,
+    pub io_timeout_ms: Option<Spanned<i64>>,
+    pub max_attempts: Option<Spanned<i64>>,
+    pub marginal: Option<Spanned<RawMarginal>>,
+}
+
+/// `[defaults.marginal]` or `[map.marginal]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMarginal {
+    pub enabled: Option<Spanned<bool>>,
+    pub failures: Option<Spanned<i64>>,
+    pub window_ms: Option<Spanned<i64>>,
+    pub recovery_ms: Option<Spanned<i64>>,
+}
+
+/// `[[map]]`: its own keys and, repeated here because serde's `flatten`
+/// does not combine with `deny_unknown_fields`, the [`RawSettings`] keys.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMap {
+    pub name: Spanned<String>,
+    pub size: Option<Spanned<Scalar>>,
+    pub table: Option<Spanned<String>>,
+    pub initial_group: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub path: Vec<Spanned<RawPath>>,
+    #[serde(default)]
+    pub group: Vec<Spanned<RawGroup>>,
+    #[serde(default)]
+    pub export: Vec<Spanned<RawExport>>,
+
+    pub selector: Option<Spanned<String>>,
+    pub selector_args: Option<Spanned<Vec<Spanned<Scalar>>>>,
+    pub path_grouping_policy: Option<Spanned<String>>,
+    pub failback: Option<Spanned<Scalar>>,
+    pub no_path_retry: Option<Spanned<Scalar>>,
+    pub queue_if_no_path: Option<Spanned<bool>>,
+    pub checker_interval_ms: Option<Spanned<i64>>,
+    pub checker_timeout_ms: Option<Spanned<i64>>,
+    pub io_timeout_ms: Option<Spanned<i64>>,
+    pub max_attempts: Option<Spanned<i64>>,
+    pub marginal: Option<Spanned<RawMarginal>>,
+}
+
+impl RawMap {
+    /// The map's [`RawSettings`] keys, moved out.
+    pub fn take_settings(&mut self) -> RawSettings {
+        RawSettings {
+            selector: self.selector.take(),
+            selector_args: self.selector_args.take(),
+            path_grouping_policy: self.path_grouping_policy.take(),
+            failback: self.failback.take(),
+            no_path_retry: self.no_path_retry.take(),
+            queue_if_no_path: self.queue_if_no_path.take(),
+            checker_interval_ms: self.checker_interval_ms.take(),
+            checker_timeout_ms: self.checker_timeout_ms.take(),
+            io_timeout_ms: self.io_timeout_ms.take(),
+            max_attempts: self.max_attempts.take(),
+            marginal: self.marginal.take(),
+        }
+    }
+}
+
+/// `[[map.path]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPath {
+    pub name: Spanned<String>,
+    pub uri: Spanned<String>,
+    pub prio: Option<Spanned<i64>>,
+    pub args: Option<Spanned<Vec<Spanned<Scalar>>>>,
+}
+
+/// `[[map.group]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGroup {
+    pub selector: Option<Spanned<String>>,
+    pub selector_args: Option<Spanned<Vec<Spanned<Scalar>>>>,
+    pub paths: Spanned<Vec<Spanned<String>>>,
+}
+
+/// `[[map.export]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExport {
+    pub name: Option<Spanned<String>>,
+    pub socket: Option<Spanned<String>>,
+    pub tcp: Option<Spanned<String>>,
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// A value that may be written as an integer or a string (`size = 4096`
+/// or `"4K"`, `failback = 10` or `"manual"`, selector arguments `[1]` or
+/// `["1"]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Scalar {
+    Integer(i64),
+    Text(String),
+}
+
+impl Scalar {
+    /// The value as TOML writes it (strings quoted), for error messages.
+    pub fn toml(&self) -> String {
+        match self {
+            Scalar::Integer(value) => value.to_string(),
+            Scalar::Text(text) => format!("{text:?}"),
+        }
+    }
+
+    /// The value as a word (integers in decimal, strings as they are).
+    pub fn word(&self) -> String {
+        match self {
+            Scalar::Integer(value) => value.to_string(),
+            Scalar::Text(text) => text.clone(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ScalarVisitor;
+
+        impl Visitor<'_> for ScalarVisitor {
+            type Value = Scalar;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                formatter.write_str("an integer or a string")
+            }
+
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Integer(value))
+            }
+
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<Scalar, E> {
+                i64::try_from(value)
+                    .map(Scalar::Integer)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(value), &self))
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Text(value.to_string()))
+            }
+        }
+
+        deserializer.deserialize_any(ScalarVisitor)
+    }
+}
