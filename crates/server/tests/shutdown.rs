@@ -101,7 +101,7 @@ fn requests_in_flight_on_slow_paths_are_answered_and_flushed() {
         dir: _dir,
         ..
     } = server();
-    ports(&transports, |port| port.set_latency_ns(300_000_000));
+    ports(&transports, |port| port.set_latency_ns(1_000_000_000));
     let socket = server.unix_socket().unwrap().to_path_buf();
     let tcp = server.tcp_address().unwrap();
     let mut client = RawClient::ready(&socket);
