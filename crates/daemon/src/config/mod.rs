@@ -97,8 +97,8 @@
 //! and every check above. Parsing never panics, whatever the text.
 
 mod check;
-pub mod fuzz;
 mod error;
+pub mod fuzz;
 mod grouping;
 mod listen;
 mod raw;
