@@ -21,6 +21,8 @@
 use crate::config::{DaemonConfig, MapConfig};
 use crate::control::protocol::{ReloadSource, Request, Response};
 use crate::control::server::{ControlError, ControlServer};
+use crate::metrics::http::{MetricsError, MetricsServer};
+use crate::metrics::{self, MapMetrics};
 use crate::view;
 use mpio_core::map::Map;
 use mpio_core::message::Message;
@@ -62,6 +64,9 @@ pub enum DaemonError {
     /// The control socket could not be opened.
     #[error(transparent)]
     Control(#[from] ControlError),
+    /// The metrics endpoint could not be opened.
+    #[error("metrics: {0}")]
+    Metrics(#[from] MetricsError),
     /// A thread could not be started.
     #[error("cannot start a thread: {0}")]
     Thread(#[from] std::io::Error),
@@ -142,6 +147,7 @@ struct State {
 pub struct Daemon {
     state: Arc<State>,
     control: Option<ControlServer>,
+    metrics: Option<MetricsServer>,
 }
 
 impl Daemon {
@@ -179,10 +185,25 @@ impl Daemon {
             Box::new(move |request| handle(&handler_state, request)),
         )?;
         tracing::info!(socket = %socket.display(), "control socket open");
+        let metrics = match config.metrics {
+            None => None,
+            Some(address) => {
+                let metrics_state = Arc::clone(&state);
+                let server = MetricsServer::start(address, move || render_metrics(&metrics_state))?;
+                tracing::info!(address = %server.local_addr(), "metrics served at /metrics");
+                Some(server)
+            }
+        };
         Ok(Daemon {
             state,
             control: Some(control),
+            metrics,
         })
+    }
+
+    /// Where Prometheus metrics are served, if they are.
+    pub fn metrics_address(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::local_addr)
     }
 
     /// The control socket's path.
@@ -215,9 +236,7 @@ impl Daemon {
     /// the map), then stops the checkers. Returns each export's report,
     /// with its map's name and the export's.
     pub fn shutdown(mut self, deadline: Duration) -> Vec<ExportShutdown> {
-        if let Some(control) = self.control.take() {
-            control.stop();
-        }
+        self.stop_control();
         let maps: Vec<RunningMap> = lock(&self.state.maps).drain(..).collect();
         let mut reports = Vec::new();
         let mut checkers = Vec::new();
@@ -254,10 +273,18 @@ impl Daemon {
         self.stop_all();
     }
 
-    fn stop_all(&mut self) {
+    /// Closes the control socket and the metrics endpoint.
+    fn stop_control(&mut self) {
         if let Some(control) = self.control.take() {
             control.stop();
         }
+        if let Some(metrics) = self.metrics.take() {
+            metrics.stop();
+        }
+    }
+
+    fn stop_all(&mut self) {
+        self.stop_control();
         for running in lock(&self.state.maps).drain(..) {
             for server in running.servers {
                 server.stop();
@@ -292,6 +319,29 @@ fn map_options(config: &MapConfig) -> mpio_core::map::MapOptions {
         numa: mpio_transport::host::host_topology(),
         ..config.options()
     }
+}
+
+/// The Prometheus text for every map, with the I/O its exports hold
+/// waiting for a path.
+fn render_metrics(state: &State) -> String {
+    let maps = lock(&state.maps);
+    let current: Vec<(Arc<Map>, u64)> = maps
+        .iter()
+        .map(|running| {
+            let waiting = running.servers.iter().map(Server::waiting_for_path).sum();
+            (running.map(), waiting)
+        })
+        .collect();
+    let metrics: Vec<MapMetrics<'_>> = maps
+        .iter()
+        .zip(&current)
+        .map(|(running, (map, waiting))| MapMetrics {
+            name: &running.config.name,
+            map,
+            waiting_for_path: Some(*waiting),
+        })
+        .collect();
+    metrics::render(&metrics)
 }
 
 /// Builds one map and starts its checker and exports.

@@ -29,7 +29,7 @@ pub const DEMO_TABLE: &str = "0 524288 multipath 0 0 2 1 round-robin 0 2 1 memor
 pub struct ServeArgs {
     /// Run the maps of this TOML config (see docs/CONFIG.md) instead of
     /// one map from the flags below.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["socket", "tcp", "table", "read_only", "name", "map"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["socket", "tcp", "table", "read_only", "name", "map", "metrics"])]
     config: Option<PathBuf>,
     /// The control socket (default: the config's, else $MPIO_CONTROL,
     /// else /run/mpio/control.sock).
@@ -41,6 +41,10 @@ pub struct ServeArgs {
     /// above.
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     log_level: tracing::Level,
+    /// Serve Prometheus metrics at http://ADDR/metrics (loopback only,
+    /// e.g. 127.0.0.1:9642; off by default).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
     /// The map's name, for the control verbs.
     #[arg(long, default_value = "mpatha")]
     map: String,
@@ -126,6 +130,9 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
     if let Some(uri) = exports.iter().flat_map(|(_, uris)| uris).next() {
         println!("try: nbdinfo '{uri}'");
     }
+    if let Some(address) = daemon.metrics_address() {
+        println!("metrics: http://{address}/metrics");
+    }
     println!("control socket: {}", daemon.control_socket().display());
     println!("stop with Ctrl-C or SIGTERM (a second one exits at once)");
     let signal = signals.wait();
@@ -163,7 +170,7 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
     let defaults = MapOptions::default();
     Ok(DaemonConfig {
         control_socket: None,
-        metrics: None,
+        metrics: args.metrics,
         maps: vec![MapConfig {
             name: args.map.clone(),
             no_path_retry: if table.features.queue_if_no_path {

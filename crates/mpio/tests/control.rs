@@ -362,3 +362,100 @@ fn a_bad_config_stops_the_daemon_with_the_line_and_key() {
     assert!(error.contains("surprise"), "{error}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `GET url` (http://host:port/path) with a plain TCP client; returns the
+/// status line and the body.
+fn http_get(url: &str) -> (String, String) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (address, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+    let mut response = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// The value of the sample `name{labels}` in Prometheus text.
+fn sample(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|line| {
+            line.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
+        .unwrap_or_else(|| panic!("no sample {series} in:\n{body}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn metrics_follow_io_and_failures() {
+    let dir = daemon::test_dir("metrics");
+    let socket = dir.join("nbd.sock").display().to_string();
+    let daemon = Daemon::start(
+        dir,
+        &[
+            "--table",
+            TABLE,
+            "--socket",
+            &socket,
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+    );
+    let url = daemon
+        .metrics
+        .clone()
+        .expect("the daemon prints its metrics URL");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/metrics"),
+        "{url}"
+    );
+    // Read the whole export once, through group 1's two paths.
+    let copy = Command::new("nbdcopy")
+        .args([daemon.uris[0].as_str(), "null:"])
+        .output()
+        .expect("nbdcopy runs (Debian package libnbd-bin; scripts/test.sh installs it)");
+    assert!(
+        copy.status.success(),
+        "{}",
+        String::from_utf8_lossy(&copy.stderr)
+    );
+    daemon.ok(&["message", "mpatha", "fail_path", "memory:d#a"]);
+
+    let (status, body) = http_get(&url);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let a = r#"{map="mpatha",path="memory:d#a",group="1"}"#;
+    let b = r#"{map="mpatha",path="memory:d#b",group="1"}"#;
+    let c = r#"{map="mpatha",path="memory:d#c",group="2"}"#;
+    let bytes = sample(&body, &format!("mpio_path_dispatched_bytes_total{a}"))
+        + sample(&body, &format!("mpio_path_dispatched_bytes_total{b}"));
+    assert!(
+        bytes >= 4.0 * 1024.0 * 1024.0,
+        "the 4 MiB read went through a and b: {bytes}"
+    );
+    assert_eq!(
+        sample(&body, &format!("mpio_path_dispatched_total{c}")),
+        0.0
+    );
+    assert_eq!(sample(&body, &format!("mpio_path_active{a}")), 0.0);
+    assert_eq!(sample(&body, &format!("mpio_path_active{b}")), 1.0);
+    assert_eq!(sample(&body, &format!("mpio_path_failures_total{a}")), 1.0);
+    let count = sample(&body, &format!("mpio_path_latency_seconds_count{b}"));
+    assert!(count > 0.0, "{body}");
+    let inf = format!(
+        r#"mpio_path_latency_seconds_bucket{{map="mpatha",path="memory:d#b",group="1",le="+Inf"}}"#
+    );
+    assert_eq!(sample(&body, &inf), count);
+    assert_eq!(
+        sample(&body, r#"mpio_map_path_failures_total{map="mpatha"}"#),
+        1.0
+    );
+    assert_eq!(
+        sample(&body, r#"mpio_map_waiting_for_path{map="mpatha"}"#),
+        0.0
+    );
+    let (status, _) = http_get(&url.replace("/metrics", "/other"));
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+}

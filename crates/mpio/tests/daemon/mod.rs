@@ -19,6 +19,8 @@ pub struct Daemon {
     pub control: String,
     /// The NBD URIs the daemon printed.
     pub uris: Vec<String>,
+    /// The metrics URL the daemon printed, if it serves metrics.
+    pub metrics: Option<String>,
 }
 
 /// A fresh directory for test `name`.
@@ -66,11 +68,15 @@ impl Daemon {
             dir,
             control,
             uris: Vec::new(),
+            metrics: None,
         };
         loop {
             match receiver.recv_timeout(Duration::from_secs(60)) {
                 Ok(line) if line.starts_with("control socket: ") => break,
                 Ok(line) if line.starts_with("  nbd") => daemon.uris.push(line.trim().to_string()),
+                Ok(line) if line.starts_with("metrics: ") => {
+                    daemon.metrics = Some(line["metrics: ".len()..].to_string());
+                }
                 Ok(_) => {}
                 Err(_) => {
                     let status = daemon.child.try_wait();
