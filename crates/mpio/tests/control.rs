@@ -444,7 +444,8 @@ fn metrics_follow_io_and_failures() {
     assert_eq!(sample(&body, &format!("mpio_path_failures_total{a}")), 1.0);
     let count = sample(&body, &format!("mpio_path_latency_seconds_count{b}"));
     assert!(count > 0.0, "{body}");
-    let inf = r#"mpio_path_latency_seconds_bucket{map="mpatha",path="memory:d#b",group="1",le="+Inf"}"#;
+    let inf =
+        r#"mpio_path_latency_seconds_bucket{map="mpatha",path="memory:d#b",group="1",le="+Inf"}"#;
     assert_eq!(sample(&body, inf), count);
     assert_eq!(
         sample(&body, r#"mpio_map_path_failures_total{map="mpatha"}"#),

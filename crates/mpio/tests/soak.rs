@@ -1,7 +1,10 @@
 //! Failover soaks in the spirit of dm-multipath's mptest suite: fio writes
 //! with crc32c verification through the daemon's NBD export while one
 //! loop fails and reinstates every path in turn and another disables,
-//! enables and switches groups, all through the CLI. Nothing may show:
+//! enables and switches groups (over memory ports, and again while the
+//! nbdkit servers behind the paths are killed and restarted), or while
+//! `mpio reload` swaps selectors and adds and removes paths, all through
+//! the CLI. Nothing may show:
 //! zero fio I/O errors and zero verify errors. Each soak runs fio for
 //! `MPIO_SOAK_SECONDS` (default 10; raise it for a long soak).
 
@@ -359,4 +362,39 @@ fn fio_verifies_while_nbdkit_servers_die_and_return() {
         path_rounds.load(Ordering::Relaxed),
         group_rounds.load(Ordering::Relaxed)
     );
+}
+
+#[test]
+fn fio_verifies_while_reloads_swap_selectors_and_paths() {
+    require_fio();
+    let daemon = Arc::new(Daemon::with_table("soak-reload", TABLE));
+    let uri = daemon.uris[0].clone();
+    // The same 64 MiB disk through other selectors and other port sets: a
+    // port added (e), ports removed, one group or two.
+    let tables = [
+        "0 131072 multipath 1 queue_if_no_path 0 1 1 queue-length 0 3 1 \
+         memory:soak#a 1 memory:soak#b 1 memory:soak#e 1",
+        "0 131072 multipath 1 queue_if_no_path 0 2 1 service-time 0 1 2 memory:soak#c 1 1 \
+         historical-service-time 0 2 1 memory:soak#d 1 memory:soak#e 1",
+        "0 131072 multipath 1 queue_if_no_path 0 1 1 io-affinity 0 2 1 \
+         memory:soak#b 1 memory:soak#d 1",
+        TABLE,
+    ];
+    let stop = Arc::new(AtomicBool::new(false));
+    let reloads = Arc::new(AtomicU64::new(0));
+    let reloader = {
+        let daemon = Arc::clone(&daemon);
+        churn(&stop, &reloads, move || {
+            for table in tables {
+                daemon.ok(&["reload", "mpatha", table]);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let passes = fio_soak(&uri);
+    stop.store(true, Ordering::Relaxed);
+    reloader.join().expect("the reload loop ran");
+    let reloads = reloads.load(Ordering::Relaxed) * tables.len() as u64;
+    assert!(reloads >= 8, "{reloads} reloads");
+    eprintln!("soak: {passes} verified fio passes, {reloads} reloads");
 }
