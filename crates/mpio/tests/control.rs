@@ -218,6 +218,13 @@ fn bad_requests_get_errors_that_name_what_was_wrong() {
         "0 8192 multipath 0 0 1 1 nosuch-selector 0 1 1 memory:d#a 1",
     ]);
     assert!(error.contains("nosuch-selector"), "{error}");
+    // NBD clients were told the size at their handshake.
+    let error = daemon.error(&[
+        "reload",
+        "mpatha",
+        "0 16384 multipath 0 0 1 1 round-robin 0 1 1 memory:d#a 1",
+    ]);
+    assert!(error.contains("cannot resize an exported map"), "{error}");
     assert_eq!(
         daemon.ok(&["table", "mpatha"]).trim(),
         TABLE.split_whitespace().collect::<Vec<_>>().join(" ")
