@@ -2,19 +2,21 @@
 //! by one thread that answers one connection at a time (control verbs are
 //! serialized, as dm serializes table loads and messages).
 //!
-//! A connection gets [`CONNECTION_TIMEOUT`] to send its request line and
-//! take the answer, so a client that connects and says nothing holds the
-//! socket for at most that long.
+//! A connection gets [`CONNECTION_TIMEOUT`] in all to send its request
+//! line, and as long again to take the answer, so a client that connects
+//! and says nothing, or trickles its request a byte at a time, holds the
+//! socket for at most that long; stopping the server cuts the connection
+//! in progress at once.
 
 use super::protocol::{Request, Response, MAX_REQUEST_BYTES};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long one client may take to send its request and read the answer.
 pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
@@ -47,6 +49,8 @@ pub enum ControlError {
 pub struct ControlServer {
     path: PathBuf,
     stop: Arc<AtomicBool>,
+    /// The connection being answered, so `stop` can cut it.
+    client: Arc<Mutex<Option<UnixStream>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -88,14 +92,16 @@ impl ControlServer {
         // connected in between is still subject to the directory's mode.
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_error)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = Arc::clone(&stop);
+        let client = Arc::new(Mutex::new(None));
+        let (thread_stop, thread_client) = (Arc::clone(&stop), Arc::clone(&client));
         let thread = std::thread::Builder::new()
             .name("mpio-control".into())
-            .spawn(move || serve(&listener, &handler, &thread_stop))
+            .spawn(move || serve(&listener, &handler, &thread_stop, &thread_client))
             .map_err(io_error)?;
         Ok(ControlServer {
             path: path.to_path_buf(),
             stop,
+            client,
             thread: Some(thread),
         })
     }
@@ -117,8 +123,13 @@ impl ControlServer {
         // Release pairs with the thread's Acquire load after `accept`
         // returns: it sees the flag set before our wake-up connection.
         self.stop.store(true, Ordering::Release);
-        // Wake the blocking accept; if the connect fails the thread is not
-        // in accept (it ended, or is answering and will see the flag).
+        // Cut the connection being answered (its reads and writes fail at
+        // once), then wake the blocking accept; if the connect fails the
+        // thread is not in accept (it ended, or is answering and will see
+        // the flag).
+        if let Some(client) = lock(&self.client).as_ref() {
+            let _ = client.shutdown(std::net::Shutdown::Both);
+        }
         let _ = UnixStream::connect(&self.path);
         if thread.join().is_err() {
             tracing::error!("the control thread panicked");
@@ -133,14 +144,27 @@ impl Drop for ControlServer {
     }
 }
 
-fn serve(listener: &UnixListener, handler: &Handler, stop: &AtomicBool) {
+fn serve(
+    listener: &UnixListener,
+    handler: &Handler,
+    stop: &AtomicBool,
+    client: &Mutex<Option<UnixStream>>,
+) {
     for stream in listener.incoming() {
         // Acquire: see `ControlServer::shutdown`.
         if stop.load(Ordering::Acquire) {
             return;
         }
         match stream {
-            Ok(stream) => answer(stream, handler),
+            Ok(stream) => {
+                *lock(client) = stream.try_clone().ok();
+                // A stop that came before the clone was published did not
+                // cut this connection: look again.
+                if !stop.load(Ordering::Acquire) {
+                    answer(&stream, handler);
+                }
+                *lock(client) = None;
+            }
             Err(error) => {
                 tracing::warn!(%error, "control socket: accept failed");
                 // An accept error (out of descriptors) must not spin.
@@ -150,9 +174,15 @@ fn serve(listener: &UnixListener, handler: &Handler, stop: &AtomicBool) {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Reads one request line from `stream`, answers it, and closes.
-fn answer(stream: UnixStream, handler: &Handler) {
-    let response = match read_request(&stream) {
+fn answer(stream: &UnixStream, handler: &Handler) {
+    let response = match read_request(stream) {
         Ok(request) => handler(request),
         Err(message) => Response::Error { message },
     };
@@ -160,26 +190,64 @@ fn answer(stream: UnixStream, handler: &Handler) {
         format!(r#"{{"outcome":"error","message":"cannot encode the answer: {error}"}}"#)
     });
     line.push('\n');
-    if let Err(error) = (&stream).write_all(line.as_bytes()) {
-        tracing::debug!(%error, "control socket: the client left before its answer");
+    if let Err(error) = write_answer(stream, line.as_bytes()) {
+        tracing::debug!(%error, "control socket: the client did not take its answer");
     }
 }
 
-fn read_request(stream: &UnixStream) -> Result<Request, String> {
-    stream
-        .set_read_timeout(Some(CONNECTION_TIMEOUT))
-        .and_then(|()| stream.set_write_timeout(Some(CONNECTION_TIMEOUT)))
-        .map_err(|error| format!("cannot set a timeout: {error}"))?;
-    let mut line = String::new();
-    BufReader::new(stream.take(MAX_REQUEST_BYTES))
-        .read_line(&mut line)
-        .map_err(|error| format!("cannot read the request: {error}"))?;
-    if !line.ends_with('\n') {
-        return Err(if line.len() as u64 >= MAX_REQUEST_BYTES {
-            format!("request longer than {MAX_REQUEST_BYTES} bytes")
-        } else {
-            "request not terminated by a newline".into()
-        });
+/// The time left before `deadline`, or a timeout error.
+fn time_left(deadline: Instant) -> std::io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(std::io::ErrorKind::TimedOut.into());
     }
-    serde_json::from_str(&line).map_err(|error| format!("bad request: {error}"))
+    Ok(left)
+}
+
+/// Writes `bytes` to `stream` within [`CONNECTION_TIMEOUT`] in all.
+fn write_answer(mut stream: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    let deadline = Instant::now() + CONNECTION_TIMEOUT;
+    while !bytes.is_empty() {
+        stream.set_write_timeout(Some(time_left(deadline)?))?;
+        match stream.write(bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(written) => bytes = &bytes[written..],
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+/// Reads one request line within [`CONNECTION_TIMEOUT`] in all (not per
+/// read: a client trickling bytes gets no more) and at most
+/// [`MAX_REQUEST_BYTES`].
+fn read_request(mut stream: &UnixStream) -> Result<Request, String> {
+    let deadline = Instant::now() + CONNECTION_TIMEOUT;
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let left = time_left(deadline)
+            .map_err(|_| format!("no complete request line within {CONNECTION_TIMEOUT:?}"))?;
+        stream
+            .set_read_timeout(Some(left))
+            .map_err(|error| format!("cannot set a timeout: {error}"))?;
+        let read = match stream.read(&mut chunk) {
+            Ok(read) => read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(format!("cannot read the request: {error}")),
+        };
+        if read == 0 {
+            return Err("request not terminated by a newline".into());
+        }
+        let end = chunk[..read].iter().position(|byte| *byte == b'\n');
+        line.extend_from_slice(&chunk[..end.unwrap_or(read)]);
+        if line.len() as u64 >= MAX_REQUEST_BYTES {
+            return Err(format!("request longer than {MAX_REQUEST_BYTES} bytes"));
+        }
+        if end.is_some() {
+            break;
+        }
+    }
+    serde_json::from_slice(&line).map_err(|error| format!("bad request: {error}"))
 }
