@@ -419,14 +419,16 @@ impl Server {
         self.shared.draining.store(true, Ordering::Release);
         self.stop_accepting();
         self.wake_loops("drain");
-        let drained = shutdown::wait_drained(&self.shared.drain, give_up);
-        let flush = if !drained {
+        let progress = &self.shared.drain;
+        let map_idle = shutdown::wait_for(progress, give_up, DrainProgress::map_idle);
+        let flush = if !map_idle {
             FlushOutcome::NotSent
         } else if self.export.read_only {
             FlushOutcome::ReadOnly
         } else {
             shutdown::flush_map(&self.device, give_up)
         };
+        let drained = shutdown::wait_for(progress, give_up, DrainProgress::is_drained);
         let exits = self.stop_loops(shutdown::clock_ns_at(give_up));
         ShutdownReport {
             drained,

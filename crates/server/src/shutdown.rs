@@ -7,16 +7,19 @@
 //! 2. Each event loop drains ([`crate::event_loop`], "Draining"): it closes
 //!    connections still in their handshake, reads nothing more, and
 //!    completes and answers everything it read. It publishes what is left
-//!    each turn ([`DrainProgress`]); the server waits until every loop has
-//!    nothing left.
-//! 3. A FLUSH goes through the map on a queue of its own
-//!    (`flush_map`): the map's paths reach one storage, so a flush down
-//!    any path makes every write completed before it durable (the reason
-//!    the export advertises `CAN_MULTI_CONN`). Acknowledged writes are then
-//!    on stable storage when the process exits.
-//! 4. The loops close their connections and end; the threads are joined.
+//!    each turn ([`DrainProgress`]).
+//! 3. Once no loop has I/O left at the map, a FLUSH goes through the map
+//!    on a queue of its own (`flush_map`): the map's paths reach one
+//!    storage, so a flush down any path makes every write completed before
+//!    it durable (the reason the export advertises `CAN_MULTI_CONN`).
+//!    Acknowledged writes are then on stable storage when the process
+//!    exits. The flush does not wait for replies to be written: a client
+//!    that stops reading its replies must not keep every other client's
+//!    writes from being flushed.
+//! 4. The server waits until every loop has answered everything, then the
+//!    loops close their connections and end; the threads are joined.
 //!
-//! One deadline bounds steps 2 and 3 together. Past it the server stops
+//! One deadline bounds steps 2 to 4 together. Past it the server stops
 //! waiting: what was not answered, the I/O left at the map and a flush not
 //! sent or not finished are in the [`ShutdownReport`].
 //!
@@ -84,6 +87,12 @@ impl DrainProgress {
     pub(crate) fn is_drained(&self) -> bool {
         self.read() == Some((0, 0))
     }
+
+    /// True once the loop has no I/O left at the map (replies may still be
+    /// waiting for a client to read them).
+    pub(crate) fn map_idle(&self) -> bool {
+        self.read().is_some_and(|(_, at_map)| at_map == 0)
+    }
 }
 
 /// What one event loop left behind when it ended.
@@ -123,7 +132,7 @@ impl fmt::Display for FlushOutcome {
             FlushOutcome::Failed(error) => write!(formatter, "flush failed: {error}"),
             FlushOutcome::TimedOut => formatter.write_str("flush not finished by the deadline"),
             FlushOutcome::NotSent => {
-                formatter.write_str("flush not sent (drain past the deadline)")
+                formatter.write_str("flush not sent (I/O still at the map at the deadline)")
             }
             FlushOutcome::ReadOnly => formatter.write_str("no flush (read-only export)"),
         }
@@ -196,13 +205,15 @@ impl fmt::Display for ShutdownReport {
     }
 }
 
-/// True once every loop has nothing left; false if `give_up` comes first.
-pub(crate) fn wait_drained(progress: &[Arc<DrainProgress>], give_up: Instant) -> bool {
+/// True once `done` holds for every loop's progress; false if `give_up`
+/// comes first.
+pub(crate) fn wait_for(
+    progress: &[Arc<DrainProgress>],
+    give_up: Instant,
+    done: impl Fn(&DrainProgress) -> bool,
+) -> bool {
     loop {
-        if progress
-            .iter()
-            .all(|loop_progress| loop_progress.is_drained())
-        {
+        if progress.iter().all(|loop_progress| done(loop_progress)) {
             return true;
         }
         if Instant::now() >= give_up {
