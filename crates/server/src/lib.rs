@@ -45,6 +45,7 @@ pub mod request;
 pub mod shutdown;
 pub mod stats;
 pub mod stream;
+pub mod unix_socket;
 
 use acceptor::{Listener, LoopInbox};
 use event_loop::{EventLoop, LoopSettings};
@@ -209,8 +210,10 @@ impl Server {
     /// [`mpio_transport::Device::into_slot`].)
     ///
     /// # Errors
-    /// No listener, a bad setting, a socket that cannot be bound (an
-    /// existing unix socket path included), or a thread or poller that
+    /// No listener, a bad setting, a socket that cannot be bound (a unix
+    /// socket path something else answers on or that is not a socket
+    /// included; a stale socket is replaced, see [`unix_socket`]), or a
+    /// thread or poller that
     /// cannot be created.
     pub fn start(config: &ServerConfig, device: Arc<DeviceSlot>) -> Result<Server, ServerError> {
         if config.unix_socket.is_none() && config.tcp.is_none() {
@@ -246,11 +249,12 @@ impl Server {
             listeners.push(Listener::Tcp(mio::net::TcpListener::from_std(listener)));
         }
         if let Some(path) = &config.unix_socket {
-            let listener =
-                mio::net::UnixListener::bind(path).map_err(|source| ServerError::Listen {
-                    what: path.display().to_string(),
-                    source,
-                })?;
+            let listen_error = |source| ServerError::Listen {
+                what: path.display().to_string(),
+                source,
+            };
+            unix_socket::claim(path).map_err(listen_error)?;
+            let listener = mio::net::UnixListener::bind(path).map_err(listen_error)?;
             listeners.push(Listener::Unix(listener));
         }
         let map = device.map();

@@ -10,7 +10,7 @@
 
 use super::protocol::{Request, Response, MAX_REQUEST_BYTES};
 use std::io::{Read, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,7 +56,8 @@ pub struct ControlServer {
 
 impl ControlServer {
     /// Binds `path` (mode 0600; its directory is created, mode 0700, if
-    /// missing; a stale socket left by a dead daemon is replaced) and
+    /// missing; a stale socket left by a dead daemon is replaced:
+    /// [`mpio_server::unix_socket::claim`]) and
     /// answers each request with `handler`.
     ///
     /// # Errors
@@ -74,18 +75,11 @@ impl ControlServer {
                     .map_err(io_error)?;
             }
         }
-        match std::fs::symlink_metadata(path) {
-            Ok(metadata) if !metadata.file_type().is_socket() => {
-                return Err(ControlError::NotASocket(path.to_path_buf()))
-            }
-            Ok(_) => {
-                if UnixStream::connect(path).is_ok() {
-                    return Err(ControlError::InUse(path.to_path_buf()));
-                }
-                std::fs::remove_file(path).map_err(io_error)?;
-            }
-            Err(_) => {}
-        }
+        mpio_server::unix_socket::claim(path).map_err(|error| match error.kind() {
+            std::io::ErrorKind::AddrInUse => ControlError::InUse(path.to_path_buf()),
+            std::io::ErrorKind::AlreadyExists => ControlError::NotASocket(path.to_path_buf()),
+            _ => io_error(error),
+        })?;
         let listener = UnixListener::bind(path).map_err(io_error)?;
         // Nobody but the owner (root, for a system daemon) may steer maps.
         // The socket is bound before its mode is set; a client that
