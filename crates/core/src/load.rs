@@ -198,6 +198,24 @@ impl PathLoad {
     /// Adds `other` into this record: counts add up; the estimate is the
     /// one of the queue that completed on the path last. For status.
     pub(crate) fn accumulate(&self, other: &PathLoad) {
+        self.accumulate_totals(other);
+        self.in_flight
+            .store(self.in_flight().saturating_add(other.in_flight()), Relaxed);
+        self.in_flight_bytes.store(
+            self.in_flight_bytes()
+                .saturating_add(other.in_flight_bytes()),
+            Relaxed,
+        );
+        if other.last_completion_ns() >= self.last_completion_ns() {
+            self.learn(other.service_time_ewma(), other.last_completion_ns());
+        }
+    }
+
+    /// Adds only `other`'s running totals into this record (I/Os, bytes,
+    /// path errors, the latency histogram and sum), not its live state (in
+    /// flight, the estimate): what a reloaded map takes over from the map
+    /// it replaces, so that totals never go back.
+    pub(crate) fn accumulate_totals(&self, other: &PathLoad) {
         for (total, more) in [
             (&self.dispatched, other.dispatched()),
             (&self.dispatched_bytes, other.dispatched_bytes()),
@@ -214,16 +232,6 @@ impl PathLoad {
         );
         for (total, more) in self.latency_buckets.iter().zip(other.latency_buckets()) {
             total.store(total.load(Relaxed).wrapping_add(more), Relaxed);
-        }
-        self.in_flight
-            .store(self.in_flight().saturating_add(other.in_flight()), Relaxed);
-        self.in_flight_bytes.store(
-            self.in_flight_bytes()
-                .saturating_add(other.in_flight_bytes()),
-            Relaxed,
-        );
-        if other.last_completion_ns() >= self.last_completion_ns() {
-            self.learn(other.service_time_ewma(), other.last_completion_ns());
         }
     }
 

@@ -159,6 +159,9 @@ struct Control {
     /// std's `Weak`: loom has none, and the models do not check reference
     /// counts.
     queue_loads: Vec<std::sync::Weak<[PathLoad]>>,
+    /// Each path's running totals taken over from the maps this one
+    /// replaced (`carry_over_from`), so that they never go back.
+    carried_loads: Vec<PathLoad>,
     /// The map a reload replaced this one with, which every later path
     /// failure here is passed on to.
     successor: Option<Arc<Map>>,
@@ -250,6 +253,7 @@ impl Map {
             failed_by_error: vec![0; path_count],
             reinstated_by_message: vec![0; path_count],
             queue_loads: Vec::new(),
+            carried_loads: (0..paths.len()).map(|_| PathLoad::default()).collect(),
             successor: None,
         };
         let map = Map {
@@ -316,8 +320,12 @@ impl Map {
     /// If `index` is not a path of the map.
     pub fn path_load(&self, index: usize) -> PathLoad {
         assert!(index < self.paths.len(), "path {index} out of range");
+        Self::path_load_locked(&lock(&self.control), index)
+    }
+
+    fn path_load_locked(control: &Control, index: usize) -> PathLoad {
         let total = PathLoad::default();
-        let control = lock(&self.control);
+        total.accumulate_totals(&control.carried_loads[index]);
         for loads in control.queue_loads.iter().filter_map(|weak| weak.upgrade()) {
             total.accumulate(&loads[index]);
         }
@@ -514,10 +522,12 @@ impl Map {
     /// Makes `new` take over, path word by path word, what `old` (the map
     /// it replaces in a reload) knows of its paths: which are failed, by what
     /// error, how often they failed, their ALUA/ANA access state and their
-    /// [`PathTransitions`] counts. A
-    /// word this map has several times (several paths through one
-    /// endpoint) takes the state of the first path of `old` with that
-    /// word. Control state (current group, disabled groups,
+    /// [`PathTransitions`] counts, and its running totals (I/Os, bytes,
+    /// path errors, latencies: [`Map::path_load`] never goes back across a
+    /// reload), and the map's count of path failures. A word this map has
+    /// several times (several paths through one endpoint) takes, for its
+    /// nth path, the state of the nth path of `old` with that word.
+    /// Control state (current group, disabled groups,
     /// `queue_if_no_path`) comes from the new table, as in dm. Publishes
     /// the result, and makes `new` `old`'s successor: from then on `old`
     /// passes every path failure on to it ([`Map::fail_path`]).
@@ -531,12 +541,23 @@ impl Map {
         let mut fail_counts = Vec::with_capacity(new.paths.len());
         {
             let mut old_control = lock(&old.control);
+            control.path_failures = old_control.path_failures;
             for index in 0..new.paths.len() {
+                // A word used by several paths: the nth with it takes over
+                // from the nth with it in the old map.
+                let name = &new.path_names[index];
+                let nth = new.path_names[..index]
+                    .iter()
+                    .filter(|other| *other == name)
+                    .count();
                 let Some(old_index) = (0..old.paths.len())
-                    .find(|&old_index| old.path_names[old_index] == new.path_names[index])
+                    .filter(|&old_index| old.path_names[old_index] == *name)
+                    .nth(nth)
                 else {
                     continue;
                 };
+                control.carried_loads[index]
+                    .accumulate_totals(&Self::path_load_locked(&old_control, old_index));
                 control.failed[index] = old_control.failed[old_index];
                 control.last_error[index] = old_control.last_error[old_index];
                 control.access[index] = old_control.access[old_index];

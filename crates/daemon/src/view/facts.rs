@@ -66,9 +66,16 @@ pub fn path_facts(running: &RunningMap) -> Vec<PathFacts> {
     for (group, group_status) in map.groups().iter().zip(&status.groups) {
         for (index, path) in group.path_range().zip(&group_status.paths) {
             let load = map.path_load(index);
+            // The checker lists the paths in map order; a word several
+            // paths share is matched by its occurrence.
+            let nth = facts
+                .iter()
+                .filter(|earlier: &&PathFacts| earlier.name == path.name)
+                .count();
             let check = checks
                 .iter()
-                .find(|(word, _)| *word == path.name)
+                .filter(|(word, _)| *word == path.name)
+                .nth(nth)
                 .map(|(_, check)| check);
             facts.push(PathFacts {
                 name: path.name.clone(),

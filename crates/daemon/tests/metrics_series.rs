@@ -1,0 +1,102 @@
+//! Prometheus exposition must never hold two samples of one
+//! series, and a counter must not go backwards while the process lives
+//! (a reload is not a restart: `rate()` reads any drop as a reset and
+//! counts the whole new value as increase).
+
+use mpio_core::io::{Buffer, Io, Op};
+use mpio_core::map::MapOptions;
+use mpio_core::table::Table;
+use mpio_daemon::metrics::{render, MapMetrics};
+use mpio_transport::{device_queue, Transports};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+fn series(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| line.rsplit_once(' ').unwrap().0.to_string())
+        .collect()
+}
+
+fn sample(text: &str, prefix: &str) -> u64 {
+    text.lines()
+        .find(|line| line.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
+        .rsplit_once(' ')
+        .unwrap()
+        .1
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn no_duplicate_series_when_a_word_repeats() {
+    // Accepted by the table parser (`mpio table check` prints it back):
+    // two paths through one endpoint, as the checker docs describe.
+    let transports = Transports::new();
+    let table =
+        Table::parse("0 2048 multipath 0 0 1 1 round-robin 0 2 1 memory:m#a 1 memory:m#a 1")
+            .unwrap();
+    let device = transports.build(&table, MapOptions::default()).unwrap();
+    let text = render(&[MapMetrics::new("m", &device.map)]);
+    assert!(text.contains(r#"path="memory:m#a (2)""#), "{text}");
+    let all = series(&text);
+    let unique: HashSet<&String> = all.iter().collect();
+    assert_eq!(
+        all.len(),
+        unique.len(),
+        "duplicate series (a scraper rejects them):\n{text}"
+    );
+}
+
+#[test]
+fn path_counters_do_not_go_backwards_on_reload() {
+    let transports = Transports::new();
+    let table = Table::parse("0 2048 multipath 0 0 1 1 round-robin 0 1 1 memory:r#a 1").unwrap();
+    let slot = transports
+        .build(&table, MapOptions::default())
+        .unwrap()
+        .into_slot();
+    let mut queue = device_queue(&slot, 8, 0);
+    let mut write = |offset: u64| {
+        let io = Io {
+            user_data: offset,
+            op: Op::Write,
+            offset,
+            len: 4096,
+            buf: Buffer::zeroed(4096),
+            fua: false,
+        };
+        queue.submit(io, 1).unwrap();
+        let started = Instant::now();
+        let mut done = false;
+        while !done {
+            queue.poll(2, &mut |completion| {
+                completion.result.unwrap();
+                done = true;
+            });
+            assert!(started.elapsed() < Duration::from_secs(10));
+        }
+    };
+    for offset in 0..10 {
+        write(offset * 4096);
+    }
+    let key = "mpio_path_dispatched_total{map=\"r\",path=\"memory:r#a\",group=\"1\"}";
+    let before = sample(&render(&[MapMetrics::new("r", &slot.map())]), key);
+    assert_eq!(before, 10);
+    let map = slot.map();
+    assert!(map.fail_path(0, mpio_core::io::PathError::Transport));
+    assert!(map.reinstate_path(0));
+    transports.reload(&slot, &table).unwrap();
+    write(0);
+    let text = render(&[MapMetrics::new("r", &slot.map())]);
+    let after = sample(&text, key);
+    assert_eq!(
+        after, 11,
+        "counter went from {before} to {after} across a reload"
+    );
+    let count_key = "mpio_path_latency_seconds_count{map=\"r\",path=\"memory:r#a\",group=\"1\"}";
+    assert_eq!(sample(&text, count_key), 11, "the histogram is carried too");
+    let failures = sample(&text, "mpio_map_path_failures_total{map=\"r\"}");
+    assert_eq!(failures, 1, "the map's failure count is carried");
+}
