@@ -480,6 +480,21 @@ fn reload(
             (config, "config")
         }
     };
+    // Path state, counters and the checker's records follow the path word
+    // across a reload: a word must keep leading where it led.
+    let old_map = running.map();
+    for path in &new_config.paths {
+        let before = running.config.uri_of(&path.name);
+        let in_use = (0..old_map.paths().len()).any(|index| old_map.path_name(index) == path.name);
+        if in_use && before != path.uri {
+            return Err(format!(
+                "map {name:?}: path {:?} leads to {before:?}; the reload points it at {:?}: a path \
+                 keeps its endpoint across a reload (give the new endpoint a new name); the map \
+                 keeps its table",
+                path.name, path.uri
+            ));
+        }
+    }
     let mut notes = Vec::new();
     if new_config.exports != running.config.exports {
         notes.push("the exports differ and stay as started (restart the daemon to change them)");

@@ -335,6 +335,16 @@ fn a_config_names_the_paths_and_reloads_from_a_config_add_them() {
         "{error}"
     );
     assert!(error.contains("no-such-selector"), "{error}");
+    // A path name keeps its endpoint across a reload.
+    let moved = dir.join("moved.toml");
+    let text =
+        config(&dir, &["a", "b", "c"], "queue-length").replace("memory:cfg#b", "memory:other#b");
+    std::fs::write(&moved, text).unwrap();
+    let error = daemon.error(&["reload", "m", moved.to_str().unwrap()]);
+    assert!(
+        error.contains("path \"b\" leads to \"memory:cfg#b\""),
+        "{error}"
+    );
     // A table naming the config's paths works too.
     daemon.ok(&[
         "reload",
