@@ -529,6 +529,9 @@ fn reload(
     for server in &running.servers {
         server.notice_reload();
     }
+    // The checker lists and probes the new map's paths now, not at its
+    // next round.
+    running.checker.wake();
     let map = running.slot.map();
     tracing::info!(
         map = %name,

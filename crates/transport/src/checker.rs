@@ -419,6 +419,7 @@ impl Checker {
                 .or_default()
                 .push_back((path, check));
         }
+        let mut added = false;
         for (index, handle) in handles.iter().enumerate() {
             let word = map.path_name(index);
             let (path, check) = match known.get_mut(word).and_then(VecDeque::pop_front) {
@@ -426,15 +427,18 @@ impl Checker {
                     path.probe.handle = handle.clone();
                     (path, check)
                 }
-                None => (
-                    Watched {
-                        word: word.to_string(),
-                        probe: Probe::new(handle),
-                        marginal: self.options.marginal.map(MarginalTracker::new),
-                        seen: transitions[index],
-                    },
-                    PathCheck::default(),
-                ),
+                None => {
+                    added = true;
+                    (
+                        Watched {
+                            word: word.to_string(),
+                            probe: Probe::new(handle),
+                            marginal: self.options.marginal.map(MarginalTracker::new),
+                            seen: transitions[index],
+                        },
+                        PathCheck::default(),
+                    )
+                }
             };
             self.paths.push(path);
             self.checks.push(check);
@@ -454,6 +458,11 @@ impl Checker {
         self.probe_bytes = map.size_bytes().min(min_block) as u32;
         self.map = map;
         self.epoch = epoch;
+        // A path the reload added is probed at once (a round starts at this
+        // poll), not an interval later; a round in flight ends first.
+        if added && !self.round_open {
+            self.next_round_ns = 0;
+        }
     }
 
     /// Reads the map's failures by path error and reinstatements by
@@ -692,9 +701,18 @@ pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 /// What the checker thread shares with its owner.
 #[derive(Debug, Default)]
 struct Shared {
-    stop: Mutex<bool>,
+    control: Mutex<ThreadControl>,
     wake: Condvar,
     checks: Mutex<Vec<(String, PathCheck)>>,
+}
+
+/// What the owner asks of the checker thread.
+#[derive(Debug, Default)]
+struct ThreadControl {
+    /// End the thread.
+    stop: bool,
+    /// Poll now (after a reload), not at the next due time.
+    woken: bool,
 }
 
 /// A [`Checker`] running on its own thread until stopped or dropped.
@@ -722,9 +740,10 @@ impl CheckerThread {
             .name("mpio-checker".into())
             .spawn(move || {
                 let shared = thread_shared;
-                let mut stop = lock(&shared.stop);
-                while !*stop {
-                    drop(stop);
+                let mut control = lock(&shared.control);
+                while !control.stop {
+                    control.woken = false;
+                    drop(control);
                     let now_ns = clock();
                     let next_ns = checker.poll(now_ns);
                     *lock(&shared.checks) = checker.named_path_checks();
@@ -732,11 +751,11 @@ impl CheckerThread {
                     if checker.probing() {
                         wait = wait.min(probe_poll);
                     }
-                    stop = lock(&shared.stop);
-                    if !*stop {
-                        stop = shared
+                    control = lock(&shared.control);
+                    if !control.stop && !control.woken {
+                        control = shared
                             .wake
-                            .wait_timeout(stop, wait)
+                            .wait_timeout(control, wait)
                             .unwrap_or_else(|poisoned| poisoned.into_inner())
                             .0;
                     }
@@ -754,13 +773,21 @@ impl CheckerThread {
         lock(&self.shared.checks).clone()
     }
 
+    /// Makes the thread poll now rather than when its next poll is due:
+    /// after a reload, so it follows the new map (and lists its paths) at
+    /// once. A wake while the thread is polling makes it poll again.
+    pub fn wake(&self) {
+        lock(&self.shared.control).woken = true;
+        self.shared.wake.notify_all();
+    }
+
     /// Stops the thread and waits for it.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
-        *lock(&self.shared.stop) = true;
+        lock(&self.shared.control).stop = true;
         self.shared.wake.notify_all();
         if let Some(handle) = self.handle.take() {
             // A panic in the checker thread has already been reported.
