@@ -80,11 +80,7 @@ impl ControlServer {
             std::io::ErrorKind::AlreadyExists => ControlError::NotASocket(path.to_path_buf()),
             _ => io_error(error),
         })?;
-        let listener = UnixListener::bind(path).map_err(io_error)?;
-        // Nobody but the owner (root, for a system daemon) may steer maps.
-        // The socket is bound before its mode is set; a client that
-        // connected in between is still subject to the directory's mode.
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_error)?;
+        let listener = bind_private(path).map_err(io_error)?;
         let stop = Arc::new(AtomicBool::new(false));
         let client = Arc::new(Mutex::new(None));
         let (thread_stop, thread_client) = (Arc::clone(&stop), Arc::clone(&client));
@@ -136,6 +132,30 @@ impl Drop for ControlServer {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Binds `path` so that nobody but the owner (root, for a system daemon)
+/// can ever connect: the socket is bound in a new directory of mode 0700
+/// beside `path`, given mode 0600 there, and only then renamed into place,
+/// so there is no moment at which it exists at `path` with the umask's
+/// mode.
+fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::DirBuilderExt;
+    let directory = path.parent().filter(|dir| !dir.as_os_str().is_empty());
+    let staging = directory
+        .unwrap_or(Path::new("."))
+        .join(format!(".mpio-control-{}", std::process::id()));
+    // Left by an earlier start of this same pid that died mid-bind.
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::DirBuilder::new().mode(0o700).create(&staging)?;
+    let staged = staging.join("control.sock");
+    let bound = UnixListener::bind(&staged).and_then(|listener| {
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&staged, path)?;
+        Ok(listener)
+    });
+    let _ = std::fs::remove_dir_all(&staging);
+    bound
 }
 
 fn serve(
