@@ -11,7 +11,7 @@
 mod common;
 mod daemon;
 
-use daemon::Daemon;
+use daemon::{Daemon, Nbdkit};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -181,64 +181,6 @@ fn fio_verifies_while_paths_fail_and_groups_toggle() {
     );
 }
 
-/// An `nbdkit file` server on a unix socket, killed with SIGKILL (no
-/// goodbye to its clients) and restarted on the same socket.
-struct Nbdkit {
-    socket: std::path::PathBuf,
-    file: std::path::PathBuf,
-    child: Option<std::process::Child>,
-}
-
-impl Nbdkit {
-    fn start(socket: std::path::PathBuf, file: std::path::PathBuf) -> Nbdkit {
-        let mut server = Nbdkit {
-            socket,
-            file,
-            child: None,
-        };
-        server.restart();
-        server
-    }
-
-    /// Starts the server and waits until it accepts connections (it
-    /// writes its pid file then).
-    fn restart(&mut self) {
-        let pid_file = self.socket.with_extension("pid");
-        let _ = std::fs::remove_file(&pid_file);
-        let _ = std::fs::remove_file(&self.socket);
-        let child = Command::new("nbdkit")
-            .arg("--foreground")
-            .arg("--exit-with-parent")
-            .arg("--unix")
-            .arg(&self.socket)
-            .arg("--pidfile")
-            .arg(&pid_file)
-            .arg("file")
-            .arg(&self.file)
-            .spawn()
-            .expect("nbdkit runs (Debian package nbdkit; scripts/test.sh installs it)");
-        self.child = Some(child);
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while !pid_file.exists() {
-            assert!(std::time::Instant::now() < deadline, "nbdkit did not start");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Nbdkit {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// Waits (bounded) until `path` of map `mpatha` is active again.
 fn wait_active(daemon: &Daemon, path: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -273,7 +215,12 @@ fn fio_verifies_while_nbdkit_servers_die_and_return() {
     let names = ["s1", "s2", "s3", "s4"];
     let servers: Vec<Nbdkit> = names
         .iter()
-        .map(|name| Nbdkit::start(dir.join(format!("{name}.sock")), file.clone()))
+        .map(|name| {
+            Nbdkit::start(
+                dir.join(format!("{name}.sock")),
+                &["file", file.to_str().unwrap()],
+            )
+        })
         .collect();
     // Four paths to one file: s1 and s2 preferred, s3 and s4 behind them.
     let mut config = String::from(
