@@ -116,6 +116,42 @@ fn churn(
     })
 }
 
+/// Sends `messages` to map `mpatha` in turn, `pause` apart, over and over
+/// on its own thread until `stop`, counting rounds.
+fn send_in_turn(
+    daemon: &Arc<Daemon>,
+    stop: &Arc<AtomicBool>,
+    rounds: &Arc<AtomicU64>,
+    messages: Vec<String>,
+    pause: Duration,
+) -> std::thread::JoinHandle<()> {
+    let daemon = Arc::clone(daemon);
+    churn(stop, rounds, move || {
+        for message in &messages {
+            daemon.ok(&["message", "mpatha", message]);
+            std::thread::sleep(pause);
+        }
+    })
+}
+
+/// `fail_path P` then `reinstate_path P` for each of `paths` in turn.
+fn fail_in_turn(paths: &[&str]) -> Vec<String> {
+    paths
+        .iter()
+        .flat_map(|path| {
+            [
+                format!("fail_path {path}"),
+                format!("reinstate_path {path}"),
+            ]
+        })
+        .collect()
+}
+
+/// Owned copies of `messages`.
+fn owned(messages: &[&str]) -> Vec<String> {
+    messages.iter().map(|message| message.to_string()).collect()
+}
+
 #[test]
 fn fio_verifies_while_paths_fail_and_groups_toggle() {
     require_fio();
@@ -124,37 +160,32 @@ fn fio_verifies_while_paths_fail_and_groups_toggle() {
     let stop = Arc::new(AtomicBool::new(false));
     let path_rounds = Arc::new(AtomicU64::new(0));
     let group_rounds = Arc::new(AtomicU64::new(0));
-    let paths = {
-        let daemon = Arc::clone(&daemon);
-        churn(&stop, &path_rounds, move || {
-            for path in [
-                "memory:soak#a",
-                "memory:soak#b",
-                "memory:soak#c",
-                "memory:soak#d",
-            ] {
-                daemon.ok(&["message", "mpatha", "fail_path", path]);
-                std::thread::sleep(Duration::from_millis(20));
-                daemon.ok(&["message", "mpatha", "reinstate_path", path]);
-            }
-        })
-    };
-    let groups = {
-        let daemon = Arc::clone(&daemon);
-        churn(&stop, &group_rounds, move || {
-            for message in [
-                "disable_group 1",
-                "enable_group 1",
-                "switch_group 2",
-                "disable_group 2",
-                "enable_group 2",
-                "switch_group 1",
-            ] {
-                daemon.ok(&["message", "mpatha", message]);
-                std::thread::sleep(Duration::from_millis(15));
-            }
-        })
-    };
+    let paths = send_in_turn(
+        &daemon,
+        &stop,
+        &path_rounds,
+        fail_in_turn(&[
+            "memory:soak#a",
+            "memory:soak#b",
+            "memory:soak#c",
+            "memory:soak#d",
+        ]),
+        Duration::from_millis(20),
+    );
+    let groups = send_in_turn(
+        &daemon,
+        &stop,
+        &group_rounds,
+        owned(&[
+            "disable_group 1",
+            "enable_group 1",
+            "switch_group 2",
+            "disable_group 2",
+            "enable_group 2",
+            "switch_group 1",
+        ]),
+        Duration::from_millis(15),
+    );
     let passes = fio_soak(&uri);
     stop.store(true, Ordering::Relaxed);
     paths.join().expect("the path loop ran");
@@ -264,30 +295,25 @@ fn fio_verifies_while_nbdkit_servers_die_and_return() {
             }
         })
     };
-    let paths = {
-        let daemon = Arc::clone(&daemon);
-        churn(&stop, &path_rounds, move || {
-            for path in names {
-                daemon.ok(&["message", "mpatha", "fail_path", path]);
-                std::thread::sleep(Duration::from_millis(20));
-                daemon.ok(&["message", "mpatha", "reinstate_path", path]);
-            }
-        })
-    };
-    let groups = {
-        let daemon = Arc::clone(&daemon);
-        churn(&stop, &group_rounds, move || {
-            for message in [
-                "disable_group 1",
-                "enable_group 1",
-                "switch_group 2",
-                "switch_group 1",
-            ] {
-                daemon.ok(&["message", "mpatha", message]);
-                std::thread::sleep(Duration::from_millis(25));
-            }
-        })
-    };
+    let paths = send_in_turn(
+        &daemon,
+        &stop,
+        &path_rounds,
+        fail_in_turn(&names),
+        Duration::from_millis(20),
+    );
+    let groups = send_in_turn(
+        &daemon,
+        &stop,
+        &group_rounds,
+        owned(&[
+            "disable_group 1",
+            "enable_group 1",
+            "switch_group 2",
+            "switch_group 1",
+        ]),
+        Duration::from_millis(25),
+    );
     let passes = fio_soak(&uri);
     stop.store(true, Ordering::Relaxed);
     killer.join().expect("the kill loop ran");
