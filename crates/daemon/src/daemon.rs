@@ -429,13 +429,10 @@ fn select<'a>(maps: &'a [RunningMap], name: Option<&str>) -> Result<Vec<&'a Runn
 }
 
 fn find<'a>(maps: &'a mut [RunningMap], name: &str) -> Result<&'a mut RunningMap, String> {
-    if !maps.iter().any(|running| running.config.name == name) {
-        return Err(no_such_map(maps, name));
+    match maps.iter().position(|running| running.config.name == name) {
+        Some(index) => Ok(&mut maps[index]),
+        None => Err(no_such_map(maps, name)),
     }
-    Ok(maps
-        .iter_mut()
-        .find(|running| running.config.name == name)
-        .expect("found above"))
 }
 
 fn no_such_map(maps: &[RunningMap], name: &str) -> String {
