@@ -54,7 +54,8 @@
 //!   distrust an estimate that is overdue; mpio's way keeps a single
 //!   order.
 //!
-//! Costs are compared in whole ns of `hst` (dm: 1/1024 ns). With a
+//! Ranks use whole ns of `hst` (dm: 1/1024 ns) and compare in units of
+//! 2 ns (one bit holds the class). With a
 //! `threshold_multiplier` above 0 (estimates within that factor compare
 //! by usage alone, another non-transitive rule) mpio runs dm's pairwise
 //! scan exactly (`better_with_threshold`).
@@ -218,15 +219,18 @@ fn better(a: &Estimate, b: &Estimate) -> bool {
 /// is better: see "Departure from dm" in the module docs. The group has
 /// `path_count` candidates.
 ///
-/// Class 0 (below 2^96): idle and stale, by `stale_after` (the one stale
-/// longest first). Class 1: by `(1 + in_flight) * max(window, now -
-/// last_finish)` in ns, where `window = path_count * hst` is the same
-/// window that decides staleness, so for a fresh path the max is the
-/// window and for a stale one the time since its last completion:
-/// `max(stale_after, now) - last_finish` is that max without a second
-/// multiplication (`stale_after >= last_finish`, so it cannot underflow).
+/// Class 0 (below 2^63): idle and stale, by `stale_after` (the one stale
+/// longest first). Class 1 (2^63 and up): by `(1 + in_flight) *
+/// max(window, now - last_finish)` in ns, where `window = path_count *
+/// hst` is the same window that decides staleness, so for a fresh path
+/// the max is the window and for a stale one the time since its last
+/// completion: `max(stale_after, now) - last_finish` is that max without
+/// a second multiplication (`stale_after >= last_finish`, so it cannot
+/// underflow). Both values are halved to make room for the class bit, so
+/// they compare in units of 2 ns, and the cost saturates (past 2^64 ns,
+/// hopeless alike).
 #[inline(always)]
-fn rank(load: &PathLoad, path_count: usize, now_ns: u64) -> u128 {
+fn rank(load: &PathLoad, path_count: usize, now_ns: u64) -> u64 {
     let hst_ns = learnt_hst(load) >> FIXED_SHIFT;
     let in_flight = load.in_flight();
     let last_ns = load.last_completion_ns();
@@ -235,14 +239,8 @@ fn rank(load: &PathLoad, path_count: usize, now_ns: u64) -> u128 {
     let stale_after_ns = last_ns.saturating_add(window_ns);
     let probe = (in_flight == 0) & (stale_after_ns < now_ns);
     let floor_ns = stale_after_ns.max(now_ns) - last_ns;
-    // At most 2^32 * 2^64: the product fits below the class bit (2^96),
-    // with no saturation to test.
-    let cost = (1 + u128::from(in_flight)) * u128::from(floor_ns);
-    if probe {
-        u128::from(stale_after_ns)
-    } else {
-        1 << 96 | cost
-    }
+    let cost = (1 + u64::from(in_flight)).saturating_mul(floor_ns);
+    std::hint::select_unpredictable(probe, stale_after_ns >> 1, 1 << 63 | cost >> 1)
 }
 
 /// [`better`] with a `threshold_multiplier` above 0: estimates within
@@ -315,13 +313,15 @@ impl PathSelector for HistoricalServiceTime {
             0 => best_from_cursor(
                 thread,
                 pick.candidates,
-                |position| rank(&pick.loads[usize::from(position)], count, pick.now_ns),
+                pick.loads.len(),
+                |position| rank(&pick.loads[position], count, pick.now_ns),
                 |a, b| a < b,
             ),
             multiplier => best_from_cursor(
                 thread,
                 pick.candidates,
-                |position| Estimate::of(&pick.loads[usize::from(position)], count, pick.now_ns),
+                pick.loads.len(),
+                |position| Estimate::of(&pick.loads[position], count, pick.now_ns),
                 |a, b| better_with_threshold(a, b, multiplier),
             ),
         }
@@ -503,7 +503,7 @@ mod tests {
                             // Departure 2: a stale busy path's cost floors at
                             // the time it went without completing.
                             let floor = |e: &Estimate| e.stale_after_ns.max(now_ns) - (e.stale_after_ns - path_count as u64 * (e.hst >> FIXED_SHIFT));
-                            let cost = |e: &Estimate| (1 + u128::from(e.in_flight)) * u128::from(floor(e));
+                            let cost = |e: &Estimate| (1 + u64::from(e.in_flight)).saturating_mul(floor(e)) >> 1;
                             assert_eq!(a_rank < b_rank, cost(a) < cost(b), "{context}");
                             departed += 1;
                         } else {
