@@ -55,10 +55,10 @@
 //!   order.
 //!
 //! Ranks use whole ns of `hst` (dm: 1/1024 ns) and compare in units of
-//! 2 ns (one bit holds the class). With a
-//! `threshold_multiplier` above 0 (estimates within that factor compare
-//! by usage alone, another non-transitive rule) mpio runs dm's pairwise
-//! scan exactly (`better_with_threshold`).
+//! 2 ns (one bit holds the class). With a `threshold_multiplier` above 0
+//! (estimates within that factor compare by usage alone, another
+//! non-transitive rule) mpio runs dm's pairwise scan exactly
+//! (`better_with_threshold`).
 //!
 //! On completion, the service time counts from the later of the I/O's start
 //! and the path's previous completion (overlapping I/Os are treated as
