@@ -88,18 +88,34 @@ pub(crate) fn best_from_cursor<K>(
     key: impl Fn(usize) -> K,
     better: impl Fn(&K, &K) -> bool,
 ) -> u16 {
-    let len = candidates.len();
-    let all = len == path_count;
-    let position = |index: usize| {
-        if all {
-            index
-        } else {
-            usize::from(candidates[index])
-        }
+    // Two copies of the loop, so that neither tests which case it is in
+    // on every step.
+    let best_index = if candidates.len() == path_count {
+        scan_from(cursor, candidates.len(), |index| key(index), &better)
+    } else {
+        scan_from(
+            cursor,
+            candidates.len(),
+            |index| key(usize::from(candidates[index])),
+            &better,
+        )
     };
+    cursor.picked(best_index);
+    candidates[best_index]
+}
+
+/// The scan of [`best_from_cursor`] over `len` candidates, `key` taking a
+/// candidate index; returns the best index.
+#[inline(always)]
+fn scan_from<K>(
+    cursor: &TieCursor,
+    len: usize,
+    key: impl Fn(usize) -> K,
+    better: impl Fn(&K, &K) -> bool,
+) -> usize {
     let mut index = cursor.start(len);
     let mut best_index = index;
-    let mut best = key(position(index));
+    let mut best = key(index);
     // A fixed trip count, so the loop's exit predicts well whatever the
     // cursor (two loops split at the cursor saved instructions but
     // mispredicted their exits).
@@ -108,12 +124,11 @@ pub(crate) fn best_from_cursor<K>(
         if index == len {
             index = 0;
         }
-        let candidate = key(position(index));
+        let candidate = key(index);
         if better(&candidate, &best) {
             best = candidate;
             best_index = index;
         }
     }
-    cursor.picked(best_index);
-    candidates[best_index]
+    best_index
 }
