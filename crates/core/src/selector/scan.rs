@@ -91,7 +91,7 @@ pub(crate) fn best_from_cursor<K>(
     // Two copies of the loop, so that neither tests which case it is in
     // on every step.
     let best_index = if candidates.len() == path_count {
-        scan_from(cursor, candidates.len(), |index| key(index), &better)
+        scan_from(cursor, candidates.len(), &key, &better)
     } else {
         scan_from(
             cursor,
