@@ -85,13 +85,14 @@ pub(crate) fn best_from_cursor<K>(
     cursor: &mut TieCursor,
     candidates: &[u16],
     path_count: usize,
-    key: impl Fn(usize) -> K,
+    mut key: impl FnMut(usize) -> K,
     better: impl Fn(&K, &K) -> bool,
 ) -> u16 {
     // Two copies of the loop, so that neither tests which case it is in
-    // on every step.
+    // on every step. `key` moves into one of them (a `&mut` to it was
+    // called out of line).
     let best_index = if candidates.len() == path_count {
-        scan_from(cursor, candidates.len(), &key, &better)
+        scan_from(cursor, candidates.len(), key, &better)
     } else {
         scan_from(
             cursor,
@@ -110,7 +111,7 @@ pub(crate) fn best_from_cursor<K>(
 fn scan_from<K>(
     cursor: &TieCursor,
     len: usize,
-    key: impl Fn(usize) -> K,
+    mut key: impl FnMut(usize) -> K,
     better: impl Fn(&K, &K) -> bool,
 ) -> usize {
     let mut index = cursor.start(len);
