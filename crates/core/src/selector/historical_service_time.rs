@@ -30,8 +30,7 @@
 //! With the default threshold (the common case) mpio instead ranks each
 //! candidate on its own and takes the lowest rank (ties: first from the
 //! thread's cursor), a minimum any order finds with independent work per
-//! path (`rank`), and a rank that holds until its path's load moves, so a
-//! thread keeps them between picks (see Concurrency):
+//! path (`rank`):
 //! 1. idle stale paths first, the one stale longest first (dm exactly:
 //!    such a path beats a busy one, and of two idle paths dm takes the
 //!    staler);
@@ -80,12 +79,7 @@
 //! `last_completion_ns`. Each queue learns from its own completions (so
 //! each keeps its own estimate of every path, and probes stale paths on
 //! its own); nothing is shared between threads. A probe pick writes
-//! nothing to the load. Per thread: [`HstThread`], the tie cursor and each
-//! path's rank as last worked out, so that a pick re-ranks only the paths
-//! whose load moved since the previous pick (usually one: the path it
-//! picked), checked in debug builds against ranking every candidate. Its
-//! rank list is sized to the group at the first pick and reused after;
-//! nothing allocates per I/O.
+//! nothing. Per thread: the [`TieCursor`].
 
 use super::queue_length::parse_unhonoured_repeat_count;
 use super::scan::{best_from_cursor, TieCursor};
@@ -235,19 +229,8 @@ fn better(a: &Estimate, b: &Estimate) -> bool {
 /// underflow). Both values are halved to make room for the class bit, so
 /// they compare in units of 2 ns, and the cost saturates (past 2^64 ns,
 /// hopeless alike).
-// Only checked against (debug builds and tests): picks use `rank_until`.
-#[cfg(any(test, debug_assertions))]
 #[inline(always)]
 fn rank(load: &PathLoad, path_count: usize, now_ns: u64) -> u64 {
-    rank_until(load, path_count, now_ns).0
-}
-
-/// [`rank`], and the time until which it holds as long as the path's
-/// load does not change: a fresh path's rank does not depend on the time
-/// until it goes stale (`stale_after`); a stale path's grows with time, so
-/// it holds only at `now_ns`.
-#[inline(always)]
-fn rank_until(load: &PathLoad, path_count: usize, now_ns: u64) -> (u64, u64) {
     let hst_ns = learnt_hst(load) >> FIXED_SHIFT;
     let in_flight = load.in_flight();
     let last_ns = load.last_completion_ns();
@@ -257,99 +240,7 @@ fn rank_until(load: &PathLoad, path_count: usize, now_ns: u64) -> (u64, u64) {
     let probe = (in_flight == 0) & (stale_after_ns < now_ns);
     let floor_ns = stale_after_ns.max(now_ns) - last_ns;
     let cost = (1 + u64::from(in_flight)).saturating_mul(floor_ns);
-    let rank = std::hint::select_unpredictable(probe, stale_after_ns >> 1, 1 << 63 | cost >> 1);
-    (rank, stale_after_ns.max(now_ns))
-}
-
-/// One thread's state: the tie cursor, and each path's rank as last
-/// worked out, kept between picks (with the default threshold).
-///
-/// # Invariants
-/// While `generation` is the pick's and its time is within
-/// `[ranked_at_ns, valid_until_ns]`, `ranks[position]` is the rank of
-/// every candidate whose in-flight count is still the one stored beside
-/// it. That count changes at every start and end of an I/O on the path,
-/// and every completion (the only thing that changes its `hst` and last
-/// completion) ends one; the start that follows a pick is caught by
-/// storing `u32::MAX` beside the picked path. So a pick re-ranks only the
-/// paths whose load moved since the last pick, usually one: a rank costs
-/// ~35 instructions, the check 3.
-#[derive(Debug, Default)]
-pub struct HstThread {
-    cursor: TieCursor,
-    /// By position: the rank, and the in-flight count it was worked out
-    /// with (`u32::MAX`: work it out again).
-    ranks: Vec<(u64, u32)>,
-    generation: Option<u64>,
-    ranked_at_ns: u64,
-    valid_until_ns: u64,
-}
-
-impl HstThread {
-    /// Picks the candidate of lowest [`rank`], re-ranking the paths whose
-    /// load moved (all of them after a snapshot change or once a rank may
-    /// have expired). See the type's invariants.
-    #[inline(always)]
-    fn pick_by_rank(&mut self, pick: &Pick<'_>) -> u16 {
-        let count = pick.candidates.len();
-        let now_ns = pick.now_ns;
-        if self.generation != Some(pick.generation)
-            || now_ns > self.valid_until_ns
-            || now_ns < self.ranked_at_ns
-        {
-            self.forget(pick);
-        }
-        let HstThread {
-            cursor,
-            ranks,
-            valid_until_ns,
-            ..
-        } = self;
-        let best = usize::from(best_from_cursor(
-            cursor,
-            pick.candidates,
-            pick.loads.len(),
-            |position| {
-                let load = &pick.loads[position];
-                let in_flight = load.in_flight();
-                let entry = &mut ranks[position];
-                if entry.1 != in_flight {
-                    let (rank, until_ns) = rank_until(load, count, now_ns);
-                    *entry = (rank, in_flight);
-                    *valid_until_ns = (*valid_until_ns).min(until_ns);
-                }
-                entry.0
-            },
-            |a, b| a < b,
-        ));
-        // The queue starts the I/O on `best` next: its rank changes.
-        ranks[best].1 = u32::MAX;
-        #[cfg(debug_assertions)]
-        for &position in pick.candidates {
-            let position = usize::from(position);
-            if position != best {
-                debug_assert_eq!(
-                    ranks[position].0,
-                    rank(&pick.loads[position], count, now_ns),
-                    "cached rank of path {position}"
-                );
-            }
-        }
-        best as u16
-    }
-
-    /// Drops every rank: the next pick works them all out at `pick`'s
-    /// time and generation.
-    #[cold]
-    #[inline(never)]
-    fn forget(&mut self, pick: &Pick<'_>) {
-        self.ranks.clear();
-        // Sized to the group once; later snapshots reuse the room.
-        self.ranks.resize(pick.loads.len(), (0, u32::MAX));
-        self.generation = Some(pick.generation);
-        self.ranked_at_ns = pick.now_ns;
-        self.valid_until_ns = u64::MAX;
-    }
+    std::hint::select_unpredictable(probe, stale_after_ns >> 1, 1 << 63 | cost >> 1)
 }
 
 /// [`better`] with a `threshold_multiplier` above 0: estimates within
@@ -378,7 +269,7 @@ impl PathSelector for HistoricalServiceTime {
     const NAME: &'static str = "historical-service-time";
     const TABLE_PATH_ARGS: usize = 1;
     const STATUS_INFO_ARGS: usize = 3;
-    type ThreadState = HstThread;
+    type ThreadState = TieCursor;
 
     fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
         let args = setup.args;
@@ -416,12 +307,18 @@ impl PathSelector for HistoricalServiceTime {
     }
 
     #[inline]
-    fn select(&self, thread: &mut HstThread, pick: &Pick<'_>) -> u16 {
+    fn select(&self, thread: &mut TieCursor, pick: &Pick<'_>) -> u16 {
         let count = pick.candidates.len();
         match self.threshold_multiplier {
-            0 => thread.pick_by_rank(pick),
+            0 => best_from_cursor(
+                thread,
+                pick.candidates,
+                pick.loads.len(),
+                |position| rank(&pick.loads[position], count, pick.now_ns),
+                |a, b| a < b,
+            ),
             multiplier => best_from_cursor(
-                &mut thread.cursor,
+                thread,
                 pick.candidates,
                 pick.loads.len(),
                 |position| Estimate::of(&pick.loads[position], count, pick.now_ns),
