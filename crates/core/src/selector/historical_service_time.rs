@@ -22,6 +22,44 @@
 //! cost equals the best so far replaces it (dm's `cost1 > cost2` test),
 //! while other ties keep the one met first.
 //!
+//! # Departure from dm with the default `threshold_multiplier` 0
+//! dm's pairwise rule is not transitive (three paths can beat each other
+//! in a circle), so its result depends on the scan order and each
+//! comparison waits for the previous one: over 8 paths the scan alone
+//! cost ~34 ns per I/O, against the 25 ns the whole map may add (issue 3).
+//! With the default threshold (the common case) mpio instead ranks each
+//! candidate on its own and takes the lowest rank (ties: first from the
+//! thread's cursor), a minimum any order finds with independent work per
+//! path (`rank`):
+//! 1. idle stale paths first, the one stale longest first (dm exactly:
+//!    such a path beats a busy one, and of two idle paths dm takes the
+//!    staler);
+//! 2. then every other path by `(1 + in_flight) * max(candidates * hst,
+//!    now - last_finish)` in ns: dm's predicted cost `(1 + in_flight) *
+//!    hst` (scaled by the candidate count, which keeps the order) while
+//!    the estimate is fresh, and once it is stale the time the path has
+//!    already gone without completing in its place, as a floor.
+//!
+//! This agrees with dm's `hst_compare` on every pair except two (the
+//! `rank_agrees_with_dm_outside_its_two_departures` test checks the whole
+//! grid):
+//! - two idle, fresh paths: dm takes the one whose estimate goes stale
+//!   first, mpio the cheaper (lower `hst`). At low load dm thereby rotates
+//!   the idle paths; mpio sends to the fastest and leaves the rotation to
+//!   staleness: an idle path is probed once its estimate goes stale
+//!   (rule 1), as in dm.
+//! - the cheaper of two paths, by predicted cost, is busy and stale: dm
+//!   then compares in-flight counts only ("equal usage"), mpio raises the
+//!   stale path's cost by the time it has gone without completing. Both
+//!   distrust an estimate that is overdue; mpio's way keeps a single
+//!   order.
+//!
+//! Ranks use whole ns of `hst` (dm: 1/1024 ns) and compare in units of
+//! 2 ns (one bit holds the class). With a `threshold_multiplier` above 0
+//! (estimates within that factor compare by usage alone, another
+//! non-transitive rule) mpio runs dm's pairwise scan exactly
+//! (`better_with_threshold`).
+//!
 //! On completion, the service time counts from the later of the I/O's start
 //! and the path's previous completion (overlapping I/Os are treated as
 //! served one after the other), and `hst = hst * w + sample * (1 - w)`,
@@ -177,6 +215,34 @@ fn better(a: &Estimate, b: &Estimate) -> bool {
     }
 }
 
+/// The rank of a candidate for the default `threshold_multiplier` 0, lower
+/// is better: see "Departure from dm" in the module docs. The group has
+/// `path_count` candidates.
+///
+/// Class 0 (below 2^63): idle and stale, by `stale_after` (the one stale
+/// longest first). Class 1 (2^63 and up): by `(1 + in_flight) *
+/// max(window, now - last_finish)` in ns, where `window = path_count *
+/// hst` is the same window that decides staleness, so for a fresh path
+/// the max is the window and for a stale one the time since its last
+/// completion: `max(stale_after, now) - last_finish` is that max without
+/// a second multiplication (`stale_after >= last_finish`, so it cannot
+/// underflow). Both values are halved to make room for the class bit, so
+/// they compare in units of 2 ns, and the cost saturates (past 2^64 ns,
+/// hopeless alike).
+#[inline(always)]
+fn rank(load: &PathLoad, path_count: usize, now_ns: u64) -> u64 {
+    let hst_ns = learnt_hst(load) >> FIXED_SHIFT;
+    let in_flight = load.in_flight();
+    let last_ns = load.last_completion_ns();
+    // At most MAX_PATHS (2^10) * (FIXED_MAX >> FIXED_SHIFT) (2^44).
+    let window_ns = path_count as u64 * hst_ns;
+    let stale_after_ns = last_ns.saturating_add(window_ns);
+    let probe = (in_flight == 0) & (stale_after_ns < now_ns);
+    let floor_ns = stale_after_ns.max(now_ns) - last_ns;
+    let cost = (1 + u64::from(in_flight)).saturating_mul(floor_ns);
+    std::hint::select_unpredictable(probe, stale_after_ns >> 1, 1 << 63 | cost >> 1)
+}
+
 /// [`better`] with a `threshold_multiplier` above 0: estimates within
 /// that factor of each other (`hi <= multiplier * lo`) are compared by
 /// usage alone.
@@ -243,12 +309,21 @@ impl PathSelector for HistoricalServiceTime {
     #[inline]
     fn select(&self, thread: &mut TieCursor, pick: &Pick<'_>) -> u16 {
         let count = pick.candidates.len();
-        let estimate = |position: u16| Estimate::of(&pick.loads[usize::from(position)], count, pick.now_ns);
         match self.threshold_multiplier {
-            0 => best_from_cursor(thread, pick.candidates, estimate, better),
-            multiplier => best_from_cursor(thread, pick.candidates, estimate, |a, b| {
-                better_with_threshold(a, b, multiplier)
-            }),
+            0 => best_from_cursor(
+                thread,
+                pick.candidates,
+                pick.loads.len(),
+                |position| rank(&pick.loads[position], count, pick.now_ns),
+                |a, b| a < b,
+            ),
+            multiplier => best_from_cursor(
+                thread,
+                pick.candidates,
+                pick.loads.len(),
+                |position| Estimate::of(&pick.loads[position], count, pick.now_ns),
+                |a, b| better_with_threshold(a, b, multiplier),
+            ),
         }
     }
 
@@ -379,6 +454,78 @@ mod tests {
         }
     }
 
+    /// The default rule ([`rank`]) against dm's `hst_compare` on every pair
+    /// of the same grid: they agree except in exactly the two situations
+    /// the module docs name, where mpio's choice is the one stated there.
+    #[test]
+    fn rank_agrees_with_dm_outside_its_two_departures() {
+        let mut states = Vec::new();
+        for hst_ns in [0, 1, 2, 100] {
+            for in_flight in [0, 1, 2] {
+                for last in [0, 10, 1_000] {
+                    states.push((hst_ns, in_flight, last));
+                }
+            }
+        }
+        let (mut agreed, mut departed) = (0, 0);
+        for path_count in [1, 3] {
+            for now_ns in [0, 11, 1_002, 9_000] {
+                let paths: Vec<(PathLoad, Estimate)> = states
+                    .iter()
+                    .map(|&(hst_ns, in_flight, last)| {
+                        let load = learnt(hst_ns, in_flight, last);
+                        let estimate = Estimate::of(&load, path_count, now_ns);
+                        (load, estimate)
+                    })
+                    .collect();
+                for (a_load, a) in &paths {
+                    for (b_load, b) in &paths {
+                        let (a_rank, b_rank) = (
+                            rank(a_load, path_count, now_ns),
+                            rank(b_load, path_count, now_ns),
+                        );
+                        let dm = compare(a, b, 0);
+                        let idle_rule = (a.idle && a.stale) || (b.idle && b.stale) || (a.idle && b.idle);
+                        let both_idle_fresh = a.idle && b.idle && !a.stale && !b.stale;
+                        let dm_cost_winner_stale = if a.cost == b.cost {
+                            a.stale || b.stale
+                        } else if a.cost < b.cost {
+                            a.stale
+                        } else {
+                            b.stale
+                        };
+                        let context = format!("{a:?} vs {b:?}, {path_count} paths, now {now_ns}");
+                        if both_idle_fresh {
+                            // Departure 1: the cheaper, not the staler.
+                            assert_eq!(a_rank < b_rank, a.hst < b.hst, "{context}");
+                            departed += 1;
+                        } else if !idle_rule && dm_cost_winner_stale {
+                            // Departure 2: a stale busy path's cost floors at
+                            // the time it went without completing.
+                            let floor = |e: &Estimate| e.stale_after_ns.max(now_ns) - (e.stale_after_ns - path_count as u64 * (e.hst >> FIXED_SHIFT));
+                            let cost = |e: &Estimate| (1 + u64::from(e.in_flight)).saturating_mul(floor(e)) >> 1;
+                            assert_eq!(a_rank < b_rank, cost(a) < cost(b), "{context}");
+                            departed += 1;
+                        } else {
+                            // Elsewhere one order: strictly better for one is
+                            // strictly better for the other, ties aside.
+                            if a_rank < b_rank {
+                                assert_eq!(dm, Ordering::Less, "{context}");
+                            }
+                            if dm == Ordering::Less {
+                                assert!(a_rank <= b_rank, "{context}");
+                            }
+                            agreed += 1;
+                        }
+                    }
+                }
+            }
+        }
+        // The grid reaches all three regions (it holds many idle pairs, so
+        // departures are far more common here than under load).
+        assert_eq!((agreed, departed), (7_238, 3_130));
+    }
+
     #[test]
     fn parses_defaults_ranges_and_errors() {
         let selector: HistoricalServiceTime = build(&[], &[&[], &["0"], &["5"]]).unwrap();
@@ -450,7 +597,7 @@ mod tests {
         let now = 1_000_000;
         // (threshold_multiplier, [(hst ns, in_flight, last finish) x 2], pick)
         type Case = (&'static str, [(u64, u32, u64); 2], u16);
-        let cases: [Case; 9] = [
+        let cases: [Case; 13] = [
             // Fresh paths: (1 + 3) * 100 > (1 + 1) * 150.
             ("0", [(100, 3, now), (150, 1, now)], 1),
             // (1 + 2) * 100 < (1 + 1) * 190.
@@ -469,6 +616,17 @@ mod tests {
             ("0", [(100, 0, now - 5_000), (10_000, 0, now - 30_000)], 1),
             // Cheaper path 0 is stale: equal usage only, so fewer in flight.
             ("0", [(100, 5, 0), (1_000, 1, now)], 1),
+            // mpio's departures (module docs). Both idle and fresh: dm takes
+            // path 1 (stale at now + 100, path 0 at now + 200), mpio the
+            // cheaper path 0.
+            ("0", [(100, 0, now), (300, 0, now - 500)], 0),
+            // ... with a threshold, dm's rule exactly: path 1.
+            ("1", [(100, 0, now), (300, 0, now - 500)], 1),
+            // Path 0 is cheaper (2 * 100 < 3 * 150) but stale and busy: dm
+            // takes it for fewer in flight, mpio floors its cost at the
+            // 1,000 ns it went without completing: 2 * 1000 > 3 * 300.
+            ("0", [(100, 1, now - 1_000), (150, 2, now)], 1),
+            ("1", [(100, 1, now - 1_000), (150, 2, now)], 0),
         ];
         for (index, (threshold, paths, expected)) in cases.into_iter().enumerate() {
             let selector: HistoricalServiceTime = build(&["972", threshold], &[&[], &[]]).unwrap();

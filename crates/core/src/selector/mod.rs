@@ -159,7 +159,11 @@ macro_rules! selectors {
         $(pub use $module::$type;)+
 
         /// A built selector of any registered kind.
+        // An explicit tag byte: without it the kind hides in a niche of a
+        // variant's field, and every match per I/O decodes it (a load, an
+        // xor, a test and a cmov before the jump).
         #[derive(Debug)]
+        #[repr(u8)]
         pub enum Selector {
             $(
                 #[doc = concat!("`", stringify!($module), "`")]
@@ -218,12 +222,30 @@ macro_rules! selectors {
             /// If `thread` was made by a selector of another kind.
             #[inline(always)]
             pub fn select(&self, thread: &mut SelectorThreadState, pick: &Pick<'_>) -> u16 {
+                self.select_with(thread, || *pick)
+            }
+
+            /// [`Selector::select`] with the pick built by `pick` inside
+            /// the selector's arm, for the queue: where the selector is
+            /// inlined, the fields it does not read are then never loaded
+            /// (built before the match, every field was loaded, and spilled,
+            /// on every I/O), and a selector called out of line gets the
+            /// pick in memory in its own arm only.
+            ///
+            /// # Panics
+            /// If `thread` was made by a selector of another kind.
+            #[inline(always)]
+            pub fn select_with<'a>(
+                &self,
+                thread: &mut SelectorThreadState,
+                pick: impl FnOnce() -> Pick<'a>,
+            ) -> u16 {
                 // One jump on the selector's kind, then one compare to
                 // check the state is of the same kind (a pair match costs
                 // a compare chain per I/O).
                 match self {
                     $(Selector::$variant(selector) => match thread {
-                        SelectorThreadState::$variant(state) => selector.select(state, pick),
+                        SelectorThreadState::$variant(state) => selector.select(state, &pick()),
                         #[allow(unreachable_patterns)]
                         _ => panic!("selector thread state of another kind"),
                     },)+

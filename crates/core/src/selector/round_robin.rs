@@ -58,10 +58,13 @@ impl RoundRobinThread {
     /// Finds the thread's place in new candidates: `current` itself if it
     /// is still a candidate (keeping its remaining count), else just
     /// before the first candidate after it, so the next step lands there.
+    ///
+    /// Takes the two fields it needs rather than the `Pick`: a reference
+    /// to the pick passed out of line would make the caller build the
+    /// whole pick in memory on every I/O.
     #[cold]
-    fn anchor(&mut self, pick: &Pick<'_>) {
-        let candidates = pick.candidates;
-        self.generation = Some(pick.generation);
+    fn anchor(&mut self, candidates: &[u16], generation: u64) {
+        self.generation = Some(generation);
         let Some(current) = self.current else {
             self.index = candidates.len() - 1;
             self.remaining = 0;
@@ -99,7 +102,7 @@ impl PathSelector for RoundRobin {
     #[inline]
     fn select(&self, thread: &mut RoundRobinThread, pick: &Pick<'_>) -> u16 {
         if thread.generation != Some(pick.generation) {
-            thread.anchor(pick);
+            thread.anchor(pick.candidates, pick.generation);
         }
         let candidates = pick.candidates;
         if thread.remaining > 0 {

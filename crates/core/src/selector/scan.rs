@@ -43,11 +43,21 @@ impl TieCursor {
 pub(crate) fn fewest_in_flight(cursor: &mut TieCursor, pick: &Pick<'_>) -> u16 {
     let candidates = pick.candidates;
     let len = candidates.len();
-    let mut index = cursor.start(len);
-    let mut best_index = index;
+    let start = cursor.start(len);
+    let mut best_index = start;
     let mut best_in_flight = u32::MAX;
+    // Every path a candidate (the usual case): candidate `i` is position
+    // `i`, so the scan reads the loads without going through
+    // `candidates`.
+    let all = len == pick.loads.len();
+    let mut index = start;
     for _ in 0..len {
-        let in_flight = pick.loads[usize::from(candidates[index])].in_flight();
+        let position = if all {
+            index
+        } else {
+            usize::from(candidates[index])
+        };
+        let in_flight = pick.loads[position].in_flight();
         if in_flight < best_in_flight {
             best_in_flight = in_flight;
             best_index = index;
@@ -67,29 +77,59 @@ pub(crate) fn fewest_in_flight(cursor: &mut TieCursor, pick: &Pick<'_>) -> u16 {
 /// Picks the candidate whose `key` is best by `better(candidate, best)`,
 /// scanning once from the cursor: a candidate replaces the best met so
 /// far when `better` says so (so with a strict `better` ties go to the
-/// first met, with a non-strict one to the last).
+/// first met, with a non-strict one to the last). `key` takes a position.
+/// `path_count` is the group's: when every path is a candidate, candidate
+/// `i` is position `i`, and the scan skips the read of `candidates`.
 #[inline(always)]
 pub(crate) fn best_from_cursor<K>(
     cursor: &mut TieCursor,
     candidates: &[u16],
-    key: impl Fn(u16) -> K,
+    path_count: usize,
+    mut key: impl FnMut(usize) -> K,
     better: impl Fn(&K, &K) -> bool,
 ) -> u16 {
-    let len = candidates.len();
+    // Two copies of the loop, so that neither tests which case it is in
+    // on every step. `key` moves into one of them (a `&mut` to it was
+    // called out of line).
+    let best_index = if candidates.len() == path_count {
+        scan_from(cursor, candidates.len(), key, &better)
+    } else {
+        scan_from(
+            cursor,
+            candidates.len(),
+            |index| key(usize::from(candidates[index])),
+            &better,
+        )
+    };
+    cursor.picked(best_index);
+    candidates[best_index]
+}
+
+/// The scan of [`best_from_cursor`] over `len` candidates, `key` taking a
+/// candidate index; returns the best index.
+#[inline(always)]
+fn scan_from<K>(
+    cursor: &TieCursor,
+    len: usize,
+    mut key: impl FnMut(usize) -> K,
+    better: impl Fn(&K, &K) -> bool,
+) -> usize {
     let mut index = cursor.start(len);
     let mut best_index = index;
-    let mut best = key(candidates[index]);
+    let mut best = key(index);
+    // A fixed trip count, so the loop's exit predicts well whatever the
+    // cursor (two loops split at the cursor saved instructions but
+    // mispredicted their exits).
     for _ in 1..len {
         index += 1;
         if index == len {
             index = 0;
         }
-        let candidate = key(candidates[index]);
+        let candidate = key(index);
         if better(&candidate, &best) {
             best = candidate;
             best_index = index;
         }
     }
-    cursor.picked(best_index);
-    candidates[best_index]
+    best_index
 }

@@ -90,8 +90,7 @@ fn compare_load(a: Load, b: Load, incoming: u64) -> Ordering {
 
 impl ServiceTime {
     #[inline]
-    fn load(&self, pick: &Pick<'_>, position: u16) -> Load {
-        let position = usize::from(position);
+    fn load(&self, pick: &Pick<'_>, position: usize) -> Load {
         Load {
             in_flight_bytes: pick.loads[position].in_flight_bytes(),
             relative_throughput: self.relative_throughput[position],
@@ -135,6 +134,7 @@ impl PathSelector for ServiceTime {
         best_from_cursor(
             thread,
             pick.candidates,
+            pick.loads.len(),
             |position| self.load(pick, position),
             |candidate, best| compare_load(*candidate, *best, pick.bytes) == Ordering::Less,
         )
