@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, clap::Args)]
 pub struct ControlArgs {
     /// The daemon's control socket (default: $MPIO_CONTROL, else
-    /// /run/mpio/control.sock).
+    /// /run/mpio/control.sock for root, else
+    /// $XDG_RUNTIME_DIR/mpio/control.sock or /tmp/mpio-UID/control.sock).
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
 }

@@ -32,7 +32,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["socket", "tcp", "table", "read_only", "name", "map", "metrics"])]
     config: Option<PathBuf>,
     /// The control socket (default: the config's, else $MPIO_CONTROL,
-    /// else /run/mpio/control.sock).
+    /// else /run/mpio/control.sock for root, else
+    /// $XDG_RUNTIME_DIR/mpio/control.sock or /tmp/mpio-UID/control.sock).
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
     /// Least severe log events printed (on stderr): error, warn, info,
