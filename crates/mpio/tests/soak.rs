@@ -280,21 +280,8 @@ fn fio_verifies_while_nbdkit_servers_die_and_return() {
     let uri = daemon.uris[0].clone();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let kill_rounds = Arc::new(AtomicU64::new(0));
     let path_rounds = Arc::new(AtomicU64::new(0));
     let group_rounds = Arc::new(AtomicU64::new(0));
-    let killer = {
-        let daemon = Arc::clone(&daemon);
-        let mut servers = servers;
-        churn(&stop, &kill_rounds, move || {
-            for (name, server) in names.iter().zip(&mut servers) {
-                server.kill();
-                std::thread::sleep(Duration::from_millis(100));
-                server.restart();
-                wait_active(&daemon, name);
-            }
-        })
-    };
     let paths = send_in_turn(
         &daemon,
         &stop,
@@ -314,12 +301,26 @@ fn fio_verifies_while_nbdkit_servers_die_and_return() {
         ]),
         Duration::from_millis(25),
     );
-    let passes = fio_soak(&uri);
+    // fio runs on a thread of its own and the servers are killed and
+    // restarted from this one: nbdkit's --exit-with-parent ends a server
+    // when the thread that started it ends, so they must all be started by
+    // a thread that lives to the end of the test.
+    let fio = std::thread::spawn(move || fio_soak(&uri));
+    let mut servers = servers;
+    let mut kill_rounds = 0;
+    while !fio.is_finished() {
+        for (name, server) in names.iter().zip(&mut servers) {
+            server.kill();
+            std::thread::sleep(Duration::from_millis(100));
+            server.restart();
+            wait_active(&daemon, name);
+        }
+        kill_rounds += 1;
+    }
+    let passes = fio.join().expect("fio ran");
     stop.store(true, Ordering::Relaxed);
-    killer.join().expect("the kill loop ran");
     paths.join().expect("the path loop ran");
     groups.join().expect("the group loop ran");
-    let kill_rounds = kill_rounds.load(Ordering::Relaxed);
     assert!(kill_rounds >= 1, "no server was killed while fio ran");
     // Every server is back: the checker reinstates every path.
     for name in names {

@@ -142,7 +142,9 @@ impl Drop for Daemon {
 }
 
 /// An `nbdkit` server on a unix socket, killed with SIGKILL (no goodbye
-/// to its clients) and restarted on the same socket.
+/// to its clients) and restarted on the same socket. It runs with
+/// `--exit-with-parent`, which ends it when the *thread* that started it
+/// ends: start and restart it from a thread that outlives it.
 pub struct Nbdkit {
     pub socket: PathBuf,
     args: Vec<String>,
