@@ -480,8 +480,33 @@ impl Map {
     }
 
     /// Puts path `index` back in use (a checker found it healthy). Returns
-    /// false if it was not failed or does not exist.
+    /// false if it was failed neither here nor, for a map a reload
+    /// replaced, in its successor, or does not exist.
+    ///
+    /// A replaced map passes the reinstatement on to the map that replaced
+    /// it, by path word, as it passes failures on: a checker whose probe
+    /// ended just as a reload landed acts on the map it probed for, and the
+    /// path's endpoint is the new map's too (a word keeps its endpoint
+    /// across a reload). The reasoning about the race is `fail_path`'s.
     pub fn reinstate_path(&self, index: usize) -> bool {
+        let reinstated_here = self.reinstate_path_here(index);
+        // Acquire pairs with the Release in `carry_over_from`.
+        if self.replaced.load(Ordering::Acquire) {
+            let successor = lock(&self.control).successor.clone();
+            if let (Some(successor), Some(word)) = (successor, self.path_names.get(index)) {
+                let reinstated_there = (0..successor.paths.len())
+                    .filter(|&other| {
+                        successor.path_names[other] == *word && successor.reinstate_path(other)
+                    })
+                    .count();
+                return reinstated_here || reinstated_there > 0;
+            }
+        }
+        reinstated_here
+    }
+
+    /// [`Map::reinstate_path`] on this map alone.
+    fn reinstate_path_here(&self, index: usize) -> bool {
         if index >= self.paths.len() {
             return false;
         }
@@ -530,7 +555,8 @@ impl Map {
     /// Control state (current group, disabled groups,
     /// `queue_if_no_path`) comes from the new table, as in dm. Publishes
     /// the result, and makes `new` `old`'s successor: from then on `old`
-    /// passes every path failure on to it ([`Map::fail_path`]).
+    /// passes every path failure and reinstatement on to it
+    /// ([`Map::fail_path`], [`Map::reinstate_path`]).
     ///
     /// Both control locks are held across the copy (`new`'s first;
     /// `fail_path` never holds one while taking another), so a failure

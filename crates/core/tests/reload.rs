@@ -214,3 +214,25 @@ fn access_state_carries_over_a_reload() {
         "standby path a is a candidate in the new map"
     );
 }
+
+/// A checker whose probe ended just as a reload landed reinstates the path
+/// on the map it probed for; the map that replaced it gets the
+/// reinstatement too, as it gets failures, so the path does not stay
+/// failed until the checker's next round.
+#[test]
+fn a_reinstatement_on_a_replaced_map_reaches_the_new_map() {
+    use mpio_core::io::PathError;
+    let old = map(true, 8);
+    assert!(old.fail_path(0, PathError::Transport));
+    let slot = Arc::new(MapSlot::new(Arc::clone(&old), Arc::new(())));
+    let new = map(true, 8);
+    slot.install(Arc::clone(&new), Arc::new(()));
+    assert!(new.paths()[0].is_failed(), "the failure carried over");
+    assert!(old.reinstate_path(0), "reinstated on the replaced map");
+    assert!(!new.paths()[0].is_failed(), "and passed on to the new map");
+    // Failed only in the new map: the replaced map passes it on and says so.
+    assert!(new.fail_path(1, PathError::Timeout));
+    assert!(old.reinstate_path(1));
+    assert!(!new.paths()[1].is_failed());
+    assert!(!old.reinstate_path(1), "nothing left to reinstate anywhere");
+}
