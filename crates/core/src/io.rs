@@ -136,6 +136,35 @@ pub struct Io {
     pub fua: bool,
 }
 
+impl Io {
+    /// A read of `buf.len()` bytes at `offset` into `buf`.
+    ///
+    /// # Panics
+    /// If the buffer is 4 GiB or more (an I/O's length is a `u32`).
+    pub fn read(user_data: u64, offset: u64, buf: Buffer) -> Io {
+        Io::transfer(user_data, Op::Read, offset, buf)
+    }
+
+    /// A write of `buf` at `offset` (without FUA).
+    ///
+    /// # Panics
+    /// As [`Io::read`].
+    pub fn write(user_data: u64, offset: u64, buf: Buffer) -> Io {
+        Io::transfer(user_data, Op::Write, offset, buf)
+    }
+
+    fn transfer(user_data: u64, op: Op, offset: u64, buf: Buffer) -> Io {
+        Io {
+            user_data,
+            op,
+            offset,
+            len: u32::try_from(buf.len()).expect("an I/O's buffer is below 4 GiB"),
+            buf,
+            fua: false,
+        }
+    }
+}
+
 /// An error from the route to the storage: the path is failed and the I/O
 /// is retried on another path. Never seen by the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, thiserror::Error)]

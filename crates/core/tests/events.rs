@@ -7,7 +7,7 @@ mod support {
     pub mod capture;
 }
 
-use mpio_core::io::{Buffer, Io, Op, PathError};
+use mpio_core::io::{Buffer, Io, PathError};
 use mpio_core::map::{Map, MapOptions, PathInfo, PathTransitions};
 use mpio_core::message::Message;
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
@@ -142,14 +142,7 @@ fn queued_io_timing_out_is_one_event_per_scan_not_per_io() {
     let mut failed = 0;
     capture.during(|| {
         for user_data in 0..5 {
-            let io = Io {
-                user_data,
-                op: Op::Read,
-                offset: 0,
-                len: 512,
-                buf: Buffer::zeroed(512),
-                fua: false,
-            };
+            let io = Io::read(user_data, 0, Buffer::zeroed(512));
             queue.submit(io, 0).unwrap();
         }
         queue.poll(500, &mut |_| panic!("not yet"));

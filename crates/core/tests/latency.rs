@@ -3,7 +3,7 @@
 //! sums the live queues.
 #![cfg(not(loom))]
 
-use mpio_core::io::{Buffer, Io, Op, PathError, PathOutcome};
+use mpio_core::io::{Buffer, Io, PathError, PathOutcome};
 use mpio_core::load::{latency_bucket_upper_ns, LATENCY_BUCKETS};
 use mpio_core::map::{Map, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
@@ -43,14 +43,7 @@ impl PathQueue for Delayed {
 }
 
 fn read(user_data: u64) -> Io {
-    Io {
-        user_data,
-        op: Op::Read,
-        offset: 0,
-        len: 512,
-        buf: Buffer::zeroed(512),
-        fua: false,
-    }
+    Io::read(user_data, 0, Buffer::zeroed(512))
 }
 
 fn queue(map: &Arc<Map>, delays_ns: [u64; 2], fail: [bool; 2]) -> Queue<Delayed> {

@@ -26,7 +26,7 @@
 use loom::model::Builder;
 use loom::sync::Arc;
 use loom::thread;
-use mpio_core::io::{Buffer, Completion, Io, Op, PathError, PathOutcome};
+use mpio_core::io::{Buffer, Completion, Io, PathError, PathOutcome};
 use mpio_core::map::{Map, MapOptions, PathInfo};
 use mpio_core::message::Message;
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
@@ -114,14 +114,7 @@ fn healthy_queue(map: &Arc<Map>, depth: usize) -> Queue<Immediate> {
 
 /// A one-sector read tagged `user_data`.
 fn read(user_data: u64) -> Io {
-    Io {
-        user_data,
-        op: Op::Read,
-        offset: 0,
-        len: 512,
-        buf: Buffer::zeroed(512),
-        fua: false,
-    }
+    Io::read(user_data, 0, Buffer::zeroed(512))
 }
 
 /// Polls `queue` at most `rounds` times and returns what it handed back.

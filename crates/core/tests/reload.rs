@@ -4,7 +4,7 @@
 //! over the paths' access states.
 #![cfg(not(loom))]
 
-use mpio_core::io::{Buffer, Completion, Io, Op, PathError};
+use mpio_core::io::{Buffer, Completion, Io, PathError};
 use mpio_core::map::{Map, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use mpio_core::reload::{MapSlot, ReloadingQueue};
@@ -57,14 +57,7 @@ fn map(queue_if_no_path: bool, sectors: u64) -> Arc<Map> {
 }
 
 fn read(user_data: u64, offset: u64) -> Io {
-    Io {
-        user_data,
-        op: Op::Read,
-        offset,
-        len: 512,
-        buf: Buffer::zeroed(512),
-        fua: false,
-    }
+    Io::read(user_data, offset, Buffer::zeroed(512))
 }
 
 type Opener = fn(&Arc<Map>, &()) -> Vec<Held>;

@@ -6,7 +6,7 @@
 //! client: `GET /metrics`, 404, an oversize request, a silent client that
 //! cannot hold the server, a non-loopback address refused, and stop.
 
-use mpio_core::io::{Buffer, Io, Op, PathError, PathOutcome};
+use mpio_core::io::{Buffer, Io, PathError, PathOutcome};
 use mpio_core::map::{Map, MapOptions};
 use mpio_core::queue::Queue;
 use mpio_core::table::Table;
@@ -37,14 +37,7 @@ fn run(queue: &mut Queue<AnyQueue>, io: Io) {
 }
 
 fn write(offset: u64) -> Io {
-    Io {
-        user_data: offset,
-        op: Op::Write,
-        offset,
-        len: 4096,
-        buf: Buffer::zeroed(4096),
-        fua: false,
-    }
+    Io::write(offset, offset, Buffer::zeroed(4096))
 }
 
 /// A map of memory ports `a`, `b` (group 1) and `c` (group 2) after 20

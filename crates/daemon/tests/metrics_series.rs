@@ -3,7 +3,7 @@
 //! (a reload is not a restart: `rate()` reads any drop as a reset and
 //! counts the whole new value as increase).
 
-use mpio_core::io::{Buffer, Io, Op};
+use mpio_core::io::{Buffer, Io};
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
 use mpio_daemon::metrics::{render, MapMetrics};
@@ -59,14 +59,7 @@ fn path_counters_do_not_go_backwards_on_reload() {
         .into_slot();
     let mut queue = device_queue(&slot, 8, 0);
     let mut write = |offset: u64| {
-        let io = Io {
-            user_data: offset,
-            op: Op::Write,
-            offset,
-            len: 4096,
-            buf: Buffer::zeroed(4096),
-            fua: false,
-        };
+        let io = Io::write(offset, offset, Buffer::zeroed(4096));
         queue.submit(io, 1).unwrap();
         let started = Instant::now();
         let mut done = false;

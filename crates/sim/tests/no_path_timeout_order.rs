@@ -15,7 +15,7 @@
 //! again, behind B. With a 20ms bound A must fail by ~20ms; it fails at
 //! 25ms, with B, before the fix.
 
-use mpio_core::io::{Buffer, Completion, Io, IoError, Op, PathError};
+use mpio_core::io::{Buffer, Completion, Io, IoError, PathError};
 use mpio_core::map::{Map, MapOptions, PathInfo};
 use mpio_core::message::Message;
 use mpio_core::queue::Queue;
@@ -30,14 +30,7 @@ const MS: u64 = 1_000_000;
 const LIMIT_NS: u64 = 20 * MS;
 
 fn read(user_data: u64) -> Io {
-    Io {
-        user_data,
-        op: Op::Read,
-        offset: 0,
-        len: 512,
-        buf: Buffer::zeroed(512),
-        fua: false,
-    }
+    Io::read(user_data, 0, Buffer::zeroed(512))
 }
 
 #[test]

@@ -11,7 +11,7 @@ mod capture;
 mod file_common;
 
 use mpio_core::failback::Failback;
-use mpio_core::io::{Buffer, Io, Op, PathError, PathOutcome};
+use mpio_core::io::{Buffer, Io, PathError, PathOutcome};
 use mpio_core::map::MapOptions;
 use mpio_core::marginal::MarginalPolicy;
 use mpio_core::message::Message;
@@ -122,14 +122,7 @@ fn a_failing_path_is_failed_kept_failed_and_reinstated_when_it_heals() {
     // I/O uses the path again.
     let mut queue = device.queue(8, 0);
     for user_data in 0..8 {
-        let io = Io {
-            user_data,
-            op: Op::Read,
-            offset: 0,
-            len: 512,
-            buf: Buffer::zeroed(512),
-            fua: false,
-        };
+        let io = Io::read(user_data, 0, Buffer::zeroed(512));
         queue.submit(io, 5 * INTERVAL).unwrap();
     }
     let mut done = 0;

@@ -360,14 +360,7 @@ fn group_messages_follow_dm() {
 #[test]
 fn invalid_requests_complete_with_an_error_and_reach_no_path() {
     let mut rig = Rig::new(&[&["a"]], false, MapOptions::default());
-    let io = Io {
-        user_data: 1,
-        op: Op::Read,
-        offset: BLOCKS * u64::from(BLOCK),
-        len: BLOCK,
-        buf: Buffer::zeroed(BLOCK as usize),
-        fua: false,
-    };
+    let io = Io::read(1, BLOCKS * u64::from(BLOCK), Buffer::zeroed(BLOCK as usize));
     rig.queue.submit(io, 0).unwrap();
     let io = Io {
         user_data: 2,
