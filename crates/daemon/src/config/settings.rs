@@ -429,15 +429,9 @@ pub(super) fn integer(
     min: u64,
     max: u64,
 ) -> Result<u64, ConfigError> {
-    let number = *value.get_ref();
-    match u64::try_from(number) {
-        Ok(number) if (min..=max).contains(&number) => Ok(number),
-        _ => Err(source.error(
-            &Place::of(value, key),
-            Some(number.to_string()),
-            format!("expected {min} to {max}"),
-        )),
-    }
+    bounded(source, value, key, min, max, || {
+        format!("expected {min} to {max}")
+    })
 }
 
 /// A time in ms in `min..=max`, with the bounds said in words.
@@ -448,17 +442,25 @@ fn milliseconds(
     min: u64,
     max: u64,
 ) -> Result<u64, ConfigError> {
+    bounded(source, value, key, min, max, || {
+        let zero = if min == 0 { " (0: never)" } else { "" };
+        format!("expected {min} to {max} ms{zero}: {}", duration_words(max))
+    })
+}
+
+/// `value` if it is in `min..=max`, else an error at it saying `expected()`.
+fn bounded(
+    source: &Source<'_>,
+    value: &Spanned<i64>,
+    key: String,
+    min: u64,
+    max: u64,
+    expected: impl FnOnce() -> String,
+) -> Result<u64, ConfigError> {
     let number = *value.get_ref();
     match u64::try_from(number) {
         Ok(number) if (min..=max).contains(&number) => Ok(number),
-        _ => {
-            let zero = if min == 0 { " (0: never)" } else { "" };
-            Err(source.error(
-                &Place::of(value, key),
-                Some(number.to_string()),
-                format!("expected {min} to {max} ms{zero}: {}", duration_words(max)),
-            ))
-        }
+        _ => Err(source.error(&Place::of(value, key), Some(number.to_string()), expected())),
     }
 }
 
