@@ -408,11 +408,8 @@ impl Connection {
             self.make_room(total);
             return Ok(None);
         }
-        let Some(mut in_flight) = self.in_flight.remove(reply.cookie) else {
-            return Err(unknown_cookie(reply.cookie));
-        };
-        self.spare_covered
-            .push(std::mem::take(&mut in_flight.covered));
+        let mut in_flight =
+            finish_in_flight(&mut self.in_flight, &mut self.spare_covered, reply.cookie)?;
         let outcome = if reply.error == 0 {
             if data_len > 0 {
                 in_flight
@@ -506,12 +503,8 @@ impl Connection {
             }
         }
         if header.is_done() {
-            let Some(mut in_flight) = self.in_flight.remove(header.cookie) else {
-                return Err(unknown_cookie(header.cookie));
-            };
-            let mut covered = std::mem::take(&mut in_flight.covered);
-            covered.clear();
-            self.spare_covered.push(covered);
+            let in_flight =
+                finish_in_flight(&mut self.in_flight, &mut self.spare_covered, header.cookie)?;
             let expected = if in_flight.io.op == Op::Read {
                 u64::from(in_flight.io.len)
             } else {
@@ -572,6 +565,24 @@ fn outside(offset: u64, len: u64, io_offset: u64, io_len: u64) -> Broken {
 
 fn wire(error: mpio_nbd::WireError) -> Broken {
     Broken(format!("protocol error: {error}"))
+}
+
+/// Takes the request `cookie` out of flight for its final reply, and puts
+/// its list of covered ranges back in `spare`, emptied, for the next read
+/// (one way for simple and structured replies alike: a list handed back
+/// with ranges in it would refuse the next read's chunks as overlaps).
+fn finish_in_flight(
+    in_flight: &mut InFlightTable<InFlight>,
+    spare: &mut Vec<Vec<(u32, u32)>>,
+    cookie: u64,
+) -> Result<InFlight, Broken> {
+    let Some(mut request) = in_flight.remove(cookie) else {
+        return Err(unknown_cookie(cookie));
+    };
+    let mut covered = std::mem::take(&mut request.covered);
+    covered.clear();
+    spare.push(covered);
+    Ok(request)
 }
 
 fn unknown_cookie(cookie: u64) -> Broken {

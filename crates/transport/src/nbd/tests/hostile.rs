@@ -196,3 +196,47 @@ fn coverage_merges_neighbours_and_refuses_overlaps() {
     assert_eq!(ranges, [(0, 40)]);
     assert!(cover(&mut ranges, 40, 40), "empty ranges are nothing");
 }
+
+/// A read that a chunk partly covered and a simple reply then ended (a
+/// server mixing reply kinds) hands its list of covered ranges back for the
+/// next read: the list must come back empty, or the next read's good
+/// chunks would be refused as overlaps.
+#[test]
+fn a_simple_reply_after_a_chunk_leaves_no_ranges_for_the_next_read() {
+    let (mut connection, mut server) = pair(true);
+    connection
+        .send(CMD_READ, io(1, Op::Read, 4096, 1024))
+        .unwrap();
+    let cookie = read_request(&mut server).cookie;
+    let mut out = Vec::new();
+    Chunk::OffsetData {
+        offset: 4096,
+        data: &[7; 512],
+    }
+    .encode(cookie, false, &mut out)
+    .unwrap();
+    out.extend_from_slice(&SimpleReply { error: 5, cookie }.encode());
+    server.write_all(&out).unwrap();
+    let done = collect(&mut connection, 1).unwrap();
+    assert_ne!(
+        done[0].outcome,
+        PathOutcome::Ok,
+        "the read did not complete"
+    );
+
+    connection
+        .send(CMD_READ, io(2, Op::Read, 4096, 1024))
+        .unwrap();
+    let cookie = read_request(&mut server).cookie;
+    let mut out = Vec::new();
+    Chunk::OffsetData {
+        offset: 4096,
+        data: &[9; 1024],
+    }
+    .encode(cookie, true, &mut out)
+    .unwrap();
+    server.write_all(&out).unwrap();
+    let done = collect(&mut connection, 1).expect("the second read is not refused as an overlap");
+    assert_eq!(done[0].outcome, PathOutcome::Ok);
+    assert!(done[0].buf.as_slice().iter().all(|byte| *byte == 9));
+}
