@@ -21,7 +21,11 @@ pub struct Counters {
 
 impl Counters {
     pub(crate) fn add(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+        Counters::add_many(counter, 1);
+    }
+
+    pub(crate) fn add_many(counter: &AtomicU64, count: u64) {
+        counter.fetch_add(count, Ordering::Relaxed);
     }
 
     /// A snapshot of every counter.
