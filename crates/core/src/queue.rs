@@ -177,6 +177,11 @@ pub struct Queue<P: PathQueue> {
     cpu: u32,
     node: u16,
     next_timeout_scan_ns: u64,
+    /// No I/O in `waiting` has waited since before this (`u64::MAX`: none
+    /// waits, as far as known). I/O that leaves the list early only makes
+    /// it conservative; `expire` scans the list only once the I/O waiting
+    /// since then may be past the no-path limit, and sets it again.
+    earliest_wait_ns: u64,
     /// The map's size, for checking ranges without going to the map.
     size_bytes: u64,
     /// Set once the queue's map was replaced by a reload: an I/O that finds
@@ -240,6 +245,7 @@ impl<P: PathQueue> Queue<P> {
             cpu,
             node,
             next_timeout_scan_ns: 0,
+            earliest_wait_ns: u64::MAX,
             hands_over: false,
         }
     }
@@ -522,6 +528,7 @@ impl<P: PathQueue> Queue<P> {
                 slot.state = SlotState::Waiting { since_ns };
                 self.stats.queued_for_path += 1;
                 self.waiting.push_back(index);
+                self.earliest_wait_ns = self.earliest_wait_ns.min(since_ns);
             } else {
                 self.finish(index, Err(IoError::NoPath));
             }
@@ -648,7 +655,11 @@ impl<P: PathQueue> Queue<P> {
 
     /// Times out hung attempts and I/Os that waited too long for a path.
     fn expire(&mut self, now_ns: u64) {
-        if let Some(limit) = self.map.options().no_path_timeout_ns {
+        let no_path_limit = self.map.options().no_path_timeout_ns;
+        if let Some(limit) =
+            no_path_limit.filter(|limit| now_ns.saturating_sub(self.earliest_wait_ns) >= *limit)
+        {
+            self.earliest_wait_ns = u64::MAX;
             // The whole list, not up to the first I/O still in time: an I/O
             // that waits again goes to the back with the time of its first
             // wait, so the list is not in order of those times (the
@@ -662,6 +673,10 @@ impl<P: PathQueue> Queue<P> {
                 match self.slots[index as usize].state {
                     SlotState::Waiting { since_ns } if now_ns.saturating_sub(since_ns) >= limit => {
                         self.finish(index, Err(IoError::NoPathTimeout));
+                    }
+                    SlotState::Waiting { since_ns } => {
+                        self.earliest_wait_ns = self.earliest_wait_ns.min(since_ns);
+                        self.waiting.push_back(index);
                     }
                     _ => self.waiting.push_back(index),
                 }
