@@ -165,7 +165,12 @@ impl Map {
     /// The map's state in dm's status format, with the `<start> <len>
     /// multipath` prefix `dmsetup status` prints.
     pub fn status_line(&self) -> String {
-        let status = self.status();
+        self.status_line_of(&self.status())
+    }
+
+    /// [`Map::status_line`] for a `status` this map gave, so that a caller
+    /// showing the line and the JSON shows one moment, read once.
+    pub fn status_line_of(&self, status: &MapStatus) -> String {
         let mut line = String::new();
         let current = status
             .current_group

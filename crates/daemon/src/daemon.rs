@@ -225,11 +225,6 @@ impl Daemon {
             .collect()
     }
 
-    /// Answers a control request, as the control socket does.
-    pub fn handle(&self, request: Request) -> Response {
-        handle(&self.state, request)
-    }
-
     /// Shuts the daemon down cleanly within `deadline`: closes the control
     /// socket, drains every export at once ([`Server::shutdown`]: no new
     /// connection or request, every request read answered, a FLUSH through

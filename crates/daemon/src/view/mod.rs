@@ -19,11 +19,15 @@ pub use topology::topology;
 /// dm status of `maps`; with `one`, without the `name: ` prefix
 /// (`dmsetup status NAME`), and the JSON an object instead of a list.
 pub fn status(maps: &[&RunningMap], one: bool) -> Response {
-    let statuses: Vec<_> = maps.iter().map(|running| running.map().status()).collect();
-    let lines: Vec<String> = maps
+    let (statuses, lines): (Vec<_>, Vec<String>) = maps
         .iter()
-        .map(|running| running.map().status_line())
-        .collect();
+        .map(|running| {
+            let map = running.map();
+            let status = map.status();
+            let line = map.status_line_of(&status);
+            (status, line)
+        })
+        .unzip();
     lines_response(maps, one, &lines, serde_json::json!(statuses))
 }
 
