@@ -474,9 +474,23 @@ impl Map {
     /// for a path error seen on another map of the same device (one that a
     /// reload replaced, while its I/O drains). Returns how many it failed.
     pub fn fail_path_word(&self, word: &str, error: PathError) -> usize {
-        (0..self.paths.len())
-            .filter(|&index| self.path_names[index] == word && self.fail_path(index, error))
+        self.indices_named(word)
+            .filter(|&index| self.fail_path(index, error))
             .count()
+    }
+
+    /// Reinstates every path whose word is `word`, as [`Map::reinstate_path`]
+    /// does (for a reinstatement a replaced map passes on). Returns how many
+    /// it reinstated.
+    fn reinstate_path_word(&self, word: &str) -> usize {
+        self.indices_named(word)
+            .filter(|&index| self.reinstate_path(index))
+            .count()
+    }
+
+    /// The paths whose word is `word`, in map order.
+    fn indices_named<'a>(&'a self, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+        (0..self.paths.len()).filter(move |&index| self.path_names[index] == word)
     }
 
     /// Puts path `index` back in use (a checker found it healthy). Returns
@@ -494,12 +508,7 @@ impl Map {
         if self.replaced.load(Ordering::Acquire) {
             let successor = lock(&self.control).successor.clone();
             if let (Some(successor), Some(word)) = (successor, self.path_names.get(index)) {
-                let reinstated_there = (0..successor.paths.len())
-                    .filter(|&other| {
-                        successor.path_names[other] == *word && successor.reinstate_path(other)
-                    })
-                    .count();
-                return reinstated_here || reinstated_there > 0;
+                return successor.reinstate_path_word(word) > 0 || reinstated_here;
             }
         }
         reinstated_here
@@ -576,10 +585,7 @@ impl Map {
                     .iter()
                     .filter(|other| *other == name)
                     .count();
-                let Some(old_index) = (0..old.paths.len())
-                    .filter(|&old_index| old.path_names[old_index] == *name)
-                    .nth(nth)
-                else {
+                let Some(old_index) = old.indices_named(name).nth(nth) else {
                     continue;
                 };
                 control.carried_loads[index]
@@ -603,9 +609,7 @@ impl Map {
     }
 
     fn paths_named(&self, name: &str) -> Result<Vec<usize>, MapError> {
-        let indices: Vec<usize> = (0..self.paths.len())
-            .filter(|&index| self.path_names[index] == name)
-            .collect();
+        let indices: Vec<usize> = self.indices_named(name).collect();
         if indices.is_empty() {
             return Err(MapError::NoSuchPath(name.to_string()));
         }
