@@ -29,9 +29,10 @@ use mpio_core::message::Message;
 use mpio_core::table::Table;
 use mpio_server::{Server, ServerConfig, ServerError, ShutdownReport};
 use mpio_transport::checker::{Checker, CheckerThread, Clock};
+use mpio_transport::lock;
 use mpio_transport::{DeviceSlot, PathNames, SetupError, Transports};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often a checker collects the results of probes in flight.
@@ -293,12 +294,6 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop_all();
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn names_of(config: &MapConfig) -> PathNames {

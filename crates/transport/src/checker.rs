@@ -85,7 +85,7 @@
 //! [`Checker::named_path_checks`] and [`CheckerThread::path_checks`] give
 //! each with the path's word, for `show topology`-style output.
 
-use crate::{AnyQueue, Device, DeviceSlot, PathHandle};
+use crate::{lock, AnyQueue, Device, DeviceSlot, PathHandle};
 use mpio_core::failback::{Decision, Failback, FailbackState, PathView, Round};
 use mpio_core::io::Op;
 use mpio_core::io::{Buffer, PathError, PathOutcome, BUFFER_ALIGN};
@@ -800,12 +800,6 @@ impl Drop for CheckerThread {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -128,6 +128,16 @@ pub enum SetupError {
     },
 }
 
+/// Takes `mutex`, poisoned or not: a thread that panicked holding it has
+/// been reported already, and what these locks guard (registries, memory
+/// chunks, the checker's records, the daemon's maps) is never left half
+/// changed. Shared by the transports and the daemon.
+pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Path names a table may use in place of transport URIs, each with the
 /// URI it stands for (see [`Transports::build_named`]).
 pub type PathNames = BTreeMap<String, String>;
@@ -281,10 +291,7 @@ impl Transports {
 
     /// The memory disk `name`, created with `size_bytes` if new.
     pub fn disk(&self, name: &str, size_bytes: u64) -> Arc<MemoryDisk> {
-        let mut disks = self
-            .disks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut disks = lock(&self.disks);
         Arc::clone(
             disks
                 .entry(name.to_string())
@@ -294,10 +301,7 @@ impl Transports {
 
     /// The switches of port `port` of memory disk `disk`.
     pub fn port(&self, disk: &str, port: &str) -> Arc<PortControl> {
-        let mut ports = self
-            .ports
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut ports = lock(&self.ports);
         Arc::clone(
             ports
                 .entry((disk.to_string(), port.to_string()))

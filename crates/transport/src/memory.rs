@@ -94,9 +94,7 @@ impl MemoryDisk {
             let chunk_index = position / CHUNK_SIZE;
             let start = position % CHUNK_SIZE;
             let end = (start + (len - done)).min(CHUNK_SIZE);
-            let mut chunk = self.chunks[chunk_index]
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut chunk = crate::lock(&self.chunks[chunk_index]);
             visit(&mut chunk, start..end, done);
             done += end - start;
         }
