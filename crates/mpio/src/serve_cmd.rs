@@ -15,6 +15,7 @@ use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
 use mpio_daemon::config::{DaemonConfig, ExportConfig, MapConfig, NoPathRetry};
 use mpio_daemon::daemon::{Daemon, ServerSettings};
+use mpio_server::ServerConfig;
 use mpio_transport::checker::CheckerOptions;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -67,17 +68,17 @@ pub struct ServeArgs {
     #[arg(long, default_value = "mpio")]
     name: String,
     /// Event loops (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = ServerConfig::default().loops)]
     loops: usize,
     /// Queue depth of each event loop.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = ServerConfig::default().queue_depth)]
     queue_depth: usize,
     /// Most client connections at once.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = ServerConfig::default().max_connections)]
     max_connections: usize,
     /// After work, how long (µs) each event loop polls before sleeping
     /// (0: sleep at once; saves CPU, costs latency).
-    #[arg(long, default_value_t = 25)]
+    #[arg(long, default_value_t = ServerConfig::default().idle_spin_us)]
     idle_spin_us: u64,
     /// On SIGTERM or SIGINT, how long (seconds) to wait for requests in
     /// flight and the final flush before giving up on them.
