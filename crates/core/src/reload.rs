@@ -113,7 +113,6 @@ impl<T> MapSlot<T> {
 pub struct ReloadingQueue<P: PathQueue, T, O> {
     slot: Arc<MapSlot<T>>,
     open: O,
-    depth: usize,
     cpu: u32,
     epoch: u64,
     current: Queue<P>,
@@ -137,7 +136,6 @@ where
             current: Queue::new(map, paths, depth, cpu),
             slot,
             open,
-            depth,
             cpu,
             epoch,
             draining: Vec::new(),
@@ -211,7 +209,7 @@ where
     fn follow(&mut self, now_ns: u64) {
         let (map, attached, epoch) = self.slot.current();
         let paths = (self.open)(&map, &attached);
-        let queue = Queue::new(map, paths, self.depth, self.cpu);
+        let queue = Queue::new(map, paths, self.current.depth(), self.cpu);
         let mut old = std::mem::replace(&mut self.current, queue);
         old.hand_over_waiting();
         self.epoch = epoch;

@@ -105,7 +105,6 @@ pub enum FileError {
 pub struct FilePath {
     file: File,
     path: PathBuf,
-    direct: bool,
     block_device: bool,
     size_bytes: u64,
     /// Set by [`FilePath::revoke`], cleared by [`FilePath::restore`].
@@ -176,7 +175,6 @@ impl FilePath {
         Ok(FilePath {
             file,
             path: path.to_path_buf(),
-            direct,
             block_device,
             size_bytes,
             revoked: AtomicBool::new(false),
@@ -192,11 +190,6 @@ impl FilePath {
     /// Size in bytes when opened.
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes
-    }
-
-    /// True if opened with `O_DIRECT`.
-    pub fn is_direct(&self) -> bool {
-        self.direct
     }
 
     /// True for a block device, false for a regular file.
@@ -257,7 +250,6 @@ impl FilePath {
         FilePath {
             file,
             path: PathBuf::from("(test file)"),
-            direct: false,
             block_device: false,
             size_bytes,
             revoked: AtomicBool::new(false),

@@ -11,7 +11,6 @@
 pub struct InFlightTable<T> {
     slots: Vec<Slot<T>>,
     free: Vec<u32>,
-    len: usize,
 }
 
 #[derive(Debug)]
@@ -26,18 +25,17 @@ impl<T> InFlightTable<T> {
         InFlightTable {
             slots: Vec::with_capacity(depth),
             free: Vec::with_capacity(depth),
-            len: 0,
         }
     }
 
-    /// Entries held.
+    /// Entries held: every slot but the free ones.
     pub fn len(&self) -> usize {
-        self.len
+        self.slots.len() - self.free.len()
     }
 
     /// True when no entry is held.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Holds `entry`; returns its cookie.
@@ -56,7 +54,6 @@ impl<T> InFlightTable<T> {
         debug_assert!(slot.entry.is_none(), "a free slot is empty");
         slot.generation = slot.generation.wrapping_add(1);
         slot.entry = Some(entry);
-        self.len += 1;
         u64::from(slot.generation) << 32 | u64::from(index)
     }
 
@@ -83,7 +80,6 @@ impl<T> InFlightTable<T> {
         let index = cookie as u32;
         let entry = self.slots[index as usize].entry.take()?;
         self.free.push(index);
-        self.len -= 1;
         Some(entry)
     }
 
@@ -103,7 +99,6 @@ impl<T> InFlightTable<T> {
                 sink(entry);
             }
         }
-        self.len = 0;
     }
 }
 
