@@ -11,5 +11,6 @@
 pub mod config;
 pub mod control;
 pub mod daemon;
+mod deadline;
 pub mod metrics;
 pub mod view;

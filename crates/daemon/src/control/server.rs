@@ -9,15 +9,15 @@
 //! in progress at once.
 
 use super::protocol::{Request, Response, MAX_REQUEST_BYTES};
+use crate::deadline::Deadline;
 use mpio_transport::lock;
-use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long one client may take to send its request and read the answer.
 pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
@@ -204,46 +204,26 @@ fn answer(stream: &UnixStream, handler: &Handler) {
     }
 }
 
-/// The time left before `deadline`, or a timeout error.
-fn time_left(deadline: Instant) -> std::io::Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(std::io::ErrorKind::TimedOut.into());
-    }
-    Ok(left)
-}
-
 /// Writes `bytes` to `stream` within [`CONNECTION_TIMEOUT`] in all.
-fn write_answer(mut stream: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
-    let deadline = Instant::now() + CONNECTION_TIMEOUT;
-    while !bytes.is_empty() {
-        stream.set_write_timeout(Some(time_left(deadline)?))?;
-        match stream.write(bytes) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(written) => bytes = &bytes[written..],
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(())
+fn write_answer(mut stream: &UnixStream, bytes: &[u8]) -> std::io::Result<()> {
+    Deadline::after(CONNECTION_TIMEOUT).write_all(&mut stream, bytes)
 }
 
 /// Reads one request line within [`CONNECTION_TIMEOUT`] in all (not per
 /// read: a client trickling bytes gets no more) and at most
 /// [`MAX_REQUEST_BYTES`].
 fn read_request(mut stream: &UnixStream) -> Result<Request, String> {
-    let deadline = Instant::now() + CONNECTION_TIMEOUT;
+    let deadline = Deadline::after(CONNECTION_TIMEOUT);
     let mut line = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
-        let left = time_left(deadline)
-            .map_err(|_| format!("no complete request line within {CONNECTION_TIMEOUT:?}"))?;
-        stream
-            .set_read_timeout(Some(left))
-            .map_err(|error| format!("cannot set a timeout: {error}"))?;
-        let read = match stream.read(&mut chunk) {
+        let read = match deadline.read(&mut stream, &mut chunk) {
             Ok(read) => read,
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(format!(
+                    "no complete request line within {CONNECTION_TIMEOUT:?}"
+                ))
+            }
             Err(error) => return Err(format!("cannot read the request: {error}")),
         };
         if read == 0 {

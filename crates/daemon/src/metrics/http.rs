@@ -17,12 +17,13 @@
 //! every [`ACCEPT_INTERVAL`] between connections; [`MetricsServer::stop`]
 //! (or dropping the server) joins it.
 
-use std::io::{self, Read, Write};
+use crate::deadline::Deadline;
+use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Most bytes of a request read, up to the end of its headers.
 pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
@@ -149,11 +150,10 @@ fn serve(listener: &TcpListener, stop: &AtomicBool, body: &dyn Fn() -> String) {
 }
 
 /// Reads one request from `stream` and answers it.
-fn answer(mut stream: TcpStream, body: &dyn Fn() -> String) -> io::Result<()> {
+fn answer(stream: TcpStream, body: &dyn Fn() -> String) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let head = read_head(&mut stream)?;
+    let mut stream = &stream;
+    let head = read_head(&mut stream, Deadline::after(CLIENT_TIMEOUT))?;
     let refused_unread = head.is_none();
     let (status, content) = match head {
         Some(head) => route(&head, body),
@@ -172,9 +172,9 @@ fn answer(mut stream: TcpStream, body: &dyn Fn() -> String) -> io::Result<()> {
          Connection: close\r\n\r\n",
         content.len()
     );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(content.as_bytes())?;
-    stream.flush()?;
+    let deadline = Deadline::after(CLIENT_TIMEOUT);
+    deadline.write_all(&mut stream, head.as_bytes())?;
+    deadline.write_all(&mut stream, content.as_bytes())?;
     if refused_unread {
         // Closing with the client's bytes unread would make the kernel
         // reset the connection, and the client might lose the answer:
@@ -183,7 +183,7 @@ fn answer(mut stream: TcpStream, body: &dyn Fn() -> String) -> io::Result<()> {
         let mut sink = [0; 4096];
         let mut discarded = 0;
         while discarded < LINGER_BYTES {
-            match stream.read(&mut sink) {
+            match deadline.read(&mut stream, &mut sink) {
                 Ok(0) | Err(_) => break,
                 Ok(count) => discarded += count,
             }
@@ -194,20 +194,14 @@ fn answer(mut stream: TcpStream, body: &dyn Fn() -> String) -> io::Result<()> {
 
 /// The request's head (request line and headers), or `None` if it does
 /// not end within [`MAX_REQUEST_BYTES`] or before the client closes.
-/// The whole read is bounded by [`CLIENT_TIMEOUT`].
-fn read_head(stream: &mut TcpStream) -> io::Result<Option<String>> {
-    let started = Instant::now();
+/// The whole read ends by `deadline`.
+fn read_head(stream: &mut &TcpStream, deadline: Deadline) -> io::Result<Option<String>> {
     let mut head = Vec::with_capacity(512);
     let mut chunk = [0; 1024];
     loop {
-        if started.elapsed() > CLIENT_TIMEOUT {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
-        let count = match stream.read(&mut chunk) {
-            Ok(0) => return Ok(None),
-            Ok(count) => count,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
+        let count = match deadline.read(stream, &mut chunk)? {
+            0 => return Ok(None),
+            count => count,
         };
         head.extend_from_slice(&chunk[..count]);
         if let Some(end) = head.windows(4).position(|window| window == b"\r\n\r\n") {
