@@ -18,7 +18,7 @@
 //! lists the events and their fields). A replaced map logs nothing.
 
 use crate::events::{self, Cause};
-use crate::io::{PathError, SECTOR_SIZE};
+use crate::io::PathError;
 use crate::load::PathLoad;
 use crate::message::Message;
 use crate::numa::NumaTopology;
@@ -287,7 +287,7 @@ impl Map {
 
     /// Size of the device in bytes.
     pub fn size_bytes(&self) -> u64 {
-        self.table.length_sectors * SECTOR_SIZE
+        self.table.size_bytes()
     }
 
     /// The priority groups.

@@ -490,18 +490,10 @@ fn reload(
         notes.push("the checker settings differ and stay as started");
     }
     // Clients were told the export's size at their handshake.
-    let (new_bytes, old_bytes) = (
-        new_config
-            .table
-            .length_sectors
-            .saturating_mul(mpio_core::io::SECTOR_SIZE),
-        running.map().size_bytes(),
-    );
-    if new_bytes != old_bytes && !running.servers.is_empty() {
-        return Err(format!(
-            "map {name:?}: the table is {new_bytes} bytes but the map is {old_bytes}: a reload \
-             cannot resize an exported map; the map keeps its table"
-        ));
+    if let Some(server) = running.servers.first() {
+        server
+            .check_size(&new_config.table)
+            .map_err(|error| format!("map {name:?}: {error}; the map keeps its table"))?;
     }
     let old = transports
         .reload_named(

@@ -139,7 +139,7 @@ pub enum ReloadError {
     /// size at their handshake and keep it for the connection's life.
     #[error(
         "the table is {table_bytes} bytes but the export is {export_bytes}: a reload cannot \
-         resize an export"
+         resize an exported map"
     )]
     Size {
         /// The new table's size.
@@ -351,6 +351,23 @@ impl Server {
         &self.device
     }
 
+    /// Refuses `table` if its size is not the export's: clients were told
+    /// the size at their handshake. What a reload checks first, for
+    /// callers that reload the slot themselves too.
+    ///
+    /// # Errors
+    /// [`ReloadError::Size`].
+    pub fn check_size(&self, table: &Table) -> Result<(), ReloadError> {
+        let table_bytes = table.size_bytes();
+        if table_bytes != self.export.size_bytes {
+            return Err(ReloadError::Size {
+                table_bytes,
+                export_bytes: self.export.size_bytes,
+            });
+        }
+        Ok(())
+    }
+
     /// Serves `table` from now on, as dm's `reload` + `resume`: builds the
     /// new map over `transports` (the registry the first map was built
     /// with, so memory disks and ports are the same), carries the old
@@ -363,15 +380,7 @@ impl Server {
     /// A table of another size than the export, or one that cannot be
     /// built ([`Transports::reload`]); the old map stays.
     pub fn reload(&self, transports: &Transports, table: &Table) -> Result<Arc<Map>, ReloadError> {
-        let table_bytes = table
-            .length_sectors
-            .saturating_mul(mpio_core::io::SECTOR_SIZE);
-        if table_bytes != self.export.size_bytes {
-            return Err(ReloadError::Size {
-                table_bytes,
-                export_bytes: self.export.size_bytes,
-            });
-        }
+        self.check_size(table)?;
         let old = transports.reload(&self.device, table)?;
         self.notice_reload();
         Ok(old)

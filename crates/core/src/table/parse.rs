@@ -74,6 +74,13 @@ const FEATURE_WORDS: &str =
     "queue_if_no_path, pg_init_retries, pg_init_delay_msecs, retain_attached_hw_handler, queue_mode";
 
 impl Table {
+    /// The device's size in bytes: `length_sectors` sectors of
+    /// [`crate::io::SECTOR_SIZE`] (saturating; a map refuses a table whose
+    /// size overflows).
+    pub fn size_bytes(&self) -> u64 {
+        self.length_sectors.saturating_mul(crate::io::SECTOR_SIZE)
+    }
+
     /// Parses one table line (see the module docs for the word and number
     /// rules).
     ///

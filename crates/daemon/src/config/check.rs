@@ -593,7 +593,7 @@ fn from_table(
             }
         }
     }
-    let bytes = parsed.length_sectors.saturating_mul(512);
+    let bytes = parsed.size_bytes();
     if let Some(size) = size {
         if size.value != bytes {
             return Err(source.error(
