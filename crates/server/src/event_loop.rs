@@ -221,8 +221,10 @@ impl EventLoop {
                 tracing::error!(%error, "event loop stops: poll failed");
                 break;
             }
+            // One clock read serves the turn's bookkeeping and submissions.
+            let now = now_ns();
             if !self.events.is_empty() {
-                self.last_work_ns = now_ns();
+                self.last_work_ns = now;
             }
             let mut woken = false;
             for event in self.events.iter() {
@@ -257,12 +259,11 @@ impl EventLoop {
                 }
                 self.adopt();
             }
-            let now = now_ns();
             if self.handshaking && now >= self.next_scan_ns {
                 self.next_scan_ns = now + SCAN_INTERVAL.as_nanos() as u64;
                 self.time_out_handshakes(now);
             }
-            self.turn();
+            self.turn(now);
             self.publish_waiting_for_path();
             if self.draining {
                 self.publish_progress();
@@ -315,12 +316,12 @@ impl EventLoop {
         self.progress.publish(unanswered, at_map);
     }
 
-    /// Reads, submits, completes and sends, once.
-    fn turn(&mut self) {
+    /// Reads, submits (at `now`), completes and sends, once.
+    fn turn(&mut self, now: u64) {
         if !self.draining {
             for at in 0..self.active.len() {
                 let index = self.active[at];
-                self.receive(index);
+                self.receive(index, now);
             }
         }
         let completed = self.complete();
@@ -403,8 +404,8 @@ impl EventLoop {
         }
     }
 
-    /// Reads connection `index` and submits its requests.
-    fn receive(&mut self, index: usize) {
+    /// Reads connection `index` and submits its requests at `now`.
+    fn receive(&mut self, index: usize, now: u64) {
         let Some(connection) = self.slots[index].connection.as_mut() else {
             return;
         };
@@ -427,7 +428,6 @@ impl EventLoop {
         );
         let structured = connection.is_structured();
         let generation = self.slots[index].generation;
-        let now = now_ns();
         let mut arrivals = std::mem::take(&mut self.arrivals);
         for incoming in arrivals.drain(..) {
             let request = InFlight {
