@@ -64,6 +64,25 @@ pub struct PathIo {
     pub fua: bool,
 }
 
+impl PathIo {
+    /// A read of `buf.len()` bytes at `offset` into `buf`, tagged `tag`
+    /// (for transports' own callers: probes and tests).
+    ///
+    /// # Panics
+    /// If the buffer is 4 GiB or more.
+    pub fn read(tag: u64, offset: u64, buf: Buffer) -> PathIo {
+        let io = Io::read(tag, offset, buf);
+        PathIo {
+            tag,
+            op: io.op,
+            offset: io.offset,
+            len: io.len,
+            buf: io.buf,
+            fua: false,
+        }
+    }
+}
+
 /// How one attempt ended, as a transport reports it.
 #[derive(Debug)]
 pub struct PathCompletion {

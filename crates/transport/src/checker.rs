@@ -87,7 +87,6 @@
 
 use crate::{lock, AnyQueue, Device, DeviceSlot, PathHandle};
 use mpio_core::failback::{Decision, Failback, FailbackState, PathView, Round};
-use mpio_core::io::Op;
 use mpio_core::io::{Buffer, PathError, PathOutcome, BUFFER_ALIGN};
 use mpio_core::map::{Map, PathTransitions};
 use mpio_core::marginal::{MarginalPolicy, MarginalTracker};
@@ -514,17 +513,8 @@ impl Checker {
                 .take()
                 .filter(|buf| buf.len() == self.probe_bytes as usize)
                 .unwrap_or_else(|| Buffer::zeroed(self.probe_bytes as usize));
-            queue.submit(
-                PathIo {
-                    tag: self.round,
-                    op: Op::Read,
-                    offset: 0,
-                    len: self.probe_bytes,
-                    buf,
-                    fua: false,
-                },
-                now_ns,
-            );
+            // The buffer is `probe_bytes` long (taken so, or made so).
+            queue.submit(PathIo::read(self.round, 0, buf), now_ns);
             probe.started_ns = Some(now_ns);
             probe.tag = self.round;
             check.probing = true;

@@ -62,17 +62,10 @@ impl PathQueue for NullQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mpio_core::io::{Buffer, Op};
+    use mpio_core::io::Buffer;
 
     fn io(tag: u64) -> PathIo {
-        PathIo {
-            tag,
-            op: Op::Read,
-            offset: 0,
-            len: 512,
-            buf: Buffer::zeroed(512),
-            fua: false,
-        }
+        PathIo::read(tag, 0, Buffer::zeroed(512))
     }
 
     #[test]

@@ -221,14 +221,7 @@ fn dropping_a_queue_with_io_in_flight_gives_every_buffer_back_first() {
     let mut queue = device.paths[0].open(64);
     for tag in 0..64u64 {
         queue.submit(
-            PathIo {
-                tag,
-                op: Op::Read,
-                offset: tag * u64::from(BLOCK),
-                len: BLOCK,
-                buf: Buffer::zeroed(BLOCK as usize),
-                fua: false,
-            },
+            PathIo::read(tag, tag * u64::from(BLOCK), Buffer::zeroed(BLOCK as usize)),
             0,
         );
     }
@@ -257,14 +250,7 @@ fn more_io_than_the_ring_holds_waits_its_turn() {
     let mut queue = device.paths[0].open(4);
     for tag in 0..64u64 {
         queue.submit(
-            PathIo {
-                tag,
-                op: Op::Read,
-                offset: tag * u64::from(BLOCK),
-                len: BLOCK,
-                buf: Buffer::zeroed(BLOCK as usize),
-                fua: false,
-            },
+            PathIo::read(tag, tag * u64::from(BLOCK), Buffer::zeroed(BLOCK as usize)),
             0,
         );
     }

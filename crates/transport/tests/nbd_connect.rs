@@ -4,7 +4,7 @@
 //! connect, fail with `ConnectionLost` when it times out, and later
 //! submissions fail at once until the backoff has passed.
 
-use mpio_core::io::{Buffer, Op, PathError, PathOutcome};
+use mpio_core::io::{Buffer, PathError, PathOutcome};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use mpio_transport::nbd::address::{Address, Socket};
 use mpio_transport::nbd::queue::FIRST_BACKOFF;
@@ -14,14 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn read(tag: u64) -> PathIo {
-    PathIo {
-        tag,
-        op: Op::Read,
-        offset: 0,
-        len: 4096,
-        buf: Buffer::zeroed(4096),
-        fua: false,
-    }
+    PathIo::read(tag, 0, Buffer::zeroed(4096))
 }
 
 /// Connections the listener's backlog holds (it never accepts them for

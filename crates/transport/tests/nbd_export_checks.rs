@@ -159,17 +159,7 @@ fn a_server_that_comes_back_different_is_a_path_error() {
         why.contains("changed") && why.contains("NBD_FLAG_READ_ONLY"),
         "{why}"
     );
-    queue.submit(
-        PathIo {
-            tag: 1,
-            op: Op::Read,
-            offset: 0,
-            len: 4096,
-            buf: mpio_core::io::Buffer::zeroed(4096),
-            fua: false,
-        },
-        0,
-    );
+    queue.submit(PathIo::read(1, 0, mpio_core::io::Buffer::zeroed(4096)), 0);
     let mut done = Vec::new();
     queue.poll(0, &mut done);
     assert_eq!(done.len(), 1);

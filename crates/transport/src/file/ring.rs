@@ -488,17 +488,7 @@ mod tests {
         let mut queue = FileQueue::new(path, 4);
         assert_eq!(queue.setup_error(), None);
         for tag in 0..2 {
-            queue.submit(
-                PathIo {
-                    tag,
-                    op: Op::Read,
-                    offset: 0,
-                    len: 4096,
-                    buf: Buffer::zeroed(4096),
-                    fua: false,
-                },
-                0,
-            );
+            queue.submit(PathIo::read(tag, 0, Buffer::zeroed(4096)), 0);
         }
         let mut done = Vec::new();
         queue.poll(0, &mut done);

@@ -146,14 +146,11 @@ pub fn read_through(handle: &PathHandle, bytes: u64) -> Vec<u8> {
     for block in 0..bytes / u64::from(BLOCK) {
         let completion = run_path(
             &mut queue,
-            PathIo {
-                tag: block,
-                op: Op::Read,
-                offset: block * u64::from(BLOCK),
-                len: BLOCK,
-                buf: Buffer::zeroed(BLOCK as usize),
-                fua: false,
-            },
+            PathIo::read(
+                block,
+                block * u64::from(BLOCK),
+                Buffer::zeroed(BLOCK as usize),
+            ),
         );
         assert_eq!(completion.outcome, mpio_core::io::PathOutcome::Ok);
         data.extend_from_slice(completion.buf.as_slice());
