@@ -1,5 +1,5 @@
 //! Micro-benchmark: ns per `select` + `start_io` + `end_io` (with the
-//! selector's `completed` hook) for every selector at 2, 4, 8 and 16
+//! selector's `started` and `completed` hooks) for every selector at 2, 4, 8 and 16
 //! paths, all usable, with 32 I/Os kept in flight as a queue would.
 //!
 //! `cargo bench -p mpio-core --bench selectors [FILTER...]`: a filter keeps
@@ -67,9 +67,10 @@ fn measure(selector: &Selector, path_count: usize) -> Vec<f64> {
                 now_ns += 100;
                 if in_flight.len() == IN_FLIGHT {
                     if let Some((position, start_ns)) = in_flight.pop_front() {
-                        let load = &loads[usize::from(position)];
+                        let position = usize::from(position);
+                        let load = &loads[position];
                         load.end_io(BYTES);
-                        selector.completed(load, start_ns, now_ns);
+                        selector.completed(&mut thread, position, load, start_ns, now_ns);
                     }
                 }
                 let pick = Pick {
@@ -83,7 +84,9 @@ fn measure(selector: &Selector, path_count: usize) -> Vec<f64> {
                     generation: 1,
                 };
                 let position = black_box(selector.select(&mut thread, black_box(&pick)));
-                loads[usize::from(position)].start_io(BYTES);
+                let load = &loads[usize::from(position)];
+                load.start_io(BYTES);
+                selector.started(&mut thread, usize::from(position), load, now_ns);
                 in_flight.push_back((position, now_ns));
             }
             start.elapsed().as_nanos() as f64 / OPS_PER_SAMPLE as f64

@@ -575,6 +575,14 @@ impl<P: PathQueue> Queue<P> {
         );
         let path = group.first_path + position;
         self.loads[path].start_io(bytes);
+        if group.selector.observes_load() {
+            group.selector.started(
+                &mut self.selector_states[route.group],
+                position,
+                &self.loads[path],
+                now_ns,
+            );
+        }
         slot.state = SlotState::OnPath {
             path: path as u32,
             timed_out: false,
@@ -648,7 +656,15 @@ impl<P: PathQueue> Queue<P> {
         load.end_io(slot.io_bytes());
         load.record_latency(now_ns.saturating_sub(slot.start_ns));
         let group = &self.map.groups()[slot.group as usize];
-        group.selector.completed(load, slot.start_ns, now_ns);
+        if group.selector.observes_load() {
+            group.selector.completed(
+                &mut self.selector_states[slot.group as usize],
+                path - group.first_path,
+                load,
+                slot.start_ns,
+                now_ns,
+            );
+        }
     }
 
     /// Dispatches slot `index` again after a path error, within the map's

@@ -78,11 +78,16 @@
 //! fraction bits, as dm; 0 reads as dm's initial 1 ns) and
 //! `last_completion_ns`. Each queue learns from its own completions (so
 //! each keeps its own estimate of every path, and probes stale paths on
-//! its own); nothing is shared between threads. A probe pick writes
-//! nothing. Per thread: the [`TieCursor`].
+//! its own); nothing is shared between threads. Per thread: a
+//! [`RankCache`] of every candidate's rank and the tie cursor. With the
+//! default threshold a pick takes the lowest stored rank; the rank of the
+//! path an I/O starts or ends on is computed again at once, and all of
+//! them when the candidates change or the clock leaves the span the ranks
+//! hold for (a fresh estimate's rank holds until it goes stale).
 
 use super::queue_length::parse_unhonoured_repeat_count;
-use super::scan::{best_from_cursor, TieCursor};
+use super::rank_cache::{RankCache, Ranked, NO_STEP};
+use super::scan::best_from_cursor;
 use super::{parse_u32_arg, ArgError, PathSelector, Pick, Setup};
 use crate::load::PathLoad;
 
@@ -137,7 +142,13 @@ pub struct HistoricalServiceTime {
 /// `FIXED_MAX`, so a learnt value needs no clamping here.)
 #[inline(always)]
 fn learnt_hst(load: &PathLoad) -> u64 {
-    match load.service_time_ewma() {
+    as_learnt(load.service_time_ewma())
+}
+
+/// A stored estimate as it is used: 0 (nothing learnt) reads as 1 ns.
+#[inline(always)]
+fn as_learnt(hst: u64) -> u64 {
+    match hst {
         0 => FIXED_1,
         hst => hst,
     }
@@ -216,8 +227,8 @@ fn better(a: &Estimate, b: &Estimate) -> bool {
 }
 
 /// The rank of a candidate for the default `threshold_multiplier` 0, lower
-/// is better: see "Departure from dm" in the module docs. The group has
-/// `path_count` candidates.
+/// is better, and the clock readings it holds for: see "Departure from
+/// dm" in the module docs. The group has `path_count` candidates.
 ///
 /// Class 0 (below 2^63): idle and stale, by `stale_after` (the one stale
 /// longest first). Class 1 (2^63 and up): by `(1 + in_flight) *
@@ -226,21 +237,58 @@ fn better(a: &Estimate, b: &Estimate) -> bool {
 /// the max is the window and for a stale one the time since its last
 /// completion: `max(stale_after, now) - last_finish` is that max without
 /// a second multiplication (`stale_after >= last_finish`, so it cannot
-/// underflow). Both values are halved to make room for the class bit, so
-/// they compare in units of 2 ns, and the cost saturates (past 2^64 ns,
-/// hopeless alike).
+/// underflow). Class 0 compares `stale_after` halved (units of 2 ns), to
+/// make room for the class bit; class 1 adds its cost to 2^63, saturating
+/// (costs past 2^63 ns, hopeless alike, tie).
+///
+/// Until the load changes, the rank of an idle stale path holds from just
+/// after `stale_after` on, and that of a fresh path up to `stale_after`;
+/// the rank of a busy stale path grows with the clock, so it holds for
+/// `now_ns` only. One more I/O in flight adds the max to a class 1 rank
+/// (the step); it turns a class 0 path into a busy one, ranked anew.
 #[inline(always)]
-fn rank(load: &PathLoad, path_count: usize, now_ns: u64) -> u64 {
-    let hst_ns = learnt_hst(load) >> FIXED_SHIFT;
-    let in_flight = load.in_flight();
-    let last_ns = load.last_completion_ns();
+fn rank(load: &PathLoad, path_count: usize, now_ns: u64) -> Ranked {
+    rank_of(
+        learnt_hst(load),
+        load.in_flight(),
+        load.last_completion_ns(),
+        path_count,
+        now_ns,
+    )
+}
+
+/// [`rank`] of a path whose learnt `hst` (fixed point, never 0), in-flight
+/// count and last completion are given.
+#[inline(always)]
+fn rank_of(hst: u64, in_flight: u32, last_ns: u64, path_count: usize, now_ns: u64) -> Ranked {
+    let hst_ns = hst >> FIXED_SHIFT;
     // At most MAX_PATHS (2^10) * (FIXED_MAX >> FIXED_SHIFT) (2^44).
     let window_ns = path_count as u64 * hst_ns;
     let stale_after_ns = last_ns.saturating_add(window_ns);
-    let probe = (in_flight == 0) & (stale_after_ns < now_ns);
-    let floor_ns = stale_after_ns.max(now_ns) - last_ns;
-    let cost = (1 + u64::from(in_flight)).saturating_mul(floor_ns);
-    std::hint::select_unpredictable(probe, stale_after_ns >> 1, 1 << 63 | cost >> 1)
+    let fresh = now_ns <= stale_after_ns;
+    if in_flight == 0 && !fresh {
+        return Ranked {
+            rank: stale_after_ns >> 1,
+            step: NO_STEP,
+            // `stale_after < now`, so this does not overflow.
+            from_ns: stale_after_ns + 1,
+            until_ns: u64::MAX,
+        };
+    }
+    // A step of u64::MAX (a last completion at 0 and a clock at u64::MAX)
+    // reads as NO_STEP: ranked anew, which is always right.
+    let step = stale_after_ns.max(now_ns) - last_ns;
+    let (from_ns, until_ns) = if fresh {
+        (0, stale_after_ns)
+    } else {
+        (now_ns, now_ns)
+    };
+    Ranked {
+        rank: (1u64 << 63).saturating_add((1 + u64::from(in_flight)).saturating_mul(step)),
+        step,
+        from_ns,
+        until_ns,
+    }
 }
 
 /// [`better`] with a `threshold_multiplier` above 0: estimates within
@@ -256,6 +304,29 @@ fn better_with_threshold(a: &Estimate, b: &Estimate, threshold_multiplier: u32) 
     }
 }
 
+/// A pick among `candidates` by dm's pairwise scan with a
+/// `threshold_multiplier` above 0 (no rank, so no cache). Out of line, and
+/// given the pick's fields rather than the pick: the default pick, inlined
+/// into the queue, then carries none of this code and need not build the
+/// pick in memory.
+#[inline(never)]
+fn select_with_threshold(
+    thread: &mut RankCache,
+    candidates: &[u16],
+    loads: &[PathLoad],
+    now_ns: u64,
+    multiplier: u32,
+) -> u16 {
+    let count = candidates.len();
+    best_from_cursor(
+        thread.cursor(),
+        candidates,
+        loads.len(),
+        |position| Estimate::of(&loads[position], count, now_ns),
+        |a, b| better_with_threshold(a, b, multiplier),
+    )
+}
+
 impl HistoricalServiceTime {
     /// The weight of a sample of `service_ns`.
     #[inline]
@@ -269,7 +340,8 @@ impl PathSelector for HistoricalServiceTime {
     const NAME: &'static str = "historical-service-time";
     const TABLE_PATH_ARGS: usize = 1;
     const STATUS_INFO_ARGS: usize = 3;
-    type ThreadState = TieCursor;
+    type ThreadState = RankCache;
+    const OBSERVES_LOAD: bool = true;
 
     fn new(setup: &Setup<'_>) -> Result<Self, ArgError> {
         let args = setup.args;
@@ -306,29 +378,42 @@ impl PathSelector for HistoricalServiceTime {
         })
     }
 
-    #[inline]
-    fn select(&self, thread: &mut TieCursor, pick: &Pick<'_>) -> u16 {
-        let count = pick.candidates.len();
+    #[inline(always)]
+    fn select(&self, thread: &mut RankCache, pick: &Pick<'_>) -> u16 {
         match self.threshold_multiplier {
-            0 => best_from_cursor(
+            0 => {
+                let (loads, now_ns) = (pick.loads, pick.now_ns);
+                thread.best(pick, move |position, count| {
+                    rank(&loads[position], count, now_ns)
+                })
+            }
+            multiplier => select_with_threshold(
                 thread,
                 pick.candidates,
-                pick.loads.len(),
-                |position| rank(&pick.loads[position], count, pick.now_ns),
-                |a, b| a < b,
-            ),
-            multiplier => best_from_cursor(
-                thread,
-                pick.candidates,
-                pick.loads.len(),
-                |position| Estimate::of(&pick.loads[position], count, pick.now_ns),
-                |a, b| better_with_threshold(a, b, multiplier),
+                pick.loads,
+                pick.now_ns,
+                multiplier,
             ),
         }
     }
 
+    /// Raises the path's cached rank (with a threshold the cache is never
+    /// filled, and this only checks that).
     #[inline]
-    fn completed(&self, load: &PathLoad, start_ns: u64, now_ns: u64) {
+    fn started(&self, thread: &mut RankCache, position: usize, load: &PathLoad, now_ns: u64) {
+        thread.started(position, now_ns, |count| rank(load, count, now_ns));
+    }
+
+    /// Learns from the sample, then ranks the path again for the cache.
+    #[inline]
+    fn completed(
+        &self,
+        thread: &mut RankCache,
+        position: usize,
+        load: &PathLoad,
+        start_ns: u64,
+        now_ns: u64,
+    ) {
         let previous_ns = load.last_completion_ns();
         // Overlapping I/Os are served one after the other. A caller clock
         // that went back (previous completion later than now) counts from
@@ -342,6 +427,9 @@ impl PathSelector for HistoricalServiceTime {
         let sample = service_ns.saturating_mul(FIXED_1).min(FIXED_MAX);
         let hst = fixed_ema(learnt_hst(load), sample, self.weight(service_ns));
         load.learn(hst, completion_ns);
+        thread.update(position, now_ns, |count| {
+            rank_of(as_learnt(hst), load.in_flight(), completion_ns, count, now_ns)
+        });
     }
 
     fn table_args(&self) -> Vec<String> {
@@ -373,7 +461,10 @@ impl PathSelector for HistoricalServiceTime {
 mod tests {
     use super::*;
     use std::cmp::Ordering;
-    use crate::selector::testing::{assert_balanced_io, build, end_io, no_args, usable_sets, Harness};
+    use crate::selector::scan::best_from_cursor;
+    use crate::selector::testing::{
+        assert_balanced_io, build, end_io, no_args, usable_sets, Harness,
+    };
     use proptest::prelude::*;
 
     /// A path's learnt state: `hst` in whole ns, in flight, last finish.
@@ -481,8 +572,8 @@ mod tests {
                 for (a_load, a) in &paths {
                     for (b_load, b) in &paths {
                         let (a_rank, b_rank) = (
-                            rank(a_load, path_count, now_ns),
-                            rank(b_load, path_count, now_ns),
+                            rank(a_load, path_count, now_ns).rank,
+                            rank(b_load, path_count, now_ns).rank,
                         );
                         let dm = compare(a, b, 0);
                         let idle_rule = (a.idle && a.stale) || (b.idle && b.stale) || (a.idle && b.idle);
@@ -503,7 +594,7 @@ mod tests {
                             // Departure 2: a stale busy path's cost floors at
                             // the time it went without completing.
                             let floor = |e: &Estimate| e.stale_after_ns.max(now_ns) - (e.stale_after_ns - path_count as u64 * (e.hst >> FIXED_SHIFT));
-                            let cost = |e: &Estimate| (1 + u64::from(e.in_flight)).saturating_mul(floor(e)) >> 1;
+                            let cost = |e: &Estimate| (1 + u64::from(e.in_flight)).saturating_mul(floor(e));
                             assert_eq!(a_rank < b_rank, cost(a) < cost(b), "{context}");
                             departed += 1;
                         } else {
@@ -564,31 +655,35 @@ mod tests {
     fn end_io_averages_serialised_service_times() {
         let selector: HistoricalServiceTime = build(&[], &[&[]]).unwrap();
         let path = PathLoad::default();
+        let mut thread = RankCache::default();
+        let mut complete = |bytes, start_ns, now_ns| {
+            end_io(&selector, &mut thread, 0, &path, bytes, start_ns, now_ns);
+        };
         let hst = || path.service_time_ewma();
         path.start_io(512);
         path.start_io(512);
         // From the initial 1 ns: (1024 * 972 + 1000 * 1024 * 52 + 512) >> 10.
-        end_io(&selector, &path, 512, 1_000, 2_000);
+        complete(512, 1_000, 2_000);
         assert_eq!((hst(), path.last_completion_ns()), (52_972, 2_000));
         // Started at 1500, but the path was busy until 2000: 500 ns.
-        end_io(&selector, &path, 512, 1_500, 2_500);
+        complete(512, 1_500, 2_500);
         assert_eq!(hst(), 76_282);
         // The caller's clock went back behind the last completion: count
         // from our own start, keep the later completion time.
         path.learn(76_282, 10_000);
         path.start_io(1);
-        end_io(&selector, &path, 1, 2_500, 3_500);
+        complete(1, 2_500, 3_500);
         assert_eq!(hst(), fixed_ema(76_282, 1_000 * FIXED_1, 972));
         assert_eq!(path.last_completion_ns(), 10_000);
         // A sample in the last bucket replaces the history.
         path.start_io(1);
         let long_ns = 63 << BUCKET_SHIFT;
-        end_io(&selector, &path, 1, 10_000, 10_000 + long_ns);
+        complete(1, 10_000, 10_000 + long_ns);
         assert_eq!(hst(), long_ns * FIXED_1);
         assert_eq!((path.in_flight(), path.in_flight_bytes()), (0, 0));
         // The clock going backwards is a 0 ns sample, not a wrap.
         path.start_io(1);
-        end_io(&selector, &path, 1, u64::MAX, 5);
+        complete(1, u64::MAX, 5);
         assert!(hst() < long_ns * FIXED_1);
     }
 
@@ -655,7 +750,107 @@ mod tests {
         );
     }
 
+    /// The pick a full scan makes: every candidate ranked at the harness's
+    /// clock, the lowest taken from a copy of the thread's cursor.
+    fn full_scan_pick(harness: &mut Harness<HistoricalServiceTime>) -> u16 {
+        let count = harness.candidates.len();
+        let mut cursor = harness.thread.cursor().clone();
+        best_from_cursor(
+            &mut cursor,
+            &harness.candidates,
+            harness.loads.len(),
+            |position| rank(&harness.loads[position], count, harness.now_ns).rank,
+            |a, b| a < b,
+        )
+    }
+
+    /// Drives `path_count` paths through `ops` and checks every cached
+    /// pick against [`full_scan_pick`]. Each op first moves the clock by
+    /// `step - 1,500` ns (backwards too; a `step` of 0 jumps 10 ms ahead,
+    /// past every estimate's window), then, by `kind`: picks and starts an
+    /// I/O (0..=4), ends in-flight I/O number `which` (5..=8), or makes a
+    /// new usable set of the bits of `which` (9).
+    fn check_cached_picks(path_count: usize, ops: &[(u8, u16, u16)]) {
+        let selector: HistoricalServiceTime = build(&[], &no_args(path_count)).unwrap();
+        let mut harness = Harness::new(path_count);
+        harness.now_ns = 1_000_000;
+        let mut in_flight: Vec<(u16, u64)> = Vec::new();
+        for &(kind, which, step) in ops {
+            harness.now_ns = match step {
+                0 => harness.now_ns + 10_000_000,
+                step => (harness.now_ns + u64::from(step)).saturating_sub(1_500),
+            };
+            match kind % 10 {
+                0..=4 => {
+                    let expected = full_scan_pick(&mut harness);
+                    let position = harness.pick(&selector);
+                    assert_eq!(position, expected, "at {} ns", harness.now_ns);
+                    harness.start_io(&selector, position);
+                    in_flight.push((position, harness.now_ns));
+                }
+                5..=8 if !in_flight.is_empty() => {
+                    let (position, start_ns) =
+                        in_flight.swap_remove(usize::from(which) % in_flight.len());
+                    harness.end_io(&selector, position, 4096, start_ns);
+                }
+                _ => {
+                    let usable: Vec<u16> = (0..path_count as u16)
+                        .filter(|&p| u64::from(which).rotate_left(u32::from(p)) & 1 != 0)
+                        .collect();
+                    if !usable.is_empty() {
+                        harness.set_usable(&usable);
+                    }
+                }
+            }
+        }
+    }
+
     proptest! {
+        /// The rank cache never changes a pick (see `rank_cache.rs`).
+        #[test]
+        fn cached_picks_are_full_scan_picks(
+            path_count in 1..=8usize,
+            ops in prop::collection::vec((any::<u8>(), any::<u16>(), 0..4_000u16), 0..300),
+        ) {
+            check_cached_picks(path_count, &ops);
+        }
+
+        /// The same with candidates past the 64th, which are ranked again
+        /// at each completion instead of at the next pick.
+        #[test]
+        fn cached_picks_are_full_scan_picks_over_70_paths(
+            ops in prop::collection::vec((any::<u8>(), any::<u16>(), 0..4_000u16), 0..300),
+        ) {
+            check_cached_picks(70, &ops);
+        }
+
+        /// A rank holds, unchanged, over the whole span it claims.
+        #[test]
+        fn a_rank_holds_over_its_span(
+            hst in 0..=FIXED_MAX,
+            in_flight in 0..4u32,
+            last_ns in 0..1u64 << 40,
+            path_count in 1..=16usize,
+            now_ns in 0..1u64 << 41,
+            pick in any::<u64>(),
+        ) {
+            let load = PathLoad::with(in_flight, 0, hst, last_ns);
+            let ranked = rank(&load, path_count, now_ns);
+            prop_assert!(ranked.from_ns <= now_ns && now_ns <= ranked.until_ns);
+            let span = ranked.until_ns - ranked.from_ns;
+            for at in [ranked.from_ns, ranked.until_ns, ranked.from_ns + pick % span.saturating_add(1)] {
+                prop_assert_eq!(rank(&load, path_count, at).rank, ranked.rank, "at {}", at);
+            }
+            // One more I/O in flight: the step, or a rank with none.
+            let busier = PathLoad::with(in_flight + 1, 0, hst, last_ns);
+            if ranked.step != NO_STEP {
+                prop_assert_eq!(
+                    rank(&busier, path_count, now_ns).rank,
+                    ranked.rank.saturating_add(ranked.step)
+                );
+            }
+        }
+
         #[test]
         fn never_picks_a_non_candidate(
             sets in usable_sets(6),

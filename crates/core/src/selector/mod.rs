@@ -18,6 +18,15 @@
 //! per queue). Nothing a selector touches per I/O is written by another
 //! thread.
 //!
+//! # Load changes
+//! The queue reports every change of its [`PathLoad`] records to the
+//! selector of the path's group, with that thread's state: an I/O started
+//! ([`PathSelector::started`]) or ended ([`PathSelector::completed`]). So a
+//! selector may keep what it derives from the loads in its thread state
+//! between picks (historical-service-time keeps each path's rank, see
+//! `rank_cache.rs`), as long as a new [`Pick::generation`] or a clock
+//! reading it did not derive it for makes it derive again.
+//!
 //! # Adding a selector
 //! Write `selector/<name>.rs` with a type implementing [`PathSelector`],
 //! then add one line to the `selectors!` invocation at the bottom of this
@@ -115,6 +124,11 @@ pub trait PathSelector: Sized + Send + Sync + std::fmt::Debug + 'static {
     const STATUS_INFO_ARGS: usize;
     /// State owned by one I/O thread.
     type ThreadState: Default + Send + std::fmt::Debug;
+    /// True when the selector implements [`PathSelector::started`] or
+    /// [`PathSelector::completed`]: only then does the queue call them
+    /// (for the others the calls, empty, would still cost a dispatch on
+    /// the selector's kind and the lookups of their arguments per I/O).
+    const OBSERVES_LOAD: bool = false;
 
     /// Builds the selector for one group.
     ///
@@ -126,11 +140,33 @@ pub trait PathSelector: Sized + Send + Sync + std::fmt::Debug + 'static {
     /// Picks one of `pick.candidates` and returns its position.
     fn select(&self, thread: &mut Self::ThreadState, pick: &Pick<'_>) -> u16;
 
-    /// What the selector learns from a completion on the path whose load
-    /// is `load`, dispatched at `start_ns` (the caller's clock); called
-    /// after the in-flight counts dropped it. Default: nothing.
+    /// The calling queue started an I/O on the path at group `position`
+    /// at `now_ns` (the caller's clock); `load` already counts it. Default:
+    /// nothing.
     #[inline]
-    fn completed(&self, _load: &PathLoad, _start_ns: u64, _now_ns: u64) {}
+    fn started(
+        &self,
+        _thread: &mut Self::ThreadState,
+        _position: usize,
+        _load: &PathLoad,
+        _now_ns: u64,
+    ) {
+    }
+
+    /// What the selector learns from a completion on the path at group
+    /// `position`, whose load is `load`, dispatched at `start_ns` (the
+    /// caller's clock); called after the in-flight counts dropped it.
+    /// Default: nothing.
+    #[inline]
+    fn completed(
+        &self,
+        _thread: &mut Self::ThreadState,
+        _position: usize,
+        _load: &PathLoad,
+        _start_ns: u64,
+        _now_ns: u64,
+    ) {
+    }
 
     /// The canonical selector arguments (dm's table output).
     fn table_args(&self) -> Vec<String> {
@@ -252,10 +288,57 @@ macro_rules! selectors {
                 }
             }
 
-            /// See [`PathSelector::completed`].
+            /// See [`PathSelector::OBSERVES_LOAD`]: false when
+            /// [`Selector::started`] and [`Selector::completed`] do nothing,
+            /// so the queue need not even find their arguments.
             #[inline(always)]
-            pub fn completed(&self, load: &PathLoad, start_ns: u64, now_ns: u64) {
-                match self { $(Selector::$variant(selector) => selector.completed(load, start_ns, now_ns),)+ }
+            pub fn observes_load(&self) -> bool {
+                match self { $(Selector::$variant(_) => <$type as PathSelector>::OBSERVES_LOAD,)+ }
+            }
+
+            /// See [`PathSelector::started`].
+            ///
+            /// # Panics
+            /// If `thread` was made by a selector of another kind.
+            #[inline(always)]
+            pub fn started(
+                &self,
+                thread: &mut SelectorThreadState,
+                position: usize,
+                load: &PathLoad,
+                now_ns: u64,
+            ) {
+                match self {
+                    $(Selector::$variant(selector) => match thread {
+                        SelectorThreadState::$variant(state) => selector.started(state, position, load, now_ns),
+                        #[allow(unreachable_patterns)]
+                        _ => panic!("selector thread state of another kind"),
+                    },)+
+                }
+            }
+
+            /// See [`PathSelector::completed`].
+            ///
+            /// # Panics
+            /// If `thread` was made by a selector of another kind.
+            #[inline(always)]
+            pub fn completed(
+                &self,
+                thread: &mut SelectorThreadState,
+                position: usize,
+                load: &PathLoad,
+                start_ns: u64,
+                now_ns: u64,
+            ) {
+                match self {
+                    $(Selector::$variant(selector) => match thread {
+                        SelectorThreadState::$variant(state) => {
+                            selector.completed(state, position, load, start_ns, now_ns)
+                        }
+                        #[allow(unreachable_patterns)]
+                        _ => panic!("selector thread state of another kind"),
+                    },)+
+                }
             }
 
             /// See [`PathSelector::table_args`].
@@ -297,6 +380,7 @@ selectors! {
     QueueDepth => queue_depth::QueueDepth,
 }
 
+mod rank_cache;
 mod scan;
 
 #[cfg(test)]

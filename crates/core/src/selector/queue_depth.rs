@@ -112,7 +112,7 @@ mod tests {
         let mut harness = Harness::new(3);
         for _ in 0..30 {
             let position = harness.pick(&selector);
-            harness.loads[usize::from(position)].start_io(4096);
+            harness.start_io(&selector, position);
         }
         let in_flight: Vec<u32> = harness.loads.iter().map(PathLoad::in_flight).collect();
         assert_eq!(in_flight, [10, 10, 10]);

@@ -91,7 +91,7 @@ impl PathSelector for QueueLength {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selector::testing::{assert_balanced_io, build, end_io, no_args, usable_sets, Harness};
+    use crate::selector::testing::{assert_balanced_io, build, no_args, usable_sets, Harness};
     use proptest::prelude::*;
 
     #[test]
@@ -140,8 +140,9 @@ mod tests {
     fn start_and_end_io_keep_counters_and_status() {
         let selector: QueueLength = build(&[], &[&[], &[]]).unwrap();
         let mut harness = Harness::new(2);
-        let first = usize::from(harness.pick(&selector));
-        harness.loads[first].start_io(4096);
+        let picked = harness.pick(&selector);
+        harness.start_io(&selector, picked);
+        let first = usize::from(picked);
         assert_eq!(
             selector.status_path_info(first, &harness.loads[first]),
             ["1"]
@@ -152,7 +153,7 @@ mod tests {
             first,
             "the busy path is avoided"
         );
-        end_io(&selector, &harness.loads[first], 4096, 0, 1);
+        harness.end_io(&selector, picked, 4096, 0);
         assert_eq!(
             selector.status_path_info(first, &harness.loads[first]),
             ["0"]

@@ -10,7 +10,7 @@ use super::Pick;
 /// One thread's tie breaker: the candidate index its next scan starts at.
 /// Shared by the scanning selectors (queue-length, queue-depth,
 /// service-time, historical-service-time).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct TieCursor {
     /// Index into `Pick::candidates`; may be out of range after the
     /// candidates shrank, and is then read as 0.

@@ -103,6 +103,30 @@ impl<S: PathSelector> Harness<S> {
         position
     }
 
+    /// Starts an I/O of `self.bytes` on the path at `position` the way a
+    /// queue does: counts it, then tells the selector.
+    pub(crate) fn start_io(&mut self, selector: &S, position: u16) {
+        let position = usize::from(position);
+        let load = &self.loads[position];
+        load.start_io(self.bytes);
+        selector.started(&mut self.thread, position, load, self.now_ns);
+    }
+
+    /// Ends an I/O of `bytes` started at `start_ns` on the path at
+    /// `position`, at `self.now_ns`, the way a queue does.
+    pub(crate) fn end_io(&mut self, selector: &S, position: u16, bytes: u64, start_ns: u64) {
+        let position = usize::from(position);
+        end_io(
+            selector,
+            &mut self.thread,
+            position,
+            &self.loads[position],
+            bytes,
+            start_ns,
+            self.now_ns,
+        );
+    }
+
     /// Sets every path's in-flight count (no bytes, nothing learnt).
     pub(crate) fn set_in_flight(&mut self, counts: &[u32]) {
         for (load, &count) in self.loads.iter_mut().zip(counts) {
@@ -111,17 +135,20 @@ impl<S: PathSelector> Harness<S> {
     }
 }
 
-/// Ends an I/O of `bytes` on `load` the way a queue does: uncounts it,
-/// then tells the selector.
+/// Ends an I/O of `bytes` on the path at `position`, whose load is
+/// `load`, the way a queue does: uncounts it, then tells the selector
+/// (with `thread`, the calling thread's state).
 pub(crate) fn end_io<S: PathSelector>(
     selector: &S,
+    thread: &mut S::ThreadState,
+    position: usize,
     load: &PathLoad,
     bytes: u64,
     start_ns: u64,
     now_ns: u64,
 ) {
     load.end_io(bytes);
-    selector.completed(load, start_ns, now_ns);
+    selector.completed(thread, position, load, start_ns, now_ns);
 }
 
 /// Random non-empty usable sets over `path_count` paths, as sorted
@@ -156,7 +183,7 @@ pub(crate) fn assert_balanced_io<S: PathSelector>(
     ops: &[(bool, u16, u32)],
 ) {
     let mut harness = Harness::<S>::new(path_count);
-    let mut in_flight: Vec<(usize, u64, u64)> = Vec::new();
+    let mut in_flight: Vec<(u16, u64, u64)> = Vec::new();
     for &(start, which, bytes) in ops {
         harness.now_ns += 1_000 + u64::from(which);
         if which % 8 == 0 {
@@ -168,29 +195,17 @@ pub(crate) fn assert_balanced_io<S: PathSelector>(
         }
         if start || in_flight.is_empty() {
             harness.bytes = u64::from(bytes);
-            let position = usize::from(harness.pick(selector));
-            harness.loads[position].start_io(harness.bytes);
+            let position = harness.pick(selector);
+            harness.start_io(selector, position);
             in_flight.push((position, harness.bytes, harness.now_ns));
         } else {
             let (position, bytes, start_ns) =
                 in_flight.swap_remove(usize::from(which) % in_flight.len());
-            end_io(
-                selector,
-                &harness.loads[position],
-                bytes,
-                start_ns,
-                harness.now_ns,
-            );
+            harness.end_io(selector, position, bytes, start_ns);
         }
     }
     for (position, bytes, start_ns) in in_flight {
-        end_io(
-            selector,
-            &harness.loads[position],
-            bytes,
-            start_ns,
-            harness.now_ns,
-        );
+        harness.end_io(selector, position, bytes, start_ns);
     }
     for (position, load) in harness.loads.iter().enumerate() {
         assert_eq!(load.in_flight(), 0, "in_flight of path {position}");
