@@ -204,7 +204,7 @@ impl RankCache {
 
     /// Ranks the candidates marked in `changed` again (the cache holds at
     /// the clock reading `rank` ranks at).
-    #[inline(never)]
+    #[inline(always)]
     fn rank_changed(&mut self, candidates: &[u16], rank: impl Fn(usize, usize) -> Ranked) {
         while self.changed != 0 {
             let index = self.changed.trailing_zeros() as usize;
