@@ -93,6 +93,34 @@ fn bench_matrix_covers_raw_and_every_selector() {
     assert!(rows
         .iter()
         .all(|row| row["errors"] == 0 && row["ios"].as_u64().unwrap() > 0));
+    // Each map row's best: its best round against raw's best at its job
+    // count.
+    let best_iops = |row: &serde_json::Value| {
+        row["iops_by_round"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|iops| iops.as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    for row in rows
+        .iter()
+        .filter(|row| !row["label"].as_str().unwrap().starts_with("raw"))
+    {
+        let jobs = row["jobs"].as_f64().unwrap();
+        let raw = rows
+            .iter()
+            .find(|raw| {
+                raw["label"].as_str().unwrap().starts_with("raw") && raw["jobs"] == row["jobs"]
+            })
+            .unwrap();
+        let expected = jobs * (1.0 / best_iops(row) - 1.0 / best_iops(raw)) * 1e9;
+        let best = row["added_ns_per_io_best"].as_f64().unwrap();
+        assert!(
+            (best - expected).abs() <= 1e-6 * expected.abs().max(1.0),
+            "{row}"
+        );
+    }
 }
 
 #[test]

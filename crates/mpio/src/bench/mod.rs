@@ -75,7 +75,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub matrix: bool,
     /// Rounds of the matrix: each round runs every row once (raw included),
-    /// and each row reports its median round and the spread.
+    /// and each row reports its median round, the spread, and its best
+    /// round against raw's best.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99), requires = "matrix")]
     pub repeat: u32,
     /// Print results as JSON.
