@@ -78,12 +78,15 @@
 //! fraction bits, as dm; 0 reads as dm's initial 1 ns) and
 //! `last_completion_ns`. Each queue learns from its own completions (so
 //! each keeps its own estimate of every path, and probes stale paths on
-//! its own); nothing is shared between threads. Per thread: a
-//! [`RankCache`] of every candidate's rank and the tie cursor. With the
-//! default threshold a pick takes the lowest stored rank; the rank of the
-//! path an I/O starts or ends on is computed again at once, and all of
-//! them when the candidates change or the clock leaves the span the ranks
-//! hold for (a fresh estimate's rank holds until it goes stale).
+//! its own); nothing is shared between threads.
+//!
+//! Per thread: a `RankCache` (`rank_cache.rs`), the rank of every
+//! candidate and the tie cursor. With the default threshold a pick takes
+//! the lowest stored rank; an I/O start adds the path's step to its rank,
+//! an I/O end has the next pick rank the path again, and every candidate
+//! is ranked again when the candidates change or the clock leaves the span
+//! the ranks hold for (a fresh estimate's rank holds until it goes stale;
+//! a busy stale path's only at the clock reading it was ranked at).
 
 use super::queue_length::parse_unhonoured_repeat_count;
 use super::rank_cache::{RankCache, Ranked, NO_STEP};
@@ -401,7 +404,7 @@ impl PathSelector for HistoricalServiceTime {
     /// filled, and this only checks that).
     #[inline]
     fn started(&self, thread: &mut RankCache, position: usize, load: &PathLoad, now_ns: u64) {
-        thread.started(position, now_ns, |count| rank(load, count, now_ns));
+        thread.started(position, |count| rank(load, count, now_ns));
     }
 
     /// Learns from the sample, then ranks the path again for the cache.
@@ -427,7 +430,7 @@ impl PathSelector for HistoricalServiceTime {
         let sample = service_ns.saturating_mul(FIXED_1).min(FIXED_MAX);
         let hst = fixed_ema(learnt_hst(load), sample, self.weight(service_ns));
         load.learn(hst, completion_ns);
-        thread.update(position, now_ns, |count| {
+        thread.update(position, |count| {
             rank_of(as_learnt(hst), load.in_flight(), completion_ns, count, now_ns)
         });
     }

@@ -18,17 +18,20 @@
 //! selector's `started` and `completed` hooks:
 //! - an I/O started ([`RankCache::started`]): the stored rank rises by its
 //!   step, or, for a rank with no step, the path is ranked again;
-//! - an I/O ended ([`RankCache::update`]): the path is ranked again.
+//! - an I/O ended ([`RankCache::update`]): the path is marked, and the next
+//!   pick ranks it again (so a burst of completions on one path costs one
+//!   rank, and completions before a pick that ranks everything again cost
+//!   none).
 //!
-//! A new rank's span narrows the cache's. A change at a clock reading the
-//! cache does not hold at empties it. So a pick always sees the ranks a
-//! full computation would give; the `cached_picks_are_full_scan_picks` test
+//! A new rank's span narrows the cache's (to nothing, if the cache did not
+//! hold at the clock reading it was computed at). So a pick always sees the
+//! ranks a full computation would give; the `cached_picks_are_full_scan_picks` test
 //! of historical-service-time checks that over random histories (the clock
 //! going back included).
 //!
 //! # Cost
-//! A pick that hits is one compare and select per candidate, and an I/O
-//! start one addition. How often the cache is refilled depends on the
+//! A pick that hits is one compare and select per candidate (plus a rank
+//! per path marked since the last pick), and an I/O start one addition. How often the cache is refilled depends on the
 //! selector's spans: historical-service-time's rank of a path whose
 //! estimate is fresh holds until the estimate goes stale, so at a steady
 //! load refills are rare; a rank that changes with the clock itself holds
@@ -73,9 +76,8 @@ pub struct RankCache {
     /// for the others.
     index_of: Vec<u16>,
     /// Bit `i` set: candidate `i`'s load changed since its rank was
-    /// stored, which the next pick computes again (a burst of completions
-    /// on one path, or before a pick that refills, then costs no rank at
-    /// all). Candidates from the 64th on are ranked again at once.
+    /// stored, and the next pick ranks it again. Candidates past the 64th
+    /// are ranked again at once instead.
     changed: u64,
     /// The [`Pick::generation`] the cache was built for; `None` before the
     /// first pick.
@@ -214,18 +216,14 @@ impl RankCache {
         }
     }
 
-    /// An I/O started on the path at `position` at `now_ns`: its stored
-    /// rank rises by its step, or, with no step, is `rank(candidate_count)`
-    /// (ranked with the I/O counted). Empties the cache if it does not
-    /// hold at `now_ns`.
+    /// An I/O started on the path at `position`: its stored rank rises by
+    /// its step (right wherever the rank held), or, with no step, is
+    /// `rank(candidate_count)` (ranked with the I/O counted, at the clock
+    /// reading of the start; its span narrows the cache's, to nothing if
+    /// the cache did not hold then).
     #[inline(always)]
-    pub(crate) fn started(
-        &mut self,
-        position: usize,
-        now_ns: u64,
-        rank: impl FnOnce(usize) -> Ranked,
-    ) {
-        let Some(index) = self.candidate_at(position, now_ns) else {
+    pub(crate) fn started(&mut self, position: usize, rank: impl FnOnce(usize) -> Ranked) {
+        let Some(index) = self.candidate_index(position) else {
             return;
         };
         let step = self.steps[index];
@@ -238,18 +236,13 @@ impl RankCache {
         }
     }
 
-    /// The load of the path at `position` changed at `now_ns` in another
-    /// way (an I/O ended): the next pick ranks it again, or, for a
-    /// candidate past the 64th, `rank(candidate_count)` is its rank from
-    /// now on. Empties the cache if it does not hold at `now_ns`.
+    /// The load of the path at `position` changed in another way (an I/O
+    /// ended): the next pick ranks it again, or, for a candidate past the
+    /// 64th, `rank(candidate_count)` is its rank from now on (its span
+    /// narrows the cache's, as for a start).
     #[inline(always)]
-    pub(crate) fn update(
-        &mut self,
-        position: usize,
-        now_ns: u64,
-        rank: impl FnOnce(usize) -> Ranked,
-    ) {
-        if let Some(index) = self.candidate_at(position, now_ns) {
+    pub(crate) fn update(&mut self, position: usize, rank: impl FnOnce(usize) -> Ranked) {
+        if let Some(index) = self.candidate_index(position) {
             if index < 64 {
                 self.changed |= 1 << index;
             } else {
@@ -258,20 +251,14 @@ impl RankCache {
         }
     }
 
-    /// The candidate index of `position` when the cache holds at `now_ns`
-    /// and the path is a candidate; empties the cache when it does not
-    /// hold. (If the candidates changed since, the next pick's generation
-    /// refills the cache anyway.)
+    /// The candidate index of `position`, if the cache was built and the
+    /// path is a candidate. (If the candidates changed since, the next
+    /// pick's generation rebuilds the cache anyway.)
     #[inline(always)]
-    fn candidate_at(&mut self, position: usize, now_ns: u64) -> Option<usize> {
-        if !self.holds_at(now_ns) {
-            self.empty();
-            return None;
-        }
-        // Holding means filled, with an entry per group position.
-        match self.index_of[position] {
-            NOT_A_CANDIDATE => None,
-            index => Some(usize::from(index)),
+    fn candidate_index(&self, position: usize) -> Option<usize> {
+        match self.index_of.get(position) {
+            None | Some(&NOT_A_CANDIDATE) => None,
+            Some(&index) => Some(usize::from(index)),
         }
     }
 
