@@ -70,7 +70,7 @@ fn measure(selector: &Selector, path_count: usize) -> Vec<f64> {
                         let position = usize::from(position);
                         let load = &loads[position];
                         load.end_io(BYTES);
-                        selector.completed(&mut thread, position, load, start_ns, now_ns);
+                        selector.completed(|| &mut thread, position, load, start_ns, now_ns);
                     }
                 }
                 let pick = Pick {

@@ -556,33 +556,30 @@ impl<P: PathQueue> Queue<P> {
         let group = &self.map.groups()[route.group];
         let bytes = slot.io_bytes();
         let (loads, cpu, node) = (&self.loads, self.cpu, self.node);
-        let position = usize::from(group.selector.select_with(
+        let group_loads = &loads[group.path_range()];
+        let position = usize::from(group.selector.select_and_start(
             &mut self.selector_states[route.group],
             || Pick {
                 candidates: &route.candidates,
                 usable: &route.usable,
-                loads: &loads[group.path_range()],
+                loads: group_loads,
                 bytes,
                 cpu,
                 node,
                 now_ns,
                 generation: snapshot.generation,
             },
+            |position| {
+                assert!(
+                    route.usable[usize::from(position)],
+                    "selector picked a path that is not a candidate"
+                );
+                let load = &group_loads[usize::from(position)];
+                load.start_io(bytes);
+                load
+            },
         ));
-        assert!(
-            route.usable[position],
-            "selector picked a path that is not a candidate"
-        );
         let path = group.first_path + position;
-        self.loads[path].start_io(bytes);
-        if group.selector.observes_load() {
-            group.selector.started(
-                &mut self.selector_states[route.group],
-                position,
-                &self.loads[path],
-                now_ns,
-            );
-        }
         slot.state = SlotState::OnPath {
             path: path as u32,
             timed_out: false,
@@ -656,15 +653,13 @@ impl<P: PathQueue> Queue<P> {
         load.end_io(slot.io_bytes());
         load.record_latency(now_ns.saturating_sub(slot.start_ns));
         let group = &self.map.groups()[slot.group as usize];
-        if group.selector.observes_load() {
-            group.selector.completed(
-                &mut self.selector_states[slot.group as usize],
-                path - group.first_path,
-                load,
-                slot.start_ns,
-                now_ns,
-            );
-        }
+        group.selector.completed(
+            || &mut self.selector_states[slot.group as usize],
+            path - group.first_path,
+            load,
+            slot.start_ns,
+            now_ns,
+        );
     }
 
     /// Dispatches slot `index` again after a path error, within the map's

@@ -126,8 +126,8 @@ pub trait PathSelector: Sized + Send + Sync + std::fmt::Debug + 'static {
     type ThreadState: Default + Send + std::fmt::Debug;
     /// True when the selector implements [`PathSelector::started`] or
     /// [`PathSelector::completed`]: only then does the queue call them
-    /// (for the others the calls, empty, would still cost a dispatch on
-    /// the selector's kind and the lookups of their arguments per I/O).
+    /// (for the others, the calls are empty, but the lookup of the thread
+    /// state for a completion would still cost its instructions per I/O).
     const OBSERVES_LOAD: bool = false;
 
     /// Builds the selector for one group.
@@ -258,45 +258,57 @@ macro_rules! selectors {
             /// If `thread` was made by a selector of another kind.
             #[inline(always)]
             pub fn select(&self, thread: &mut SelectorThreadState, pick: &Pick<'_>) -> u16 {
-                self.select_with(thread, || *pick)
-            }
-
-            /// [`Selector::select`] with the pick built by `pick` inside
-            /// the selector's arm, for the queue: where the selector is
-            /// inlined, the fields it does not read are then never loaded
-            /// (built before the match, every field was loaded, and spilled,
-            /// on every I/O), and a selector called out of line gets the
-            /// pick in memory in its own arm only.
-            ///
-            /// # Panics
-            /// If `thread` was made by a selector of another kind.
-            #[inline(always)]
-            pub fn select_with<'a>(
-                &self,
-                thread: &mut SelectorThreadState,
-                pick: impl FnOnce() -> Pick<'a>,
-            ) -> u16 {
-                // One jump on the selector's kind, then one compare to
-                // check the state is of the same kind (a pair match costs
-                // a compare chain per I/O).
                 match self {
                     $(Selector::$variant(selector) => match thread {
-                        SelectorThreadState::$variant(state) => selector.select(state, &pick()),
+                        SelectorThreadState::$variant(state) => selector.select(state, pick),
                         #[allow(unreachable_patterns)]
                         _ => panic!("selector thread state of another kind"),
                     },)+
                 }
             }
 
-            /// See [`PathSelector::OBSERVES_LOAD`]: false when
-            /// [`Selector::started`] and [`Selector::completed`] do nothing,
-            /// so the queue need not even find their arguments.
+            /// For the queue: [`Selector::select`] with the pick built by
+            /// `pick`, then `start(position)`, which counts the I/O on the
+            /// picked path's load ([`PathLoad::start_io`]) and returns
+            /// that load, then [`PathSelector::started`], all inside the
+            /// selector's arm. One jump on the selector's kind serves the
+            /// pick and the start, and where the selector is inlined the
+            /// pick's fields it does not read are never loaded (built
+            /// before the match, every field was loaded, and spilled, on
+            /// every I/O); a selector called out of line gets the pick in
+            /// memory in its own arm only.
+            ///
+            /// # Panics
+            /// If `thread` was made by a selector of another kind.
             #[inline(always)]
-            pub fn observes_load(&self) -> bool {
-                match self { $(Selector::$variant(_) => <$type as PathSelector>::OBSERVES_LOAD,)+ }
+            pub fn select_and_start<'a>(
+                &self,
+                thread: &mut SelectorThreadState,
+                pick: impl FnOnce() -> Pick<'a>,
+                start: impl FnOnce(u16) -> &'a PathLoad,
+            ) -> u16 {
+                // One jump on the selector's kind, then one compare to
+                // check the state is of the same kind (a pair match costs
+                // a compare chain per I/O).
+                match self {
+                    $(Selector::$variant(selector) => match thread {
+                        SelectorThreadState::$variant(state) => {
+                            let pick = pick();
+                            let position = selector.select(state, &pick);
+                            let load = start(position);
+                            if <$type as PathSelector>::OBSERVES_LOAD {
+                                selector.started(state, usize::from(position), load, pick.now_ns);
+                            }
+                            position
+                        }
+                        #[allow(unreachable_patterns)]
+                        _ => panic!("selector thread state of another kind"),
+                    },)+
+                }
             }
 
-            /// See [`PathSelector::started`].
+            /// See [`PathSelector::started`] (the queue calls it through
+            /// [`Selector::select_and_start`]).
             ///
             /// # Panics
             /// If `thread` was made by a selector of another kind.
@@ -317,27 +329,31 @@ macro_rules! selectors {
                 }
             }
 
-            /// See [`PathSelector::completed`].
+            /// See [`PathSelector::completed`]. `thread` gives the calling
+            /// thread's state; it is called only for a selector that
+            /// observes load ([`PathSelector::OBSERVES_LOAD`]), so the
+            /// others cost no lookup of it.
             ///
             /// # Panics
-            /// If `thread` was made by a selector of another kind.
+            /// If the state is of another kind.
             #[inline(always)]
-            pub fn completed(
+            pub fn completed<'s>(
                 &self,
-                thread: &mut SelectorThreadState,
+                thread: impl FnOnce() -> &'s mut SelectorThreadState,
                 position: usize,
                 load: &PathLoad,
                 start_ns: u64,
                 now_ns: u64,
             ) {
                 match self {
-                    $(Selector::$variant(selector) => match thread {
+                    $(Selector::$variant(selector) if <$type as PathSelector>::OBSERVES_LOAD => match thread() {
                         SelectorThreadState::$variant(state) => {
                             selector.completed(state, position, load, start_ns, now_ns)
                         }
                         #[allow(unreachable_patterns)]
                         _ => panic!("selector thread state of another kind"),
                     },)+
+                    _ => {}
                 }
             }
 
