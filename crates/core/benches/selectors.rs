@@ -1,6 +1,8 @@
 //! Micro-benchmark: ns per `select` + `start_io` + `end_io` (with the
-//! selector's `started` and `completed` hooks) for every selector at 2, 4, 8 and 16
-//! paths, all usable, with 32 I/Os kept in flight as a queue would.
+//! selector's `started` and `completed` hooks) for every selector at 2, 4,
+//! 8 and 16 paths, all usable, with 32 I/Os kept in flight as a queue
+//! would, and the clock moving on at every I/O (so a selector's per-thread
+//! cache sees a load change between any two picks).
 //!
 //! `cargo bench -p mpio-core --bench selectors [FILTER...]`: a filter keeps
 //! the selectors whose name contains it. Each cell is the fastest of

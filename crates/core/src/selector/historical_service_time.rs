@@ -407,7 +407,8 @@ impl PathSelector for HistoricalServiceTime {
         thread.started(position, |count| rank(load, count, now_ns));
     }
 
-    /// Learns from the sample, then ranks the path again for the cache.
+    /// Learns from the sample, then has the cache rank the path again (at
+    /// the next pick).
     #[inline]
     fn completed(
         &self,
