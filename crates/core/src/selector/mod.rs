@@ -260,7 +260,11 @@ macro_rules! selectors {
             pub fn select(&self, thread: &mut SelectorThreadState, pick: &Pick<'_>) -> u16 {
                 match self {
                     $(Selector::$variant(selector) => match thread {
-                        SelectorThreadState::$variant(state) => selector.select(state, pick),
+                        // A copy of the pick, the arm's own: the compiler
+                        // then keeps its fields in registers through a
+                        // scan (through the caller's reference, service-
+                        // time's scan at 16 paths took 50 % longer).
+                        SelectorThreadState::$variant(state) => selector.select(state, &{ *pick }),
                         #[allow(unreachable_patterns)]
                         _ => panic!("selector thread state of another kind"),
                     },)+
