@@ -17,6 +17,7 @@ use mpio_daemon::config::{DaemonConfig, ExportConfig, MapConfig, NoPathRetry};
 use mpio_daemon::daemon::{Daemon, ServerSettings};
 use mpio_server::ServerConfig;
 use mpio_transport::checker::CheckerOptions;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -111,32 +112,7 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
     };
     let daemon = Daemon::start(config, args.control.as_deref(), server_settings)
         .map_err(|error| error.to_string())?;
-    let exports = daemon.exports();
-    for (map, uris) in &exports {
-        if args.config.is_some() {
-            println!("mpio serve: map {map}");
-        } else {
-            println!(
-                "mpio serve: exporting {}",
-                if args.table.is_some() {
-                    "the map"
-                } else {
-                    "the demo map: memory:demo#a + #b, then #c"
-                }
-            );
-        }
-        for uri in uris {
-            println!("  {uri}");
-        }
-    }
-    if let Some(uri) = exports.iter().flat_map(|(_, uris)| uris).next() {
-        println!("try: nbdinfo '{uri}'");
-    }
-    if let Some(address) = daemon.metrics_address() {
-        println!("metrics: http://{address}/metrics");
-    }
-    println!("control socket: {}", daemon.control_socket().display());
-    println!("stop with Ctrl-C or SIGTERM (a second one exits at once)");
+    print_banner(&daemon, args);
     let signal = signals.wait();
     tracing::info!(
         "{signal}: shutting down, up to {shutdown_timeout:?} (a second signal exits at once)"
@@ -193,4 +169,44 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
             }],
         }],
     })
+}
+
+/// Prints what the daemon serves, where to try it and how to stop it, to
+/// stdout. A stdout nobody reads any more (`mpio serve | head -1`, a
+/// supervisor that closed the pipe) is no reason to stop serving: write
+/// errors are ignored, where `println!` would panic.
+fn print_banner(daemon: &Daemon, args: &ServeArgs) {
+    let mut banner = String::new();
+    let exports = daemon.exports();
+    for (map, uris) in &exports {
+        if args.config.is_some() {
+            banner.push_str(&format!("mpio serve: map {map}\n"));
+        } else {
+            banner.push_str(&format!(
+                "mpio serve: exporting {}\n",
+                if args.table.is_some() {
+                    "the map"
+                } else {
+                    "the demo map: memory:demo#a + #b, then #c"
+                }
+            ));
+        }
+        for uri in uris {
+            banner.push_str(&format!("  {uri}\n"));
+        }
+    }
+    if let Some(uri) = exports.iter().flat_map(|(_, uris)| uris).next() {
+        banner.push_str(&format!("try: nbdinfo '{uri}'\n"));
+    }
+    if let Some(address) = daemon.metrics_address() {
+        banner.push_str(&format!("metrics: http://{address}/metrics\n"));
+    }
+    banner.push_str(&format!(
+        "control socket: {}\n",
+        daemon.control_socket().display()
+    ));
+    banner.push_str("stop with Ctrl-C or SIGTERM (a second one exits at once)\n");
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(banner.as_bytes());
+    let _ = stdout.flush();
 }

@@ -2,7 +2,8 @@
 //! demo map, prints a URI and an example, and `nbdinfo` pointed at that
 //! URI sees the map; a bad table fails with a message naming it. SIGTERM
 //! after I/O drains, flushes and exits 0 with the socket file removed; a
-//! second signal while a read holds the drain exits at once (143).
+//! second signal while a read holds the drain exits at once (143). A
+//! stdout nobody reads does not stop it.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -34,15 +35,7 @@ fn serve_without_arguments_serves_the_demo_map_to_nbdinfo() {
             .spawn()
             .expect("mpio runs"),
     );
-    let stdout = child.0.stdout.take().unwrap();
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            if sender.send(line.unwrap()).is_err() {
-                return;
-            }
-        }
-    });
+    let receiver = stdout_lines(&mut child.0);
     let mut lines = Vec::new();
     let example = loop {
         let line = receiver
@@ -99,21 +92,13 @@ fn serve(args: &[&str]) -> (Guard, String, std::thread::JoinHandle<String>) {
             .spawn()
             .expect("mpio runs"),
     );
-    let stdout = child.0.stdout.take().unwrap();
     let mut stderr = child.0.stderr.take().unwrap();
     let errors = std::thread::spawn(move || {
         let mut text = String::new();
         let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
         text
     });
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            if sender.send(line.unwrap()).is_err() {
-                return;
-            }
-        }
-    });
+    let receiver = stdout_lines(&mut child.0);
     let mut uri = None;
     loop {
         let line = receiver
@@ -226,6 +211,62 @@ fn a_second_signal_exits_at_once() {
     assert_eq!(status.code(), Some(143), "{errors}");
     assert!(errors.contains("SIGINT: shutting down"), "{errors}");
     drop(reader);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The lines `child` prints to stdout, read to its end by a thread: the
+/// pipe stays open (and drained) however few of them the test wants.
+fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    receiver
+}
+
+#[test]
+fn a_closed_stdout_does_not_stop_the_daemon() {
+    let dir = tempfile_dir("closed-stdout");
+    let control = dir.join("control.sock");
+    let mut child = Guard(
+        Command::new(env!("CARGO_BIN_EXE_mpio"))
+            .args(["serve", "--socket"])
+            .arg(dir.join("s.sock"))
+            .arg("--control")
+            .arg(&control)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mpio runs"),
+    );
+    // Nobody will read the banner: the pipe's read end is gone before
+    // the daemon writes it.
+    drop(child.0.stdout.take());
+    let mut stderr = child.0.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !control.exists() {
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "mpio serve ended before it served"
+        );
+        assert!(std::time::Instant::now() < deadline, "no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Past the banner: still serving, and it stops as asked.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.0.try_wait().unwrap().is_none(), "mpio serve ended");
+    signal(&child.0, "TERM");
+    let status = exit_within(&mut child.0, Duration::from_secs(10));
+    let errors = errors.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{errors}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
