@@ -156,7 +156,8 @@ impl PathLoad {
 
     /// Counts an I/O of `bytes` as started: in flight, and dispatched.
     /// For the record's one writer: the queue that owns it (or a
-    /// benchmark or test driving a selector without a queue); a second
+    /// benchmark or test driving a selector without a queue, which then
+    /// calls the selector's `started` hook as the queue does); a second
     /// writer would lose counts.
     #[inline]
     pub fn start_io(&self, bytes: u64) {

@@ -54,8 +54,11 @@
 //!   distrust an estimate that is overdue; mpio's way keeps a single
 //!   order.
 //!
-//! Ranks use whole ns of `hst` (dm: 1/1024 ns) and compare in units of
-//! 2 ns (one bit holds the class). With a `threshold_multiplier` above 0
+//! Ranks use whole ns of `hst` (dm: 1/1024 ns). Idle stale paths compare
+//! their `stale_after` in units of 2 ns (one bit holds the class), the
+//! others their cost in ns (until issue 3's third pass, in units of 2 ns
+//! too; costs that close now go to the lower instead of taking turns).
+//! With a `threshold_multiplier` above 0
 //! (estimates within that factor compare by usage alone, another
 //! non-transitive rule) mpio runs dm's pairwise scan exactly
 //! (`better_with_threshold`).
@@ -768,21 +771,36 @@ mod tests {
         )
     }
 
-    /// Drives `path_count` paths through `ops` and checks every cached
-    /// pick against [`full_scan_pick`]. Each op first moves the clock by
-    /// `step - 1,500` ns (backwards too; a `step` of 0 jumps 10 ms ahead,
-    /// past every estimate's window), then, by `kind`: picks and starts an
-    /// I/O (0..=4), ends in-flight I/O number `which` (5..=8), or makes a
-    /// new usable set of the bits of `which` (9).
-    fn check_cached_picks(path_count: usize, ops: &[(u8, u16, u16)]) {
+    /// Drives `path_count` paths, each starting from a learnt state of
+    /// `start` (`hst` in ns and how long ago it last completed, cycled
+    /// over the paths), with the clock starting at `clock_ns`, through
+    /// `ops`, and checks every cached pick against [`full_scan_pick`].
+    /// Each op first moves the clock by `step - 1,500` ns (backwards too; a
+    /// `step` of 0 jumps 10 ms ahead, past every estimate's window), then,
+    /// by `kind`: picks and starts an I/O (0..=4), ends in-flight I/O
+    /// number `which` (5..=8), or makes a new usable set (9): every path
+    /// for a `which` divisible by 4, else the paths whose bit is set in a
+    /// mix of `which`.
+    fn check_cached_picks(
+        path_count: usize,
+        start: &[(u64, u64)],
+        clock_ns: u64,
+        ops: &[(u8, u16, u16)],
+    ) {
         let selector: HistoricalServiceTime = build(&[], &no_args(path_count)).unwrap();
         let mut harness = Harness::new(path_count);
-        harness.now_ns = 1_000_000;
+        harness.now_ns = clock_ns;
+        for (load, &(hst_ns, age_ns)) in harness.loads.iter_mut().zip(start.iter().cycle()) {
+            *load = learnt(hst_ns, 0, clock_ns.saturating_sub(age_ns));
+        }
         let mut in_flight: Vec<(u16, u64)> = Vec::new();
         for &(kind, which, step) in ops {
             harness.now_ns = match step {
-                0 => harness.now_ns + 10_000_000,
-                step => (harness.now_ns + u64::from(step)).saturating_sub(1_500),
+                0 => harness.now_ns.saturating_add(10_000_000),
+                step => harness
+                    .now_ns
+                    .saturating_add(u64::from(step))
+                    .saturating_sub(1_500),
             };
             match kind % 10 {
                 0..=4 => {
@@ -798,8 +816,9 @@ mod tests {
                     harness.end_io(&selector, position, 4096, start_ns);
                 }
                 _ => {
+                    let mix = u64::from(which).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                     let usable: Vec<u16> = (0..path_count as u16)
-                        .filter(|&p| u64::from(which).rotate_left(u32::from(p)) & 1 != 0)
+                        .filter(|&p| which % 4 == 0 || mix >> (p % 64) & 1 != 0)
                         .collect();
                     if !usable.is_empty() {
                         harness.set_usable(&usable);
@@ -810,22 +829,26 @@ mod tests {
     }
 
     proptest! {
-        /// The rank cache never changes a pick (see `rank_cache.rs`).
+        /// The rank cache never changes a pick (see `rank_cache.rs`): from
+        /// fresh paths or learnt ones, at a clock near 0 or near its end.
         #[test]
         fn cached_picks_are_full_scan_picks(
             path_count in 1..=8usize,
+            start in prop::collection::vec((0..3_000u64, 0..20_000u64), 1..4),
+            clock_ns in prop_oneof![Just(1_000_000u64), Just(u64::MAX - 50_000), any::<u64>()],
             ops in prop::collection::vec((any::<u8>(), any::<u16>(), 0..4_000u16), 0..300),
         ) {
-            check_cached_picks(path_count, &ops);
+            check_cached_picks(path_count, &start, clock_ns, &ops);
         }
 
         /// The same with candidates past the 64th, which are ranked again
         /// at each completion instead of at the next pick.
         #[test]
         fn cached_picks_are_full_scan_picks_over_70_paths(
+            start in prop::collection::vec((0..3_000u64, 0..20_000u64), 1..4),
             ops in prop::collection::vec((any::<u8>(), any::<u16>(), 0..4_000u16), 0..300),
         ) {
-            check_cached_picks(70, &ops);
+            check_cached_picks(70, &start, 1_000_000, &ops);
         }
 
         /// A rank holds, unchanged, over the whole span it claims.
@@ -845,13 +868,15 @@ mod tests {
             for at in [ranked.from_ns, ranked.until_ns, ranked.from_ns + pick % span.saturating_add(1)] {
                 prop_assert_eq!(rank(&load, path_count, at).rank, ranked.rank, "at {}", at);
             }
-            // One more I/O in flight: the step, or a rank with none.
+            // One more I/O in flight: the step, over the whole span, and
+            // the same step after it (or a rank with none).
             let busier = PathLoad::with(in_flight + 1, 0, hst, last_ns);
             if ranked.step != NO_STEP {
-                prop_assert_eq!(
-                    rank(&busier, path_count, now_ns).rank,
-                    ranked.rank.saturating_add(ranked.step)
-                );
+                for at in [ranked.from_ns, ranked.until_ns, ranked.from_ns + pick % span.saturating_add(1)] {
+                    let raised = rank(&busier, path_count, at);
+                    prop_assert_eq!(raised.rank, ranked.rank.saturating_add(ranked.step), "at {}", at);
+                    prop_assert_eq!(raised.step, ranked.step, "at {}", at);
+                }
             }
         }
 

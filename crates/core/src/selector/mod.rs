@@ -19,19 +19,22 @@
 //! thread.
 //!
 //! # Load changes
-//! The queue reports every change of its [`PathLoad`] records to the
-//! selector of the path's group, with that thread's state: an I/O started
-//! ([`PathSelector::started`]) or ended ([`PathSelector::completed`]). So a
-//! selector may keep what it derives from the loads in its thread state
-//! between picks (historical-service-time keeps each path's rank, see
-//! `rank_cache.rs`), as long as a new [`Pick::generation`] or a clock
-//! reading it did not derive it for makes it derive again.
+//! To a selector that declares [`PathSelector::OBSERVES_LOAD`], the queue
+//! reports every change of its [`PathLoad`] records on the group's paths,
+//! with that thread's state: an I/O started ([`PathSelector::started`]) or
+//! ended ([`PathSelector::completed`]). So such a selector may keep what
+//! it derives from the loads in its thread state between picks
+//! (historical-service-time keeps each path's rank, see `rank_cache.rs`),
+//! as long as a new [`Pick::generation`] or a clock reading it did not
+//! derive it for makes it derive again.
 //!
 //! # Adding a selector
 //! Write `selector/<name>.rs` with a type implementing [`PathSelector`],
 //! then add one line to the `selectors!` invocation at the bottom of this
 //! file. A selector that learns from completions implements
-//! [`PathSelector::completed`]; load-aware scans share `scan.rs`.
+//! [`PathSelector::completed`] and sets [`PathSelector::OBSERVES_LOAD`]
+//! (without it the queue never calls the hooks, and neither does the
+//! tests' harness); load-aware scans share `scan.rs`.
 
 use crate::load::PathLoad;
 use crate::numa::NumaTopology;

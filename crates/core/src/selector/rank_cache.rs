@@ -21,11 +21,13 @@
 //! - an I/O ended ([`RankCache::update`]): the path is marked, and the next
 //!   pick ranks it again (so a burst of completions on one path costs one
 //!   rank, and completions before a pick that ranks everything again cost
-//!   none).
+//!   none); a candidate past the 64th is ranked again at once.
 //!
-//! A new rank's span narrows the cache's (to nothing, if the cache did not
-//! hold at the clock reading it was computed at). So a pick always sees the
-//! ranks a full computation would give; the `cached_picks_are_full_scan_picks` test
+//! Every stored rank is right at every clock reading of its own span (a
+//! step keeps it so), and the cache's span is the intersection of the
+//! stored ranks' spans: a new rank narrows it. So a pick at a reading
+//! inside it sees the ranks a full computation would give, and a pick
+//! outside it computes them; the `cached_picks_are_full_scan_picks` test
 //! of historical-service-time checks that over random histories (the clock
 //! going back included).
 //!
@@ -219,8 +221,7 @@ impl RankCache {
     /// An I/O started on the path at `position`: its stored rank rises by
     /// its step (right wherever the rank held), or, with no step, is
     /// `rank(candidate_count)` (ranked with the I/O counted, at the clock
-    /// reading of the start; its span narrows the cache's, to nothing if
-    /// the cache did not hold then).
+    /// reading of the start; its span narrows the cache's).
     #[inline(always)]
     pub(crate) fn started(&mut self, position: usize, rank: impl FnOnce(usize) -> Ranked) {
         let Some(index) = self.candidate_index(position) else {

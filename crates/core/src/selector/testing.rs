@@ -104,12 +104,14 @@ impl<S: PathSelector> Harness<S> {
     }
 
     /// Starts an I/O of `self.bytes` on the path at `position` the way a
-    /// queue does: counts it, then tells the selector.
+    /// queue does: counts it, then tells a selector that observes load.
     pub(crate) fn start_io(&mut self, selector: &S, position: u16) {
         let position = usize::from(position);
         let load = &self.loads[position];
         load.start_io(self.bytes);
-        selector.started(&mut self.thread, position, load, self.now_ns);
+        if S::OBSERVES_LOAD {
+            selector.started(&mut self.thread, position, load, self.now_ns);
+        }
     }
 
     /// Ends an I/O of `bytes` started at `start_ns` on the path at
@@ -136,8 +138,8 @@ impl<S: PathSelector> Harness<S> {
 }
 
 /// Ends an I/O of `bytes` on the path at `position`, whose load is
-/// `load`, the way a queue does: uncounts it, then tells the selector
-/// (with `thread`, the calling thread's state).
+/// `load`, the way a queue does: uncounts it, then tells a selector that
+/// observes load (with `thread`, the calling thread's state).
 pub(crate) fn end_io<S: PathSelector>(
     selector: &S,
     thread: &mut S::ThreadState,
@@ -148,7 +150,9 @@ pub(crate) fn end_io<S: PathSelector>(
     now_ns: u64,
 ) {
     load.end_io(bytes);
-    selector.completed(thread, position, load, start_ns, now_ns);
+    if S::OBSERVES_LOAD {
+        selector.completed(thread, position, load, start_ns, now_ns);
+    }
 }
 
 /// Random non-empty usable sets over `path_count` paths, as sorted
