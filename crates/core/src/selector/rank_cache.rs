@@ -33,13 +33,13 @@
 //!
 //! # Cost
 //! A pick that hits is one compare and select per candidate (plus a rank
-//! per path marked since the last pick), and an I/O start one addition. How often the cache is refilled depends on the
-//! selector's spans: historical-service-time's rank of a path whose
-//! estimate is fresh holds until the estimate goes stale, so at a steady
-//! load refills are rare; a rank that changes with the clock itself holds
-//! for one clock reading, and then the ranks are computed once per clock
-//! reading (the queue's callers read the clock once per batch of I/O, not
-//! once per I/O).
+//! per path marked since the last pick), and an I/O start one addition.
+//! How often the cache is refilled depends on the selector's spans:
+//! historical-service-time's rank of a path whose estimate is fresh holds
+//! until the estimate goes stale, so at a steady load refills are rare; a
+//! rank that changes with the clock itself holds for one clock reading,
+//! and then the ranks are computed once per clock reading (the queue's
+//! callers read the clock once per batch of I/O, not once per I/O).
 
 use super::scan::TieCursor;
 use super::Pick;
