@@ -75,20 +75,28 @@ fn measure(selector: &Selector, path_count: usize) -> Vec<f64> {
                         selector.completed(|| &mut thread, position, load, start_ns, now_ns);
                     }
                 }
-                let pick = Pick {
-                    candidates: &candidates,
-                    usable: &usable,
-                    loads: &loads,
-                    bytes: BYTES,
-                    cpu: 0,
-                    node: 0,
-                    now_ns,
-                    generation: 1,
-                };
-                let position = black_box(selector.select(&mut thread, black_box(&pick)));
-                let load = &loads[usize::from(position)];
-                load.start_io(BYTES);
-                selector.started(&mut thread, usize::from(position), load, now_ns);
+                // As the queue does: the pick, the start on the picked
+                // path's load and the selector's `started` hook in one call.
+                let position = black_box(selector.select_and_start(
+                    &mut thread,
+                    || {
+                        black_box(Pick {
+                            candidates: &candidates,
+                            usable: &usable,
+                            loads: &loads,
+                            bytes: BYTES,
+                            cpu: 0,
+                            node: 0,
+                            now_ns,
+                            generation: 1,
+                        })
+                    },
+                    |position| {
+                        let load = &loads[usize::from(position)];
+                        load.start_io(BYTES);
+                        load
+                    },
+                ));
                 in_flight.push_back((position, now_ns));
             }
             start.elapsed().as_nanos() as f64 / OPS_PER_SAMPLE as f64

@@ -255,27 +255,8 @@ macro_rules! selectors {
                 match self { $(Selector::$variant(_) => SelectorThreadState::$variant(Default::default()),)+ }
             }
 
-            /// See [`PathSelector::select`].
-            ///
-            /// # Panics
-            /// If `thread` was made by a selector of another kind.
-            #[inline(always)]
-            pub fn select(&self, thread: &mut SelectorThreadState, pick: &Pick<'_>) -> u16 {
-                match self {
-                    $(Selector::$variant(selector) => match thread {
-                        // A copy of the pick, the arm's own: the compiler
-                        // then keeps its fields in registers through a
-                        // scan (through the caller's reference, service-
-                        // time's scan at 16 paths took 50 % longer).
-                        SelectorThreadState::$variant(state) => selector.select(state, &{ *pick }),
-                        #[allow(unreachable_patterns)]
-                        _ => panic!("selector thread state of another kind"),
-                    },)+
-                }
-            }
-
-            /// For the queue: [`Selector::select`] with the pick built by
-            /// `pick`, then `start(position)`, which counts the I/O on the
+            /// [`PathSelector::select`] with the pick built by `pick`, then
+            /// `start(position)`, which counts the I/O on the
             /// picked path's load ([`PathLoad::start_io`]) and returns
             /// that load, then [`PathSelector::started`], all inside the
             /// selector's arm. One jump on the selector's kind serves the
@@ -308,28 +289,6 @@ macro_rules! selectors {
                             }
                             position
                         }
-                        #[allow(unreachable_patterns)]
-                        _ => panic!("selector thread state of another kind"),
-                    },)+
-                }
-            }
-
-            /// See [`PathSelector::started`] (the queue calls it through
-            /// [`Selector::select_and_start`]).
-            ///
-            /// # Panics
-            /// If `thread` was made by a selector of another kind.
-            #[inline(always)]
-            pub fn started(
-                &self,
-                thread: &mut SelectorThreadState,
-                position: usize,
-                load: &PathLoad,
-                now_ns: u64,
-            ) {
-                match self {
-                    $(Selector::$variant(selector) => match thread {
-                        SelectorThreadState::$variant(state) => selector.started(state, position, load, now_ns),
                         #[allow(unreachable_patterns)]
                         _ => panic!("selector thread state of another kind"),
                     },)+
