@@ -26,21 +26,60 @@ pub(super) struct RawMetrics {
     pub listen: Spanned<String>,
 }
 
-/// The keys a map takes from `[defaults]` unless it sets them itself.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawSettings {
-    pub selector: Option<Spanned<String>>,
-    pub selector_args: Option<Spanned<Vec<Spanned<Scalar>>>>,
-    pub path_grouping_policy: Option<Spanned<String>>,
-    pub failback: Option<Spanned<Scalar>>,
-    pub no_path_retry: Option<Spanned<Scalar>>,
-    pub queue_if_no_path: Option<Spanned<bool>>,
-    pub checker_interval_ms: Option<Spanned<i64>>,
-    pub checker_timeout_ms: Option<Spanned<i64>>,
-    pub io_timeout_ms: Option<Spanned<i64>>,
-    pub max_attempts: Option<Spanned<i64>>,
-    pub marginal: Option<Spanned<RawMarginal>>,
+/// Declares [`RawSettings`], [`RawMap`] (a map's own keys, then the
+/// settings keys again, because serde's `flatten` does not combine with
+/// `deny_unknown_fields`) and [`RawMap::take_settings`] from one list of
+/// the settings keys.
+macro_rules! settings_keys {
+    ($($key:ident: $value:ty,)+) => {
+        /// The keys a map takes from `[defaults]` unless it sets them
+        /// itself.
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct RawSettings {
+            $(pub $key: Option<Spanned<$value>>,)+
+        }
+
+        /// `[[map]]`: its own keys and the [`RawSettings`] keys.
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct RawMap {
+            pub name: Spanned<String>,
+            pub size: Option<Spanned<Scalar>>,
+            pub table: Option<Spanned<String>>,
+            pub initial_group: Option<Spanned<i64>>,
+            #[serde(default)]
+            pub path: Vec<Spanned<RawPath>>,
+            #[serde(default)]
+            pub group: Vec<Spanned<RawGroup>>,
+            #[serde(default)]
+            pub export: Vec<Spanned<RawExport>>,
+            $(pub $key: Option<Spanned<$value>>,)+
+        }
+
+        impl RawMap {
+            /// The map's [`RawSettings`] keys, moved out.
+            pub fn take_settings(&mut self) -> RawSettings {
+                RawSettings {
+                    $($key: self.$key.take(),)+
+                }
+            }
+        }
+    };
+}
+
+settings_keys! {
+    selector: String,
+    selector_args: Vec<Spanned<Scalar>>,
+    path_grouping_policy: String,
+    failback: Scalar,
+    no_path_retry: Scalar,
+    queue_if_no_path: bool,
+    checker_interval_ms: i64,
+    checker_timeout_ms: i64,
+    io_timeout_ms: i64,
+    max_attempts: i64,
+    marginal: RawMarginal,
 }
 
 /// `[defaults.marginal]` or `[map.marginal]`.
@@ -51,54 +90,6 @@ pub(super) struct RawMarginal {
     pub failures: Option<Spanned<i64>>,
     pub window_ms: Option<Spanned<i64>>,
     pub recovery_ms: Option<Spanned<i64>>,
-}
-
-/// `[[map]]`: its own keys and, repeated here because serde's `flatten`
-/// does not combine with `deny_unknown_fields`, the [`RawSettings`] keys.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawMap {
-    pub name: Spanned<String>,
-    pub size: Option<Spanned<Scalar>>,
-    pub table: Option<Spanned<String>>,
-    pub initial_group: Option<Spanned<i64>>,
-    #[serde(default)]
-    pub path: Vec<Spanned<RawPath>>,
-    #[serde(default)]
-    pub group: Vec<Spanned<RawGroup>>,
-    #[serde(default)]
-    pub export: Vec<Spanned<RawExport>>,
-
-    pub selector: Option<Spanned<String>>,
-    pub selector_args: Option<Spanned<Vec<Spanned<Scalar>>>>,
-    pub path_grouping_policy: Option<Spanned<String>>,
-    pub failback: Option<Spanned<Scalar>>,
-    pub no_path_retry: Option<Spanned<Scalar>>,
-    pub queue_if_no_path: Option<Spanned<bool>>,
-    pub checker_interval_ms: Option<Spanned<i64>>,
-    pub checker_timeout_ms: Option<Spanned<i64>>,
-    pub io_timeout_ms: Option<Spanned<i64>>,
-    pub max_attempts: Option<Spanned<i64>>,
-    pub marginal: Option<Spanned<RawMarginal>>,
-}
-
-impl RawMap {
-    /// The map's [`RawSettings`] keys, moved out.
-    pub fn take_settings(&mut self) -> RawSettings {
-        RawSettings {
-            selector: self.selector.take(),
-            selector_args: self.selector_args.take(),
-            path_grouping_policy: self.path_grouping_policy.take(),
-            failback: self.failback.take(),
-            no_path_retry: self.no_path_retry.take(),
-            queue_if_no_path: self.queue_if_no_path.take(),
-            checker_interval_ms: self.checker_interval_ms.take(),
-            checker_timeout_ms: self.checker_timeout_ms.take(),
-            io_timeout_ms: self.io_timeout_ms.take(),
-            max_attempts: self.max_attempts.take(),
-            marginal: self.marginal.take(),
-        }
-    }
 }
 
 /// `[[map.path]]`.
