@@ -6,7 +6,7 @@ use super::error::{quoted, Located, Place, Source};
 use super::grouping::{self, GroupPlan, PathPlan, Refusal};
 use super::listen::{absolute_path, check_export, socket_address, Listeners};
 use super::raw::{RawConfig, RawMap, RawPath, Scalar};
-use super::settings::{self, check_words, integer, Policy, Settings, DEFAULT_SELECTOR};
+use super::settings::{self, check_words, integer, ns, Policy, Settings, DEFAULT_SELECTOR};
 use super::{ConfigError, DaemonConfig, MapConfig, NamedPath, NoPathRetry};
 use mpio_core::map::{MapOptions, MAX_PATHS};
 use mpio_core::table::{Table, MAX_GROUPS};
@@ -278,17 +278,17 @@ fn check_map(
     let checker = CheckerOptions {
         interval_ns: settings
             .checker_interval_ms
-            .map_or(checker_defaults.interval_ns, |ms| ms * 1_000_000),
+            .map_or(checker_defaults.interval_ns, ns),
         probe_timeout_ns: settings
             .checker_timeout_ms
-            .map_or(checker_defaults.probe_timeout_ns, |ms| ms * 1_000_000),
+            .map_or(checker_defaults.probe_timeout_ns, ns),
         failback: settings.failback.unwrap_or(checker_defaults.failback),
         fail_active_paths: true,
         marginal: settings.marginal_policy(),
     };
     let io_timeout_ns = match settings.io_timeout_ms {
         Some(0) => None,
-        Some(ms) => Some(ms * 1_000_000),
+        Some(ms) => Some(ns(ms)),
         None => map_defaults.io_timeout_ns,
     };
     if map.export.len() > MAX_EXPORTS {

@@ -87,15 +87,7 @@ impl Listeners {
         written: &str,
     ) -> Result<(), ConfigError> {
         if let Some(first) = self.unix.get(path) {
-            return Err(source.error(
-                place,
-                quoted(written),
-                format!(
-                    "already listened on by {} (line {})",
-                    first.key,
-                    source.line_column(first.span.start).0
-                ),
-            ));
+            return Err(taken(source, place, written, first));
         }
         self.unix.insert(path.clone(), place.clone());
         Ok(())
@@ -118,15 +110,7 @@ impl Listeners {
                     || address.ip().is_unspecified()
                     || other.ip().is_unspecified());
             if clash {
-                return Err(source.error(
-                    place,
-                    quoted(written),
-                    format!(
-                        "already listened on by {} (line {})",
-                        first.key,
-                        source.line_column(first.span.start).0
-                    ),
-                ));
+                return Err(taken(source, place, written, first));
             }
         }
         self.tcp.push((address, place.clone()));
@@ -164,4 +148,18 @@ pub(super) fn socket_address(
             "expected an IP address and port (127.0.0.1:10809, [::1]:10809)",
         )
     })
+}
+
+/// The error for `written`, at `place`, naming the key at `first` that
+/// already listens there.
+fn taken(source: &Source<'_>, place: &Place, written: &str, first: &Place) -> ConfigError {
+    source.error(
+        place,
+        quoted(written),
+        format!(
+            "already listened on by {} (line {})",
+            first.key,
+            source.line_column(first.span.start).0
+        ),
+    )
 }

@@ -203,14 +203,16 @@ impl Settings {
         let defaults = MarginalPolicy::default();
         Some(MarginalPolicy {
             failures: marginal.failures.unwrap_or(defaults.failures),
-            window_ns: marginal
-                .window_ms
-                .map_or(defaults.window_ns, |ms| ms * 1_000_000),
-            recovery_ns: marginal
-                .recovery_ms
-                .map_or(defaults.recovery_ns, |ms| ms * 1_000_000),
+            window_ns: marginal.window_ms.map_or(defaults.window_ns, ns),
+            recovery_ns: marginal.recovery_ms.map_or(defaults.recovery_ns, ns),
         })
     }
+}
+
+/// A setting given in ms, in ns. (The checks bound every ms setting far
+/// below where this could overflow.)
+pub(super) fn ns(ms: u64) -> u64 {
+    ms * 1_000_000
 }
 
 fn check_selector(
