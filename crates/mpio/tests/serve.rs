@@ -92,12 +92,7 @@ fn serve(args: &[&str]) -> (Guard, String, std::thread::JoinHandle<String>) {
             .spawn()
             .expect("mpio runs"),
     );
-    let mut stderr = child.0.stderr.take().unwrap();
-    let errors = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
-        text
-    });
+    let errors = stderr_text(&mut child.0);
     let receiver = stdout_lines(&mut child.0);
     let mut uri = None;
     loop {
@@ -227,6 +222,16 @@ fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
     receiver
 }
 
+/// All `child` prints to stderr, once it exits, read by a thread.
+fn stderr_text(child: &mut Child) -> std::thread::JoinHandle<String> {
+    let mut stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    })
+}
+
 #[test]
 fn a_closed_stdout_does_not_stop_the_daemon() {
     let dir = tempfile_dir("closed-stdout");
@@ -245,12 +250,7 @@ fn a_closed_stdout_does_not_stop_the_daemon() {
     // Nobody will read the banner: the pipe's read end is gone before
     // the daemon writes it.
     drop(child.0.stdout.take());
-    let mut stderr = child.0.stderr.take().unwrap();
-    let errors = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
-        text
-    });
+    let errors = stderr_text(&mut child.0);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !control.exists() {
         assert!(
