@@ -513,10 +513,11 @@ mod tests {
         }
     }
 
-    /// Every pair of paths over a grid small enough to run whole and dense
-    /// enough for ties, equal deadlines, idle, stale and threshold edges.
-    #[test]
-    fn branch_free_rule_agrees_with_dm_transcription() {
+    /// Path states `(hst in ns, in flight, last finish)` over a grid small
+    /// enough to compare every pair and dense enough for ties, equal
+    /// deadlines, idle, stale and threshold edges; judged with each of
+    /// [`GRID_PATH_COUNTS`] candidates at each of [`GRID_NOWS_NS`].
+    fn grid_states() -> Vec<(u64, u32, u64)> {
         let mut states = Vec::new();
         for hst_ns in [0, 1, 2, 100] {
             for in_flight in [0, 1, 2] {
@@ -525,8 +526,21 @@ mod tests {
                 }
             }
         }
-        for path_count in [1, 3] {
-            for now_ns in [0, 11, 1_002, 9_000] {
+        states
+    }
+
+    /// Candidate counts of the grid tests.
+    const GRID_PATH_COUNTS: [usize; 2] = [1, 3];
+
+    /// Clock readings of the grid tests.
+    const GRID_NOWS_NS: [u64; 4] = [0, 11, 1_002, 9_000];
+
+    /// Every pair of paths of the grid ([`grid_states`]).
+    #[test]
+    fn branch_free_rule_agrees_with_dm_transcription() {
+        let states = grid_states();
+        for path_count in GRID_PATH_COUNTS {
+            for now_ns in GRID_NOWS_NS {
                 let estimates: Vec<Estimate> = states
                     .iter()
                     .map(|&(hst_ns, in_flight, last)| {
@@ -557,17 +571,10 @@ mod tests {
     /// the module docs name, where mpio's choice is the one stated there.
     #[test]
     fn rank_agrees_with_dm_outside_its_two_departures() {
-        let mut states = Vec::new();
-        for hst_ns in [0, 1, 2, 100] {
-            for in_flight in [0, 1, 2] {
-                for last in [0, 10, 1_000] {
-                    states.push((hst_ns, in_flight, last));
-                }
-            }
-        }
+        let states = grid_states();
         let (mut agreed, mut departed) = (0, 0);
-        for path_count in [1, 3] {
-            for now_ns in [0, 11, 1_002, 9_000] {
+        for path_count in GRID_PATH_COUNTS {
+            for now_ns in GRID_NOWS_NS {
                 let paths: Vec<(PathLoad, Estimate)> = states
                     .iter()
                     .map(|&(hst_ns, in_flight, last)| {
