@@ -2,7 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this module
 
-use crate::common::{mpio, stderr, stdout};
+use crate::common::{mpio, mpio_binary, stderr, stdout};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -46,7 +46,7 @@ impl Daemon {
         let control = dir.join("control.sock").display().to_string();
         // The daemon's log goes to a file, shown if the test fails.
         let log = std::fs::File::create(dir.join("mpio.log")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mpio"))
+        let mut child = Command::new(mpio_binary())
             .arg("serve")
             .args(args)
             .args(["--control", &control])

@@ -1,0 +1,217 @@
+//! Kernel devices the tests make and remove: memory-backed null_blk
+//! disks (with a second device node, so one disk is two paths), kernel
+//! NBD attachments and mounts. Each is a guard that undoes itself when
+//! dropped, and every command they run is bounded in time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `program args`, which must succeed within `limit`; returns what
+/// it printed.
+pub fn run(program: &str, args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{program} does not run: {error}"));
+    let status = wait_bounded(&mut child, limit, program);
+    let output = child.wait_with_output().expect("the output is read");
+    assert!(
+        status.success(),
+        "{program} {args:?}: {status}\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Waits for `child` at most `limit`; kills it and panics past that.
+pub fn wait_bounded(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `condition` holds, at most `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Loads a kernel module (with parameters); loading one already loaded
+/// does nothing.
+pub fn modprobe(module_and_parameters: &[&str]) {
+    run("modprobe", module_and_parameters, Duration::from_secs(60));
+}
+
+/// A memory-backed null_blk disk made through configfs (the module's
+/// parameter-made disks keep no data), removed when dropped.
+pub struct NullBlk {
+    config: PathBuf,
+    /// Its device node.
+    pub device: PathBuf,
+    /// A second node of the same disk, made by [`NullBlk::second_node`].
+    second: Option<PathBuf>,
+}
+
+impl NullBlk {
+    /// A new disk of `size_mib` MiB that keeps what is written to it.
+    pub fn memory_backed(name: &str, size_mib: u64) -> NullBlk {
+        // nr_devices=0: no parameter-made disk beside the tests' own.
+        modprobe(&["null_blk", "nr_devices=0"]);
+        let config = Path::new("/sys/kernel/config/nullb").join(name);
+        let _ = std::fs::remove_dir(&config);
+        std::fs::create_dir(&config)
+            .unwrap_or_else(|error| panic!("{}: {error} (is configfs mounted?)", config.display()));
+        let set = |attribute: &str, value: &str| {
+            std::fs::write(config.join(attribute), value)
+                .unwrap_or_else(|error| panic!("{name}/{attribute} = {value}: {error}"));
+        };
+        set("size", &size_mib.to_string());
+        set("memory_backed", "1");
+        set("power", "1");
+        // 6.12 names a configfs-made disk after its directory; older
+        // kernels `nullb<index>`.
+        let index = std::fs::read_to_string(config.join("index")).expect("nullb index");
+        let disk = [name.to_string(), format!("nullb{}", index.trim())]
+            .into_iter()
+            .find(|disk| Path::new("/sys/block").join(disk).exists())
+            .unwrap_or_else(|| panic!("no disk for null_blk {name}"));
+        let device = Path::new("/dev").join(disk);
+        wait_until("the null_blk node appears", Duration::from_secs(30), || {
+            device.exists()
+        });
+        NullBlk {
+            config,
+            device,
+            second: None,
+        }
+    }
+
+    /// The disk's size in 512-byte sectors.
+    pub fn sectors(&self) -> u64 {
+        let name = self.device.file_name().unwrap().to_str().unwrap();
+        let size = std::fs::read_to_string(format!("/sys/block/{name}/size")).unwrap();
+        size.trim().parse().unwrap()
+    }
+
+    /// A second device node for the same disk: two file descriptions,
+    /// two paths to one LUN, as two HBAs give a host.
+    pub fn second_node(&mut self) -> PathBuf {
+        let name = self.device.file_name().unwrap().to_str().unwrap();
+        let numbers = std::fs::read_to_string(format!("/sys/block/{name}/dev")).unwrap();
+        let (major, minor) = numbers.trim().split_once(':').unwrap();
+        let node = PathBuf::from(format!("/dev/{name}-second"));
+        let _ = std::fs::remove_file(&node);
+        run(
+            "mknod",
+            &[node.to_str().unwrap(), "b", major, minor],
+            Duration::from_secs(10),
+        );
+        self.second = Some(node.clone());
+        node
+    }
+}
+
+impl Drop for NullBlk {
+    fn drop(&mut self) {
+        if let Some(node) = &self.second {
+            let _ = std::fs::remove_file(node);
+        }
+        let _ = std::fs::write(self.config.join("power"), "0");
+        let _ = std::fs::remove_dir(&self.config);
+    }
+}
+
+/// An NBD export attached as a kernel block device (`/dev/nbdN`) by
+/// `nbd-client`, detached when dropped.
+pub struct NbdDevice {
+    /// The block device.
+    pub device: PathBuf,
+}
+
+impl NbdDevice {
+    /// Attaches export `name` served on unix socket `socket` to the
+    /// first free `/dev/nbdN`.
+    pub fn attach(socket: &str, name: &str) -> NbdDevice {
+        modprobe(&["nbd"]);
+        // A device is in use while its `pid` attribute exists.
+        let index = (0..16)
+            .find(|index| !Path::new(&format!("/sys/block/nbd{index}/pid")).exists())
+            .expect("a free /dev/nbdN");
+        let device = PathBuf::from(format!("/dev/nbd{index}"));
+        let device_word = device.to_str().unwrap();
+        run(
+            "nbd-client",
+            &["-N", name, "-u", socket, device_word],
+            Duration::from_secs(120),
+        );
+        let size = format!("/sys/block/nbd{index}/size");
+        wait_until(
+            "the nbd device has its size",
+            Duration::from_secs(30),
+            || std::fs::read_to_string(&size).is_ok_and(|sectors| sectors.trim() != "0"),
+        );
+        NbdDevice { device }
+    }
+}
+
+impl Drop for NbdDevice {
+    fn drop(&mut self) {
+        let _ = Command::new("nbd-client")
+            .args(["-d", self.device.to_str().unwrap()])
+            .output();
+    }
+}
+
+/// A file system mounted on a fresh directory, unmounted when dropped.
+pub struct Mount {
+    /// Where it is mounted.
+    pub dir: PathBuf,
+    mounted: bool,
+}
+
+impl Mount {
+    /// Mounts `device` (file system `kind`) on `dir`.
+    pub fn new(device: &Path, kind: &str, dir: PathBuf) -> Mount {
+        std::fs::create_dir_all(&dir).unwrap();
+        run(
+            "mount",
+            &["-t", kind, device.to_str().unwrap(), dir.to_str().unwrap()],
+            Duration::from_secs(120),
+        );
+        Mount { dir, mounted: true }
+    }
+
+    /// Unmounts it, which must succeed.
+    pub fn unmount(mut self) {
+        run(
+            "umount",
+            &[self.dir.to_str().unwrap()],
+            Duration::from_secs(300),
+        );
+        self.mounted = false;
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(&self.dir).output();
+        }
+    }
+}

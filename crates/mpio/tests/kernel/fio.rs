@@ -1,0 +1,107 @@
+//! fio verify jobs for the kernel tests: crc32c-stamped writes read back
+//! and checked, run in the background so a test can fail paths under
+//! them, and judged from fio's exit status and terse output.
+
+use crate::devices::wait_bounded;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running fio verify job.
+pub struct FioVerify {
+    child: Child,
+    log: PathBuf,
+}
+
+/// How a job ended.
+pub struct FioResult {
+    /// fio's exit status was 0.
+    pub success: bool,
+    /// The error count of each job (terse field 5), 0 when clean.
+    pub job_errors: Vec<String>,
+    /// Everything fio printed.
+    pub log: String,
+}
+
+/// What a job does with the blocks it stamps.
+#[derive(Clone, Copy)]
+pub enum Phase {
+    /// Writes them, then reads them all back and verifies them.
+    WriteAndVerify,
+    /// Only writes them.
+    Write,
+    /// Only reads back and verifies what a `Write` job of the same size
+    /// wrote (fio regenerates the same offsets and stamps).
+    Verify,
+}
+
+impl FioVerify {
+    /// Writes `size_mib` MiB in random 4 KiB blocks through fio's NBD
+    /// engine at `uri`, each block stamped with a crc32c, and (per
+    /// `phase`) reads them back and verifies them; the first bad block
+    /// ends the job. fio's output goes to `log`.
+    pub fn nbd(uri: &str, size_mib: u64, phase: Phase, log: PathBuf) -> FioVerify {
+        let output = std::fs::File::create(&log).unwrap();
+        let phase = match phase {
+            Phase::WriteAndVerify => "--do_verify=1",
+            Phase::Write => "--do_verify=0",
+            Phase::Verify => "--verify_only",
+        };
+        let child = Command::new("fio")
+            .args([
+                "--name=verify",
+                "--ioengine=nbd",
+                &format!("--uri={uri}"),
+                "--rw=randwrite",
+                "--bs=4k",
+                "--iodepth=16",
+                &format!("--size={size_mib}M"),
+                "--verify=crc32c",
+                phase,
+                "--verify_fatal=1",
+                "--verify_state_save=0",
+                "--output-format=terse",
+            ])
+            .current_dir(log.parent().unwrap())
+            .stdout(output.try_clone().unwrap())
+            .stderr(output)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("fio runs (Debian package fio)");
+        FioVerify { child, log }
+    }
+
+    /// Whether the job is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Waits for the end of the job, at most `limit`.
+    pub fn finish(mut self, limit: Duration) -> FioResult {
+        let status = wait_bounded(&mut self.child, limit, "fio");
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        // Terse version 3 lines: "3;fio-3.33;verify;0;<error>;...".
+        let job_errors = log
+            .lines()
+            .filter(|line| line.starts_with("3;"))
+            .map(|line| line.split(';').nth(4).unwrap_or("?").to_string())
+            .collect();
+        FioResult {
+            success: status.success(),
+            job_errors,
+            log,
+        }
+    }
+}
+
+impl FioResult {
+    /// fio saw no I/O error and no bad block.
+    pub fn is_clean(&self) -> bool {
+        self.success && !self.job_errors.is_empty() && self.job_errors.iter().all(|e| e == "0")
+    }
+
+    /// Panics unless the job is clean, with what fio printed.
+    pub fn assert_clean(&self) {
+        assert!(self.is_clean(), "fio verify failed:\n{}", self.log);
+    }
+}

@@ -1,0 +1,20 @@
+//! Kernel tests: mpio against a real Linux kernel's block layer.
+//!
+//! Each test needs root and kernel modules the build machines' kernel
+//! lacks (null_blk, nbd, ext4, ...), so each is `#[ignore]`d with that
+//! reason: a plain `cargo test` lists them as ignored, never as passed.
+//! `scripts/kernel-test.sh` runs them with `--ignored`, natively where
+//! the running kernel has the modules and the caller is root, else in a
+//! QEMU guest booting Debian's 6.12 kernel (docs/TESTING.md). There
+//! `MPIO_BIN` names the `mpio` binary; each test loads the modules it
+//! needs, makes its own devices and removes them when it ends.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../daemon/mod.rs"]
+mod daemon;
+
+mod devices;
+mod fio;
+mod nbd_ext4;
+mod null_blk_paths;

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds the kernel test VM's base initramfs (docs/TESTING.md):
+#
+#   build-image.sh KERNEL_ROOT KERNEL_VERSION OUT.cpio.gz
+#
+# KERNEL_ROOT is a Debian linux-image package extracted with dpkg -x. The
+# image holds static busybox with its applets, the tools in $KVM_TOOLS
+# with their shared libraries, and the modules in $KVM_MODULES with
+# every module they depend on, decompressed (busybox cannot load .ko.xz)
+# and indexed with depmod so the guest's modprobe finds them. It holds
+# no test code: each boot adds its payload as a second cpio archive.
+set -euo pipefail
+
+kernel_root=$1 kernel_version=$2 out=$3
+modules_dir=$kernel_root/lib/modules/$kernel_version
+[ -d "$modules_dir" ] || { echo "build-image.sh: no $modules_dir" >&2; exit 1; }
+
+stage=$(mktemp -d "${out%/*}/stage.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,lib,lib64,etc/kvm,dev,proc,sys,tmp,run,mnt}
+ln -s ../lib "$stage/usr/lib"
+
+# busybox: the shell, mount, modprobe, mknod, ... as applet links.
+busybox=/bin/busybox
+ldd "$busybox" >/dev/null 2>&1 && { echo "build-image.sh: $busybox is not static (busybox-static)" >&2; exit 1; }
+cp "$busybox" "$stage/bin/busybox"
+for applet in $("$busybox" --list); do
+    [ "$applet" = busybox ] || ln -sf busybox "$stage/bin/$applet"
+done
+ln -sf ../bin/busybox "$stage/sbin/modprobe"
+
+# Tools, each with the libraries ldd lists.
+for tool in ${KVM_TOOLS:?}; do
+    path=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool") ||
+        { echo "build-image.sh: $tool is not installed" >&2; exit 1; }
+    cp -L "$path" "$stage/usr/bin/$tool"
+    for lib in $(ldd "$path" | awk '/=> \// {print $3}'); do
+        [ -e "$stage$lib" ] && continue
+        mkdir -p "$stage$(dirname "$lib")"
+        cp -L "$lib" "$stage$lib"
+    done
+done
+cp -L /lib64/ld-linux-x86-64.so.2 "$stage/lib64/"
+# mkfs.ext4 is mke2fs under another name.
+ln -sf mke2fs "$stage/usr/bin/mkfs.ext4"
+
+# Modules and their dependencies, as modprobe resolves them.
+[ -e "$modules_dir/modules.dep" ] || depmod -b "$kernel_root" "$kernel_version"
+: > "$stage/etc/kvm/modules-missing"
+for module in ${KVM_MODULES:?}; do
+    if ! depends=$(modprobe -d "$kernel_root" -S "$kernel_version" --show-depends "$module" 2>/dev/null); then
+        echo "$module" >> "$stage/etc/kvm/modules-missing"
+        continue
+    fi
+    for ko in $(echo "$depends" | awk '$1 == "insmod" {print $2}'); do
+        relative=${ko#"$kernel_root"/}
+        case $relative in
+            *.ko.xz) target=$stage/${relative%.xz} decompress=(xz -dc) ;;
+            *.ko.zst) target=$stage/${relative%.zst} decompress=(zstd -qdc) ;;
+            *.ko.gz) target=$stage/${relative%.gz} decompress=(gzip -dc) ;;
+            *) target=$stage/$relative decompress=(cat) ;;
+        esac
+        [ -e "$target" ] && continue
+        mkdir -p "$(dirname "$target")"
+        "${decompress[@]}" "$ko" > "$target"
+    done
+done
+for index in modules.builtin modules.builtin.modinfo modules.order; do
+    [ -e "$modules_dir/$index" ] && cp "$modules_dir/$index" "$stage/lib/modules/$kernel_version/"
+done
+depmod -b "$stage" "$kernel_version"
+
+(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) |
+    gzip -1 > "$out.partial"
+mv "$out.partial" "$out"
+echo "build-image.sh: $out ($(du -h "$out" | cut -f1)); modules not built by $kernel_version:" \
+    "$(tr '\n' ' ' < "$stage/etc/kvm/modules-missing")" >&2

@@ -1,0 +1,255 @@
+# Host side of the kernel test VM, sourced by scripts/kernel-test.sh and
+# scripts/kernel-bench.sh (docs/TESTING.md).
+#
+# It prepares, once and cached, everything a guest needs: Debian's 6.12
+# kernel and its modules, a private QEMU (installing Debian's
+# qemu-system-x86 would replace the newer qemu-utils the NBD tests use),
+# and a base initramfs of busybox, the user-space tools the tests call
+# and the kernel modules they load. Then `kvm_boot` packs a payload on
+# top of the base image, boots it under KVM or TCG, streams the console
+# and returns the payload's exit status.
+#
+# Settings (environment):
+#   MPIO_KVM_CACHE   cache directory     [${XDG_CACHE_HOME:-$HOME/.cache}/mpio/kernel-vm]
+#   MPIO_KERNEL_PKG  kernel package      [linux-image-6.12-amd64]
+#   MPIO_KVM_ACCEL   auto | kvm | tcg    [auto]
+#   MPIO_KVM_CPUS    guest vCPUs         [2]
+#   MPIO_KVM_MEM     guest memory        [4G]
+#   MPIO_KVM_SHELL   1: a shell on the console instead of powering off
+
+KVM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+KVM_CACHE=${MPIO_KVM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mpio/kernel-vm}
+KVM_KERNEL_PKG=${MPIO_KERNEL_PKG:-linux-image-6.12-amd64}
+KVM_CPUS=${MPIO_KVM_CPUS:-2}
+KVM_MEM=${MPIO_KVM_MEM:-4G}
+
+# The kernel modules the tests and the benchmark load, with their
+# dependencies. A module the kernel does not build is left out of the
+# image and listed in the guest's /etc/kvm/modules-missing.
+KVM_MODULES="ublk_drv null_blk nbd configfs
+    nvme-core nvme-fabrics nvme-loop nvme-tcp nvmet nvmet-tcp
+    target_core_mod target_core_iblock tcm_loop sd_mod scsi_debug scsi_dh_alua
+    dm-mod dm-multipath dm-round-robin dm-queue-length dm-service-time
+    dm-historical-service-time dm-io-affinity
+    ext4 crc32c_generic"
+
+# The user-space tools the guest runs, copied with their libraries
+# (busybox provides the rest: sh, mount, modprobe, mknod, ...).
+KVM_TOOLS="fio dmsetup nvme mke2fs e2fsck blkdiscard nbd-client"
+
+kvm_log() { printf '[kernel-vm] %s\n' "$*" >&2; }
+
+# Debian packages for the tools above, busybox-static, and what builds
+# the image. Only missing ones are installed.
+kvm_install_host_packages() {
+    local wanted=(busybox-static fio dmsetup nvme-cli e2fsprogs util-linux nbd-client
+                  cpio kmod xz-utils zstd binutils) missing=() package
+    for package in "${wanted[@]}"; do
+        dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+    done
+    kvm_apt_install "${missing[@]}"
+}
+
+kvm_apt_install() {
+    (($#)) || return 0
+    kvm_log "installing $*"
+    if [ ! -e "$KVM_CACHE/.apt-updated" ]; then
+        apt-get update -qq
+        mkdir -p "$KVM_CACHE" && touch "$KVM_CACHE/.apt-updated"
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+# kvm_download PACKAGE[=VERSION]: the package's .deb in the cache,
+# downloaded once; prints its path. A meta package
+# (linux-image-6.12-amd64) is followed to the concrete package it
+# depends on.
+kvm_download() {
+    local package=$1 target deb
+    target=$(apt-cache depends "$package" 2>/dev/null |
+        awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ {print $2; exit}')
+    [ -n "$target" ] && package=$target
+    mkdir -p "$KVM_CACHE/debs"
+    deb=$(ls -1 "$KVM_CACHE/debs/${package%%=*}_"*.deb 2>/dev/null | tail -1)
+    if [ -z "$deb" ]; then
+        kvm_log "downloading $package"
+        # apt-get download writes as the _apt user where it can; the
+        # cache is root's, so it downloads unsandboxed and says so.
+        (cd "$KVM_CACHE/debs" && apt-get download -q "$package" 2>&1 | grep -v unsandboxed >&2) || true
+        deb=$(ls -1 "$KVM_CACHE/debs/${package%%=*}_"*.deb 2>/dev/null | tail -1)
+    fi
+    [ -n "$deb" ] || { kvm_log "could not download $package"; return 1; }
+    echo "$deb"
+}
+
+# kvm_extract DEB: the package's files under the cache, extracted once;
+# prints the directory.
+kvm_extract() {
+    local deb=$1 dir
+    dir=$KVM_CACHE/root/$(basename "$deb" .deb)
+    if [ ! -e "$dir/.extracted" ]; then
+        rm -rf "$dir" && mkdir -p "$dir"
+        dpkg -x "$deb" "$dir"
+        touch "$dir/.extracted"
+    fi
+    echo "$dir"
+}
+
+# Sets KVM_KROOT (the extracted kernel package), KVM_KVER, KVM_VMLINUZ.
+kvm_fetch_kernel() {
+    local deb
+    deb=$(kvm_download "$KVM_KERNEL_PKG") || return 1
+    KVM_KROOT=$(kvm_extract "$deb")
+    KVM_KVER=$(ls -1 "$KVM_KROOT/lib/modules" | head -1)
+    KVM_VMLINUZ=$KVM_KROOT/boot/vmlinuz-$KVM_KVER
+    [ -e "$KVM_VMLINUZ" ] || { kvm_log "no kernel in $deb"; return 1; }
+}
+
+# Sets KVM_QEMU and KVM_FIRMWARE. Debian's qemu-system-x86 (7.2 in bookworm) breaks the
+# newer qemu-utils this machine may carry, so it is not installed: it and
+# qemu-system-common (which holds TCG, a loadable module in Debian's
+# build) are extracted into the cache, QEMU_MODULE_DIR points QEMU at
+# the latter, and their libraries and firmware (seabios, ipxe-qemu,
+# qemu-system-data), which conflict with nothing, are installed.
+kvm_fetch_qemu() {
+    if command -v qemu-system-x86_64 >/dev/null; then
+        KVM_QEMU=$(command -v qemu-system-x86_64) KVM_FIRMWARE=/usr/share/qemu
+        return 0
+    fi
+    local deb common root depends missing=() package
+    deb=$(kvm_download qemu-system-x86) || return 1
+    common=$(kvm_download "qemu-system-common=$(dpkg-deb -f "$deb" Version)") || return 1
+    root=$(kvm_extract "$deb")
+    KVM_QEMU=$root/usr/bin/qemu-system-x86_64
+    QEMU_MODULE_DIR=$(kvm_extract "$common")/usr/lib/x86_64-linux-gnu/qemu
+    export QEMU_MODULE_DIR
+    # Depends: "libaio1 (>= 0.3.93), ..., qemu-system-common (= ...), seabios"
+    depends=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' |
+        sed -e 's/([^)]*)//g' -e 's/|.*//' -e 's/ //g' | grep -v '^qemu-system-common$')
+    for package in $depends; do
+        dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+    done
+    kvm_apt_install "${missing[@]}"
+    # Debian's qemu-system-x86 links seabios' BIOS into QEMU's data
+    # directory; the extracted one finds it in a directory of its own.
+    KVM_FIRMWARE=$KVM_CACHE/firmware
+    mkdir -p "$KVM_FIRMWARE"
+    ln -sf /usr/share/seabios/* /usr/share/qemu/* "$KVM_FIRMWARE/"
+    if ldd "$KVM_QEMU" | grep -q 'not found'; then
+        kvm_log "QEMU misses libraries: $(ldd "$KVM_QEMU" | grep 'not found' | tr -s ' \t\n' ' ')"
+        return 1
+    fi
+}
+
+# Sets KVM_BASE: the base initramfs for KVM_KVER, rebuilt only when its
+# inputs change (the build script, the module list, the tools' package
+# versions, the kernel).
+kvm_build_base_image() {
+    local stamp
+    stamp=$({
+        sha256sum "$KVM_DIR/build-image.sh"
+        echo "$KVM_KVER" "$KVM_MODULES" "$KVM_TOOLS"
+        dpkg-query -W busybox-static fio dmsetup nvme-cli e2fsprogs util-linux nbd-client libc6
+    } | sha256sum | cut -c1-16)
+    KVM_BASE=$KVM_CACHE/images/base-$KVM_KVER-$stamp.cpio.gz
+    if [ -s "$KVM_BASE" ]; then
+        kvm_log "base image $KVM_BASE (cached)"
+        return 0
+    fi
+    mkdir -p "$KVM_CACHE/images"
+    rm -f "$KVM_CACHE/images/base-$KVM_KVER-"*.cpio.gz
+    kvm_log "building base image $KVM_BASE"
+    KVM_MODULES=$KVM_MODULES KVM_TOOLS=$KVM_TOOLS \
+        bash "$KVM_DIR/build-image.sh" "$KVM_KROOT" "$KVM_KVER" "$KVM_BASE"
+}
+
+# kvm_prepare: everything above.
+kvm_prepare() {
+    kvm_install_host_packages
+    kvm_fetch_kernel
+    kvm_fetch_qemu
+    kvm_build_base_image
+}
+
+# kvm_add_binary OVERLAY FILE [NAME]: FILE as /usr/local/bin/NAME in the
+# overlay, without debug info, with the libraries it links that the
+# base image lacks.
+kvm_add_binary() {
+    local overlay=$1 file=$2 name=${3:-$(basename "$2")} lib
+    mkdir -p "$overlay/usr/local/bin"
+    objcopy --strip-debug "$file" "$overlay/usr/local/bin/$name"
+    for lib in $(ldd "$file" | awk '/=> \// {print $3}'); do
+        [ -e "$overlay$lib" ] && continue
+        mkdir -p "$overlay$(dirname "$lib")"
+        cp -L "$lib" "$overlay$lib"
+    done
+}
+
+# kvm_accel: the accelerator to use. KVM only where it can run a stock
+# kernel: Intel or AMD KVM, not PVM (kvm_pvm, found on the build
+# machines, runs only PVM guests; docs/TESTING.md).
+kvm_accel() {
+    case ${MPIO_KVM_ACCEL:-auto} in
+        kvm | tcg) echo "$MPIO_KVM_ACCEL" ;;
+        auto)
+            if [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ] &&
+                { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; }; then
+                echo kvm
+            else
+                echo tcg
+            fi ;;
+        *) kvm_log "MPIO_KVM_ACCEL must be auto, kvm or tcg"; return 1 ;;
+    esac
+}
+
+# kvm_boot OVERLAY LIMIT_SECONDS LOG: boots the base image with the
+# overlay directory on top (it holds /kvm/run, the payload), streams the
+# console to stdout and LOG, and returns the payload's exit status. A
+# guest that does not finish within the limit is killed and reported
+# with the console's last lines.
+kvm_boot() {
+    local overlay=$1 limit=$2 log=$3 accel initrd status
+    accel=$(kvm_accel) || return 1
+    install -D -m 755 "$KVM_DIR/init" "$overlay/init"
+    [ "${MPIO_KVM_SHELL:-0}" = 1 ] && echo 1 > "$overlay/kvm/shell"
+    initrd=$(mktemp "$KVM_CACHE/initrd.XXXXXX")
+    {
+        cat "$KVM_BASE"
+        (cd "$overlay" && find . -mindepth 1 | LC_ALL=C sort |
+            cpio -o -H newc --quiet -R 0:0 | gzip -1)
+    } > "$initrd"
+    local qemu=("$KVM_QEMU" -nodefaults -no-user-config -machine q35 -display none
+        -no-reboot -L "$KVM_FIRMWARE" -smp "$KVM_CPUS" -m "$KVM_MEM" -kernel "$KVM_VMLINUZ" -initrd "$initrd"
+        -append "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off ${MPIO_KVM_APPEND:-}"
+        -serial stdio)
+    case $accel in
+        kvm) qemu+=(-accel kvm -cpu host) ;;
+        # Multi-threaded TCG with a large translation cache: a guest
+        # vCPU per host thread, and fewer retranslations.
+        tcg) qemu+=(-accel tcg,thread=multi,tb-size=512 -cpu max) ;;
+    esac
+    kvm_log "booting $KVM_KVER under $accel (${KVM_CPUS} vCPUs, $KVM_MEM), limit ${limit}s"
+    if [ "${MPIO_KVM_SHELL:-0}" = 1 ]; then
+        "${qemu[@]}"
+        rm -f "$initrd"
+        return 0
+    fi
+    set +e
+    # The serial console ends lines with CR LF; the log keeps them plain.
+    timeout -k 10 "$limit" "${qemu[@]}" < /dev/null 2>&1 | tr -d '\r' | tee "$log"
+    status=${PIPESTATUS[0]}
+    set -e
+    rm -f "$initrd"
+    local exit_line
+    exit_line=$(grep -a -m1 '^MPIO-KVM-EXIT=' "$log" || true)
+    if [ -z "$exit_line" ]; then
+        if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+            kvm_log "the guest did not finish within ${limit}s and was killed; its last console lines:"
+        else
+            kvm_log "the guest ended (qemu status $status) without reporting; its last console lines:"
+        fi
+        tail -n 40 "$log" | sed 's/^/  | /' >&2
+        return 1
+    fi
+    return "${exit_line#MPIO-KVM-EXIT=}"
+}
