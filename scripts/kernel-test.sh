@@ -46,5 +46,5 @@ mkdir -p "$KVM_CACHE/logs"
 log=$KVM_CACHE/logs/test-$(date +%Y%m%d-%H%M%S).log
 status=0
 kvm_boot "$overlay" "${MPIO_KVM_TIMEOUT:-1500}" "$log" || status=$?
-kvm_log "console log: $log"
+[ -e "$log" ] && kvm_log "console log: $log"
 exit "$status"

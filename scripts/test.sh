@@ -61,6 +61,13 @@ step "simulator: 10,000 seeds"
 cargo build --release -p mpio --locked --quiet
 target/release/mpio sim --seeds 10000
 
+# The kernel tests (crates/mpio/tests/kernel/) need root and modules the
+# build machines' kernel lacks, so they run in a QEMU guest booting
+# Debian's 6.12 kernel (natively where the kernel has them); the first
+# run downloads the kernel and builds the guest image (docs/TESTING.md).
+step "kernel tests"
+bash scripts/kernel-test.sh
+
 # The fuzz crate lives outside the workspace (cargo-fuzz needs nightly to
 # run it); check that it still builds against the parser.
 step "fuzz targets build"

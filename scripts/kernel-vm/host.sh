@@ -53,10 +53,7 @@ kvm_install_host_packages() {
 kvm_apt_install() {
     (($#)) || return 0
     kvm_log "installing $*"
-    if [ ! -e "$KVM_CACHE/.apt-updated" ]; then
-        apt-get update -qq
-        mkdir -p "$KVM_CACHE" && touch "$KVM_CACHE/.apt-updated"
-    fi
+    apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
 }
 
@@ -98,6 +95,8 @@ kvm_extract() {
 # Sets KVM_KROOT (the extracted kernel package), KVM_KVER, KVM_VMLINUZ.
 kvm_fetch_kernel() {
     local deb
+    # The meta package resolves only with current package lists.
+    ls "$KVM_CACHE"/debs/linux-image-[0-9]*.deb >/dev/null 2>&1 || apt-get update -qq
     deb=$(kvm_download "$KVM_KERNEL_PKG") || return 1
     KVM_KROOT=$(kvm_extract "$deb")
     KVM_KVER=$(ls -1 "$KVM_KROOT/lib/modules" | head -1)

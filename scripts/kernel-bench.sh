@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The seed benchmark in the kernel test VM (docs/TESTING.md): fio libaio
+# 4k random read, queue depth 32, one job per vCPU, on raw null_blk,
+# request-based and bio-based dm-multipath, NVMe native multipath over
+# nvme-loop, and mpio serving the same null_blk devices (through the
+# kernel's nbd client until mpio has a ublk device of its own), in
+# interleaved rounds. Prints each configuration's median IOPS and its
+# ratio to raw null_blk's median: the table docs/BENCHMARKS.md records.
+#
+# Settings (environment), beside scripts/kernel-vm/host.sh's:
+#   ROUNDS=3        interleaved rounds (one sample per configuration each)
+#   RUNTIME=5       seconds per sample (after 1 s of ramp)
+#   CONFIGS='*'     configurations to run, as shell patterns
+#   MPIO_SELECTORS='round-robin queue-length service-time'  mpio's two-path runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/kernel-vm/host.sh
+
+kvm_install_host_packages
+cargo build --release -p mpio --locked --quiet
+kvm_prepare
+overlay=$(mktemp -d)
+trap 'rm -rf "$overlay"' EXIT
+kvm_add_binary "$overlay" target/release/mpio mpio
+install -D -m 755 scripts/kernel-vm/guest-bench.sh "$overlay/kvm/run"
+cat > "$overlay/kvm/bench.conf" <<CONF
+JOBS=$KVM_CPUS
+ROUNDS=${ROUNDS:-3}
+RUNTIME=${RUNTIME:-5}
+CONFIGS='${CONFIGS:-*}'
+MPIO_SELECTORS='${MPIO_SELECTORS:-round-robin queue-length service-time}'
+CONF
+mkdir -p "$KVM_CACHE/logs"
+log=$KVM_CACHE/logs/bench-$(date +%Y%m%d-%H%M%S).log
+status=0
+kvm_boot "$overlay" "${MPIO_KVM_TIMEOUT:-5400}" "$log" > /dev/null || status=$?
+
+echo
+echo "kernel $KVM_KVER under $(kvm_accel), $KVM_CPUS vCPUs, $KVM_MEM; host $(nproc) CPUs; $(date -u +%Y-%m-%d)"
+echo "fio randread 4k libaio iodepth=32 numjobs=$KVM_CPUS direct=1, ${RUNTIME:-5} s per sample, ${ROUNDS:-3} interleaved rounds"
+[ "$(kvm_accel)" = tcg ] && echo "TCG emulation: absolute IOPS mean nothing; compare only ratios measured in this run."
+echo
+grep -a '^RESULT|' "$log" | awk -F'|' '
+    { if (!($2 in samples)) order[++n] = $2; samples[$2] = samples[$2] (samples[$2] ? "," : "") $3 }
+    function median(list,   values, count, i, j, swap) {
+        count = split(list, values, ",")
+        for (i = 1; i <= count; i++) for (j = i + 1; j <= count; j++)
+            if (values[j] + 0 < values[i] + 0) { swap = values[i]; values[i] = values[j]; values[j] = swap }
+        return count % 2 ? values[(count + 1) / 2] : (values[count / 2] + values[count / 2 + 1]) / 2
+    }
+    END {
+        raw = ("raw-nullb0" in samples) ? median(samples["raw-nullb0"]) : 0
+        printf "%-28s %10s %8s  %s\n", "configuration", "IOPS", "vs raw", "samples"
+        for (i = 1; i <= n; i++) {
+            m = median(samples[order[i]])
+            printf "%-28s %10d %8s  %s\n", order[i], m, raw ? sprintf("%.3f", m / raw) : "-", samples[order[i]]
+        }
+    }'
+grep -a '^NOTE|' "$log" | grep -v '|round ' | sed 's/^NOTE|/note: /' || true
+echo "not run: mpio-ublk-*: mpio has no ublk block device yet (issue 15)"
+echo "console log: $log"
+exit "$status"

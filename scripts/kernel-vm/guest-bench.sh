@@ -1,0 +1,151 @@
+#!/bin/sh
+# The kernel test VM's payload for scripts/kernel-bench.sh: the seed
+# benchmark (fio libaio 4k random read, queue depth 32, one job per
+# vCPU, O_DIRECT) against raw null_blk and each multipath stack over the
+# same null_blk devices, in interleaved rounds. Every sample is printed
+# as RESULT|<configuration>|<IOPS>; the host makes the table.
+#
+# Configurations:
+#   raw-nullb0               fio on /dev/nullb0
+#   dm-mp-1p-<selector>      request-based dm-multipath (scheduler none), one path
+#   dm-mp-2p-<selector>      the same over nullb0 and nullb1
+#   dm-mp-bio-1p-<selector>  bio-based dm-multipath (queue_mode bio), one path
+#   nvme-loop-1path          NVMe native multipath over nvmet's loop transport
+#   nvme-loop-2p-<iopolicy>  two controllers to one namespace (numa, round-robin, queue-depth)
+#   mpio-nbd-1p              mpio serve over file:/dev/nullb0, attached by the kernel's nbd
+#   mpio-nbd-2p-<selector>   the same over nullb0 and nullb1
+. /kvm/bench.conf
+export DM_DISABLE_UDEV=1
+
+result() { echo "RESULT|$1|$2"; }
+note() { echo "NOTE|$*"; }
+
+# fio_iops DEVICE: the IOPS of one timed run (terse field 8: read IOPS).
+fio_iops() {
+    fio --name=bench --filename="$1" --rw=randread --bs=4k --ioengine=libaio \
+        --iodepth=32 --numjobs="$JOBS" --direct=1 --time_based --runtime="$RUNTIME" \
+        --ramp_time=1 --group_reporting --output-format=terse 2>/tmp/fio.err |
+        awk -F';' '$1 == "3" {print $8}'
+}
+
+measure() {   # measure CONFIGURATION DEVICE
+    iops=$(fio_iops "$2")
+    if [ -n "$iops" ]; then
+        result "$1" "$iops"
+    else
+        note "$1: fio failed: $(head -c 300 /tmp/fio.err)"
+    fi
+}
+
+modprobe null_blk nr_devices=2 gb=4 bs=512 hw_queue_depth=4096 queue_mode=2 \
+    irqmode=1 completion_nsec=1 submit_queues="$JOBS"
+sectors=$(cat /sys/block/nullb0/size)
+modprobe dm-multipath
+for selector in round-robin queue-length service-time; do modprobe "dm-$selector"; done
+modprobe nvmet && modprobe nvme-loop
+modprobe nbd nbds_max=4
+
+# dm-multipath: each selector's per-path arguments, counted (repeat_count,
+# and service-time's relative_throughput).
+dm_path_args() { case $1 in service-time) echo "2 1 1" ;; *) echo "1 1" ;; esac; }
+dm_table() {   # dm_table FEATURES SELECTOR DEVICE...
+    features=$1 selector=$2; shift 2
+    args=$(dm_path_args "$selector")
+    paths=""
+    for device in "$@"; do paths="$paths $device ${args#* }"; done
+    echo "0 $sectors multipath $features 0 1 1 $selector 0 $# ${args%% *}$paths"
+}
+dm_run() {     # dm_run CONFIGURATION FEATURES SELECTOR DEVICE...
+    name=$1; shift
+    dmsetup create bench --table "$(dm_table "$@")" || { note "$name: dmsetup failed"; return; }
+    dm=$(basename "$(readlink -f /dev/mapper/bench)")
+    # Request-based dm gets mq-deadline by default; the seed ran without.
+    [ -w "/sys/block/$dm/queue/scheduler" ] && echo none > "/sys/block/$dm/queue/scheduler" 2>/dev/null
+    measure "$name" /dev/mapper/bench
+    dmsetup remove bench
+}
+
+nvmet=/sys/kernel/config/nvmet
+nvme_setup() {   # nvme_setup PORTS: one subsystem over nullb0, PORTS loop ports, connected
+    mkdir -p $nvmet/subsystems/bench/namespaces/1
+    echo 1 > $nvmet/subsystems/bench/attr_allow_any_host
+    echo -n /dev/nullb0 > $nvmet/subsystems/bench/namespaces/1/device_path
+    echo 1 > $nvmet/subsystems/bench/namespaces/1/enable
+    port=1
+    while [ $port -le "$1" ]; do
+        mkdir -p $nvmet/ports/$port
+        echo loop > $nvmet/ports/$port/addr_trtype
+        echo $port > $nvmet/ports/$port/addr_traddr
+        ln -s $nvmet/subsystems/bench $nvmet/ports/$port/subsystems/bench
+        echo "transport=loop,traddr=$port,nqn=bench" > /dev/nvme-fabrics
+        port=$((port + 1))
+    done
+    for _ in $(seq 50); do [ -b /dev/nvme0n1 ] && break; sleep 0.1; done
+}
+nvme_teardown() {
+    for controller in /sys/class/nvme/nvme*; do echo 1 > "$controller/delete_controller"; done
+    for link in $nvmet/ports/*/subsystems/bench; do rm "$link"; done
+    rmdir $nvmet/ports/* 2>/dev/null
+    echo 0 > $nvmet/subsystems/bench/namespaces/1/enable
+    rmdir $nvmet/subsystems/bench/namespaces/1 $nvmet/subsystems/bench
+}
+nvme_run() {     # nvme_run CONFIGURATION PORTS [IOPOLICY]
+    nvme_setup "$2"
+    [ -n "${3:-}" ] && echo "$3" > /sys/class/nvme-subsystem/nvme-subsys0/iopolicy
+    measure "$1" /dev/nvme0n1
+    nvme_teardown
+}
+
+# mpio: `mpio serve` exporting the map on a unix socket, attached as
+# /dev/nbd0 with a connection per job (the server spreads connections
+# over its event loops, one per vCPU).
+mpio_run() {     # mpio_run CONFIGURATION SELECTOR DEVICE...
+    name=$1 selector=$2; shift 2
+    paths=""
+    for device in "$@"; do paths="$paths file:$device 1"; done
+    table="0 $sectors multipath 0 0 1 1 $selector 0 $# 1$paths"
+    mpio serve --table "$table" --socket /tmp/bench.sock --control /tmp/control.sock \
+        --log-level warn > /tmp/mpio.out 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do [ -S /tmp/bench.sock ] && break; sleep 0.1; done
+    if nbd-client -N mpio -C "$JOBS" -u /tmp/bench.sock /dev/nbd0 > /tmp/nbd.out 2>&1; then
+        echo none > /sys/block/nbd0/queue/scheduler 2>/dev/null
+        measure "$name" /dev/nbd0
+        nbd-client -d /dev/nbd0 > /dev/null 2>&1
+    else
+        note "$name: nbd-client failed: $(cat /tmp/nbd.out)"
+    fi
+    kill "$pid"; wait "$pid" 2>/dev/null
+}
+
+wanted() {       # wanted CONFIGURATION: does it match a pattern of $CONFIGS?
+    set -f           # the patterns are for configurations, not files
+    for pattern in $CONFIGS; do
+        case $1 in $pattern) set +f; return 0 ;; esac
+    done
+    set +f
+    return 1
+}
+
+# Unrecorded warm-up: TCG translates each new code path on first use.
+fio_iops /dev/nullb0 > /dev/null
+
+round=1
+while [ $round -le "$ROUNDS" ]; do
+    note "round $round of $ROUNDS"
+    wanted raw-nullb0 && measure raw-nullb0 /dev/nullb0
+    for selector in service-time queue-length round-robin; do
+        wanted "dm-mp-1p-$selector" && dm_run "dm-mp-1p-$selector" 0 "$selector" /dev/nullb0
+        wanted "dm-mp-2p-$selector" && dm_run "dm-mp-2p-$selector" 0 "$selector" /dev/nullb0 /dev/nullb1
+        wanted "dm-mp-bio-1p-$selector" && dm_run "dm-mp-bio-1p-$selector" "2 queue_mode bio" "$selector" /dev/nullb0
+    done
+    wanted nvme-loop-1path && nvme_run nvme-loop-1path 1
+    for policy in numa round-robin queue-depth; do
+        wanted "nvme-loop-2p-$policy" && nvme_run "nvme-loop-2p-$policy" 2 "$policy"
+    done
+    wanted mpio-nbd-1p && mpio_run mpio-nbd-1p round-robin /dev/nullb0
+    for selector in $MPIO_SELECTORS; do
+        wanted "mpio-nbd-2p-$selector" && mpio_run "mpio-nbd-2p-$selector" "$selector" /dev/nullb0 /dev/nullb1
+    done
+    round=$((round + 1))
+done
