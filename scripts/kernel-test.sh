@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 source scripts/kernel-vm/host.sh
 
 # The modules the tests load; native runs need every one.
-test_modules="null_blk nbd ext4 configfs"
+test_modules="null_blk nbd ublk_drv ext4 configfs"
 
 kvm_install_host_packages
 cargo build --release -p mpio --locked --quiet

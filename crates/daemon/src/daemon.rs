@@ -23,6 +23,7 @@ use crate::control::protocol::{ReloadSource, Request, Response};
 use crate::control::server::{ControlError, ControlServer};
 use crate::metrics::http::{MetricsError, MetricsServer};
 use crate::metrics::{self, MapMetrics};
+use crate::ublk::{UblkExports, UblkShutdown};
 use crate::view;
 use mpio_core::map::Map;
 use mpio_core::message::Message;
@@ -31,6 +32,7 @@ use mpio_server::{Server, ServerConfig, ServerError, ShutdownReport};
 use mpio_transport::checker::{Checker, CheckerThread, Clock};
 use mpio_transport::lock;
 use mpio_transport::{DeviceSlot, PathNames, SetupError, Transports};
+use mpio_ublk::UblkDevice;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -110,6 +112,19 @@ pub struct RunningMap {
     pub checker: CheckerThread,
     /// Its NBD exports.
     pub servers: Vec<Server>,
+    /// Its ublk exports.
+    pub ublk_devices: Vec<RunningUblk>,
+}
+
+/// A map's ublk export as the daemon runs it.
+#[derive(Debug)]
+pub struct RunningUblk {
+    /// The export's name.
+    pub export: String,
+    /// Refuses writes (no flush at shutdown).
+    pub read_only: bool,
+    /// The device.
+    pub device: UblkDevice,
 }
 
 impl RunningMap {
@@ -131,8 +146,36 @@ pub struct ExportShutdown {
     pub map: String,
     /// The export's name.
     pub export: String,
-    /// What its server did and abandoned.
-    pub report: ShutdownReport,
+    /// What it did and abandoned.
+    pub report: ExportReport,
+}
+
+/// An NBD server's or a ublk device's shutdown.
+#[derive(Clone, Debug)]
+pub enum ExportReport {
+    /// The NBD server drained, flushed and closed.
+    Nbd(ShutdownReport),
+    /// The ublk device was removed and the map flushed.
+    Ublk(UblkShutdown),
+}
+
+impl ExportReport {
+    /// Nothing was abandoned.
+    pub fn is_clean(&self) -> bool {
+        match self {
+            ExportReport::Nbd(report) => report.is_clean(),
+            ExportReport::Ublk(report) => report.is_clean(),
+        }
+    }
+}
+
+impl std::fmt::Display for ExportReport {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExportReport::Nbd(report) => report.fmt(formatter),
+            ExportReport::Ublk(report) => report.fmt(formatter),
+        }
+    }
 }
 
 /// What the daemon shares between the control thread and its owner.
@@ -140,6 +183,7 @@ pub struct ExportShutdown {
 struct State {
     transports: Transports,
     maps: Mutex<Vec<RunningMap>>,
+    ublk: UblkExports,
 }
 
 /// A running daemon. Stops its servers, checkers and control socket when
@@ -168,13 +212,15 @@ impl Daemon {
             return Err(DaemonError::NoMaps);
         }
         let transports = Transports::new();
+        let ublk = UblkExports::default();
         let mut maps = Vec::with_capacity(config.maps.len());
         for map_config in config.maps {
-            maps.push(start_map(&transports, map_config, settings)?);
+            maps.push(start_map(&transports, &ublk, map_config, settings)?);
         }
         let state = Arc::new(State {
             transports,
             maps: Mutex::new(maps),
+            ublk,
         });
         let socket = control_socket
             .map(Path::to_path_buf)
@@ -215,13 +261,15 @@ impl Daemon {
             .unwrap_or_default()
     }
 
-    /// Each map's name with the NBD URIs of its exports.
+    /// Each map's name with its exports: the NBD URIs, then the ublk
+    /// block devices.
     pub fn exports(&self) -> Vec<(String, Vec<String>)> {
         lock(&self.state.maps)
             .iter()
             .map(|running| {
-                let uris = running.servers.iter().flat_map(Server::uris).collect();
-                (running.config.name.clone(), uris)
+                let uris = running.servers.iter().flat_map(Server::uris);
+                let devices = running.ublk_devices.iter().map(|ublk| ublk.device.path());
+                (running.config.name.clone(), uris.chain(devices).collect())
             })
             .collect()
     }
@@ -229,20 +277,32 @@ impl Daemon {
     /// Shuts the daemon down cleanly within `deadline`: closes the control
     /// socket, drains every export at once ([`Server::shutdown`]: no new
     /// connection or request, every request read answered, a FLUSH through
-    /// the map), then stops the checkers. Returns each export's report,
-    /// with its map's name and the export's.
+    /// the map; a ublk device is removed once the block layer has its
+    /// answers, then the map flushed), then stops the checkers. Returns
+    /// each export's report, with its map's name and the export's.
     pub fn shutdown(mut self, deadline: Duration) -> Vec<ExportShutdown> {
         self.stop_control();
         let maps: Vec<RunningMap> = lock(&self.state.maps).drain(..).collect();
         let mut reports = Vec::new();
         let mut checkers = Vec::new();
+        let ublk = &self.state.ublk;
         std::thread::scope(|scope| {
             let mut draining = Vec::new();
             for running in maps {
                 for server in running.servers {
                     let map = running.config.name.clone();
                     let export = server.export().name.clone();
-                    draining.push((map, export, scope.spawn(move || server.shutdown(deadline))));
+                    let drain = move || ExportReport::Nbd(server.shutdown(deadline));
+                    draining.push((map, export, scope.spawn(drain)));
+                }
+                for device in running.ublk_devices {
+                    let map = running.config.name.clone();
+                    let slot = Arc::clone(&running.slot);
+                    let drain = move || {
+                        let report = ublk.remove(device.device, &slot, device.read_only, deadline);
+                        ExportReport::Ublk(report)
+                    };
+                    draining.push((map, device.export, scope.spawn(drain)));
                 }
                 checkers.push(running.checker);
             }
@@ -284,6 +344,12 @@ impl Daemon {
         for running in lock(&self.state.maps).drain(..) {
             for server in running.servers {
                 server.stop();
+            }
+            for device in running.ublk_devices {
+                let _ = self
+                    .state
+                    .ublk
+                    .remove(device.device, &running.slot, true, Duration::ZERO);
             }
             running.checker.stop();
         }
@@ -334,9 +400,11 @@ fn render_metrics(state: &State) -> String {
     metrics::render(&metrics)
 }
 
-/// Builds one map and starts its checker and exports.
+/// Builds one map and starts its checker and exports. A ublk device that
+/// cannot be made is logged and left out, and the other exports serve.
 fn start_map(
     transports: &Transports,
+    ublk: &UblkExports,
     config: MapConfig,
     settings: ServerSettings,
 ) -> Result<RunningMap, DaemonError> {
@@ -352,7 +420,26 @@ fn start_map(
     let clock: Clock = Arc::new(mpio_transport::clock::now_ns);
     let checker = CheckerThread::spawn(checker, clock, PROBE_POLL)?;
     let mut servers = Vec::with_capacity(config.exports.len());
+    let mut ublk_devices = Vec::new();
     for export in &config.exports {
+        if let Some(number) = export.ublk {
+            match ublk.add(&slot, number, export.read_only) {
+                Ok(device) => {
+                    tracing::info!(map = %config.name, export = %export.name, device = %device.path(), "ublk device ready");
+                    ublk_devices.push(RunningUblk {
+                        export: export.name.clone(),
+                        read_only: export.read_only,
+                        device,
+                    });
+                }
+                Err(error) => {
+                    tracing::error!(map = %config.name, export = %export.name, %error, "no ublk device");
+                }
+            }
+        }
+        if export.socket.is_none() && export.tcp.is_none() {
+            continue;
+        }
         let server_config = ServerConfig {
             unix_socket: export.socket.clone(),
             tcp: export.tcp,
@@ -379,6 +466,7 @@ fn start_map(
         slot,
         checker,
         servers,
+        ublk_devices,
     })
 }
 

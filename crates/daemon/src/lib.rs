@@ -13,4 +13,5 @@ pub mod control;
 pub mod daemon;
 mod deadline;
 pub mod metrics;
+pub mod ublk;
 pub mod view;

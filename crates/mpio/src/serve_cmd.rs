@@ -13,7 +13,7 @@
 
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
-use mpio_daemon::config::{DaemonConfig, ExportConfig, MapConfig, NoPathRetry};
+use mpio_daemon::config::{DaemonConfig, ExportConfig, MapConfig, NoPathRetry, UblkNumber};
 use mpio_daemon::daemon::{Daemon, ServerSettings};
 use mpio_server::ServerConfig;
 use mpio_transport::checker::CheckerOptions;
@@ -62,6 +62,12 @@ pub struct ServeArgs {
     /// The map to export, as a dm table (default: the demo map).
     #[arg(long, value_name = "TABLE")]
     table: Option<String>,
+    /// Serve the map as a ublk block device too, /dev/ublkbN: this N,
+    /// or the kernel's choice without one (needs root and ublk_drv).
+    /// Alone, without --socket or --tcp, it is the only export.
+    #[arg(long, value_name = "N", num_args = 0..=1)]
+    #[allow(clippy::option_option)] // absent, --ublk, or --ublk N
+    ublk: Option<Option<u32>>,
     /// Refuse writes.
     #[arg(long)]
     read_only: bool,
@@ -139,11 +145,11 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
 fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
     let table_text = args.table.as_deref().unwrap_or(DEMO_TABLE);
     let table = Table::parse(table_text).map_err(|error| format!("--table: {error}"))?;
-    let socket = match (&args.socket, &args.tcp) {
-        (None, None) => {
+    let socket = match (&args.socket, &args.tcp, &args.ublk) {
+        (None, None, None) => {
             Some(std::env::temp_dir().join(format!("mpio-serve-{}.sock", std::process::id())))
         }
-        (socket, _) => socket.clone(),
+        (socket, _, _) => socket.clone(),
     };
     let defaults = MapOptions::default();
     Ok(DaemonConfig {
@@ -165,6 +171,9 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
                 name: args.name.clone(),
                 socket,
                 tcp: args.tcp,
+                ublk: args
+                    .ublk
+                    .map(|number| number.map_or(UblkNumber::Any, UblkNumber::Fixed)),
                 read_only: args.read_only,
             }],
         }],
@@ -195,7 +204,8 @@ fn print_banner(daemon: &Daemon, args: &ServeArgs) {
             banner.push_str(&format!("  {uri}\n"));
         }
     }
-    if let Some(uri) = exports.iter().flat_map(|(_, uris)| uris).next() {
+    let mut uris = exports.iter().flat_map(|(_, uris)| uris);
+    if let Some(uri) = uris.find(|uri| uri.starts_with("nbd")) {
         banner.push_str(&format!("try: nbdinfo '{uri}'\n"));
     }
     if let Some(address) = daemon.metrics_address() {

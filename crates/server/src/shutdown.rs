@@ -227,7 +227,7 @@ pub(crate) fn wait_for(
 /// own, and waits for it until `give_up`. (A queue dropped with the flush
 /// still at a path lets the transport end it: an NBD connection closes; a
 /// file's ring is reaped.)
-pub(crate) fn flush_map(device: &Arc<DeviceSlot>, give_up: Instant) -> FlushOutcome {
+pub fn flush_map(device: &Arc<DeviceSlot>, give_up: Instant) -> FlushOutcome {
     let mut queue = device_queue(device, 1, 0);
     let flush = Io {
         user_data: 0,

@@ -1,10 +1,11 @@
 //! Exports and the addresses the daemon listens on (the control socket,
-//! metrics, NBD exports): each checked, and no address used twice.
+//! metrics, NBD exports, ublk device numbers): each checked, and no
+//! address used twice.
 
 use super::check::MAX_EXPORT_NAME_BYTES;
 use super::error::{quoted, Place, Source};
-use super::raw::RawExport;
-use super::{ConfigError, ExportConfig};
+use super::raw::{RawExport, RawUblk};
+use super::{ConfigError, ExportConfig, UblkNumber};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -38,11 +39,22 @@ pub(super) fn check_export(
         }
         None => map_name.to_string(),
     };
-    if raw.socket.is_none() && raw.tcp.is_none() {
+    let ublk = match &raw.ublk {
+        Some(ublk) => {
+            let place = Place::of(ublk, format!("{label}: ublk"));
+            let number = ublk_number(source, ublk, &place)?;
+            if let Some(UblkNumber::Fixed(number)) = number {
+                listeners.ublk(source, number, &place)?;
+            }
+            number
+        }
+        None => None,
+    };
+    if raw.socket.is_none() && raw.tcp.is_none() && ublk.is_none() {
         return Err(source.error(
             &Place::of(export, label),
             None,
-            "an export needs a socket, a tcp address or both",
+            "an export needs a socket, a tcp address, ublk, or several of them",
         ));
     }
     let socket = match &raw.socket {
@@ -67,18 +79,61 @@ pub(super) fn check_export(
         name,
         socket,
         tcp,
+        ublk,
         read_only: raw.read_only,
     })
 }
+
+/// `ublk = true | false | N`: whether the export is a ublk device, and
+/// which.
+fn ublk_number(
+    source: &Source<'_>,
+    ublk: &Spanned<RawUblk>,
+    place: &Place,
+) -> Result<Option<UblkNumber>, ConfigError> {
+    match ublk.get_ref() {
+        RawUblk::Flag(false) => Ok(None),
+        RawUblk::Flag(true) => Ok(Some(UblkNumber::Any)),
+        RawUblk::Number(number) => match u32::try_from(*number) {
+            Ok(number) if number < MAX_UBLK_NUMBER => Ok(Some(UblkNumber::Fixed(number))),
+            _ => Err(source.error(
+                place,
+                Some(number.to_string()),
+                format!(
+                    "a ublk device number is 0 to {} (or true: any)",
+                    MAX_UBLK_NUMBER - 1
+                ),
+            )),
+        },
+    }
+}
+
+/// ublk device numbers are below 2^20 (the kernel's minor numbers).
+const MAX_UBLK_NUMBER: u32 = 1 << 20;
 
 /// Every address the config listens on, to refuse a second use of one.
 #[derive(Default)]
 pub(super) struct Listeners {
     unix: HashMap<PathBuf, Place>,
     tcp: Vec<(SocketAddr, Place)>,
+    ublk: HashMap<u32, Place>,
 }
 
 impl Listeners {
+    /// A ublk device number is one export's.
+    pub fn ublk(
+        &mut self,
+        source: &Source<'_>,
+        number: u32,
+        place: &Place,
+    ) -> Result<(), ConfigError> {
+        if let Some(first) = self.ublk.get(&number) {
+            return Err(taken(source, place, &number.to_string(), first));
+        }
+        self.ublk.insert(number, place.clone());
+        Ok(())
+    }
+
     pub fn unix(
         &mut self,
         source: &Source<'_>,

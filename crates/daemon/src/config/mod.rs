@@ -183,8 +183,19 @@ pub struct ExportConfig {
     pub socket: Option<PathBuf>,
     /// Listen on this TCP address.
     pub tcp: Option<SocketAddr>,
+    /// Serve the map as a ublk block device too.
+    pub ublk: Option<UblkNumber>,
     /// Refuse writes.
     pub read_only: bool,
+}
+
+/// Which ublk device an export is: `/dev/ublkbN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UblkNumber {
+    /// The kernel picks N (`ublk = true`).
+    Any,
+    /// This N (`ublk = N`).
+    Fixed(u32),
 }
 
 impl DaemonConfig {

@@ -118,8 +118,17 @@ pub(super) struct RawExport {
     pub name: Option<Spanned<String>>,
     pub socket: Option<Spanned<String>>,
     pub tcp: Option<Spanned<String>>,
+    pub ublk: Option<Spanned<RawUblk>>,
     #[serde(default)]
     pub read_only: bool,
+}
+
+/// `ublk = true` (the kernel picks the number), `false`, or `ublk = N`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawUblk {
+    Flag(bool),
+    Number(i64),
 }
 
 /// A value that may be written as an integer or a string (`size = 4096`

@@ -224,25 +224,42 @@ fn bare_defaults() {
 fn exports_are_read() {
     let text = three_paths("")
         + "[[map.export]]\nsocket = \"/run/m.sock\"\n\
-           [[map.export]]\ntcp = \"0.0.0.0:10809\"\nname = \"other\"\nread_only = true\n";
+           [[map.export]]\ntcp = \"0.0.0.0:10809\"\nname = \"other\"\nread_only = true\n\
+           [[map.export]]\nname = \"u\"\nublk = 7\n\
+           [[map.export]]\nname = \"v\"\nublk = true\nsocket = \"/run/v.sock\"\n";
     let exports = &parse(&text).maps[0].exports;
+    let export =
+        |name: &str, socket: Option<&str>, tcp: Option<&str>, ublk, read_only| ExportConfig {
+            name: name.into(),
+            socket: socket.map(Into::into),
+            tcp: tcp.map(|address| address.parse().unwrap()),
+            ublk,
+            read_only,
+        };
     assert_eq!(
         exports,
         &vec![
-            ExportConfig {
-                name: "m".into(),
-                socket: Some("/run/m.sock".into()),
-                tcp: None,
-                read_only: false,
-            },
-            ExportConfig {
-                name: "other".into(),
-                socket: None,
-                tcp: Some("0.0.0.0:10809".parse().unwrap()),
-                read_only: true,
-            },
+            export("m", Some("/run/m.sock"), None, None, false),
+            export("other", None, Some("0.0.0.0:10809"), None, true),
+            export("u", None, None, Some(UblkNumber::Fixed(7)), false),
+            export("v", Some("/run/v.sock"), None, Some(UblkNumber::Any), false),
         ]
     );
+}
+
+#[test]
+fn a_ublk_number_is_in_range_and_one_export_s() {
+    let error = refused(&(three_paths("") + "[[map.export]]\nublk = -1\n")).to_string();
+    assert!(error.contains("a ublk device number is 0 to"), "{error}");
+    let error = refused(&(three_paths("") + "[[map.export]]\nublk = false\n")).to_string();
+    assert!(
+        error.contains("needs a socket, a tcp address, ublk"),
+        "{error}"
+    );
+    let text =
+        three_paths("") + "[[map.export]]\nublk = 3\n[[map.export]]\nname = \"b\"\nublk = 3\n";
+    let error = refused(&text).to_string();
+    assert!(error.contains("already"), "{error}");
 }
 
 #[test]
@@ -379,7 +396,7 @@ fn every_refusal_names_its_line_and_key() {
         case(three_paths("[map.marginal]\nwindow_ms = 0"), 5, "map \"m\" marginal: window_ms", "expected 1 to"),
         case(three_paths("[map.marginal]\nrecovery_ms = 0"), 5, "map \"m\" marginal: recovery_ms", "expected 1 to"),
         // Exports and listeners.
-        case(three_paths("") + "[[map.export]]\nname = \"x\"\n", 17, "map \"m\" export \"x\"", "a socket, a tcp address or both"),
+        case(three_paths("") + "[[map.export]]\nname = \"x\"\n", 17, "map \"m\" export \"x\"", "a socket, a tcp address, ublk, or several"),
         case(three_paths("") + "[[map.export]]\nsocket = \"m.sock\"\n", 18, "map \"m\" export[0]: socket", "absolute path"),
         case(three_paths("") + "[[map.export]]\ntcp = \"10809\"\n", 18, "map \"m\" export[0]: tcp", "IP address and port"),
         case(three_paths("") + "[[map.export]]\nname = \"\"\nsocket = \"/s\"\n", 18, "map \"m\" export \"\": name", "1 to 4096 bytes"),

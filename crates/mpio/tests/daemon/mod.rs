@@ -19,6 +19,8 @@ pub struct Daemon {
     pub control: String,
     /// The NBD URIs the daemon printed.
     pub uris: Vec<String>,
+    /// The block devices (ublk) the daemon printed.
+    pub devices: Vec<String>,
     /// The metrics URL the daemon printed, if it serves metrics.
     pub metrics: Option<String>,
 }
@@ -68,12 +70,16 @@ impl Daemon {
             dir,
             control,
             uris: Vec::new(),
+            devices: Vec::new(),
             metrics: None,
         };
         loop {
             match receiver.recv_timeout(Duration::from_secs(60)) {
                 Ok(line) if line.starts_with("control socket: ") => break,
                 Ok(line) if line.starts_with("  nbd") => daemon.uris.push(line.trim().to_string()),
+                Ok(line) if line.starts_with("  /dev/") => {
+                    daemon.devices.push(line.trim().to_string());
+                }
                 Ok(line) if line.starts_with("metrics: ") => {
                     daemon.metrics = Some(line["metrics: ".len()..].to_string());
                 }

@@ -35,23 +35,37 @@ pub enum Phase {
     Verify,
 }
 
+/// Where a job does its I/O.
+pub enum Target<'a> {
+    /// fio's NBD engine at this URI.
+    Nbd(&'a str),
+    /// This block device, with libaio and O_DIRECT.
+    Block(&'a str),
+}
+
 impl FioVerify {
-    /// Writes `size_mib` MiB in random 4 KiB blocks through fio's NBD
-    /// engine at `uri`, each block stamped with a crc32c, and (per
-    /// `phase`) reads them back and verifies them; the first bad block
-    /// ends the job. fio's output goes to `log`.
-    pub fn nbd(uri: &str, size_mib: u64, phase: Phase, log: PathBuf) -> FioVerify {
+    /// Writes `size_mib` MiB in random 4 KiB blocks to `target`, each
+    /// block stamped with a crc32c, and (per `phase`) reads them back and
+    /// verifies them; the first bad block ends the job. fio's output goes
+    /// to `log`.
+    pub fn start(target: Target<'_>, size_mib: u64, phase: Phase, log: PathBuf) -> FioVerify {
         let output = std::fs::File::create(&log).unwrap();
+        let mut args = match target {
+            Target::Nbd(uri) => vec!["--ioengine=nbd".to_string(), format!("--uri={uri}")],
+            Target::Block(device) => vec![
+                "--ioengine=libaio".to_string(),
+                "--direct=1".to_string(),
+                format!("--filename={device}"),
+            ],
+        };
         let phase = match phase {
             Phase::WriteAndVerify => "--do_verify=1",
             Phase::Write => "--do_verify=0",
             Phase::Verify => "--verify_only",
         };
-        let child = Command::new("fio")
-            .args([
+        args.extend(
+            [
                 "--name=verify",
-                "--ioengine=nbd",
-                &format!("--uri={uri}"),
                 "--rw=randwrite",
                 "--bs=4k",
                 "--iodepth=16",
@@ -61,7 +75,11 @@ impl FioVerify {
                 "--verify_fatal=1",
                 "--verify_state_save=0",
                 "--output-format=terse",
-            ])
+            ]
+            .map(String::from),
+        );
+        let child = Command::new("fio")
+            .args(&args)
             .current_dir(log.parent().unwrap())
             .stdout(output.try_clone().unwrap())
             .stderr(output)

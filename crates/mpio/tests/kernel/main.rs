@@ -15,6 +15,8 @@ mod common;
 mod daemon;
 
 mod devices;
+mod failover;
 mod fio;
 mod nbd_ext4;
 mod null_blk_paths;
+mod ublk;

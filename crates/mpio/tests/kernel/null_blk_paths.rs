@@ -6,31 +6,12 @@
 //! same steps over two paths to *different* disks must be caught.
 
 use crate::daemon::Daemon;
-use crate::devices::{wait_until, NullBlk};
-use crate::fio::{FioResult, FioVerify, Phase};
+use crate::devices::NullBlk;
+use crate::failover::{
+    assert_each_path_failed_once_and_served, fail_and_reinstate_each, two_path_table,
+};
+use crate::fio::{FioResult, FioVerify, Phase, Target};
 use std::time::Duration;
-
-/// Path `name`'s row of `mpio show paths --json`.
-fn path_row(daemon: &Daemon, name: &str) -> serde_json::Value {
-    let paths = daemon.json(&["show", "paths"]);
-    let row = paths
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|row| row["name"] == name);
-    row.unwrap_or_else(|| panic!("no path {name} in {paths}"))
-        .clone()
-}
-
-/// I/Os sent to path `name`.
-fn path_ios(daemon: &Daemon, name: &str) -> u64 {
-    path_row(daemon, name)["ios"].as_u64().unwrap()
-}
-
-/// A two-path round-robin table over `first` and `second`.
-fn two_path_table(sectors: u64, first: &str, second: &str) -> String {
-    format!("0 {sectors} multipath 0 0 1 1 round-robin 0 2 1 {first} 1 {second} 1")
-}
 
 #[test]
 #[ignore = "kernel test: needs root and null_blk; run scripts/kernel-test.sh"]
@@ -42,47 +23,15 @@ fn fio_verify_holds_while_null_blk_paths_fail_and_return() {
     ];
     let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
     let daemon = Daemon::with_table("kernel-failover", &table);
-    let mut fio = FioVerify::nbd(
-        &daemon.uris[0],
+    let mut fio = FioVerify::start(
+        Target::Nbd(&daemon.uris[0]),
         128,
         Phase::WriteAndVerify,
         daemon.dir.join("fio.log"),
     );
-    let limit = Duration::from_secs(300);
-    for (failed, other) in [(&paths[0], &paths[1]), (&paths[1], &paths[0])] {
-        // Each path in turn is failed while fio writes, carries nothing
-        // while the other serves a few hundred I/Os, and returns.
-        let before = path_ios(&daemon, other);
-        wait_until("fio's I/O reaches the map", limit, || {
-            path_ios(&daemon, other) > before + 100
-        });
-        daemon.ok(&["message", "mpatha", "fail_path", failed]);
-        let failed_ios = path_ios(&daemon, failed);
-        let before = path_ios(&daemon, other);
-        wait_until("the other path serves alone", limit, || {
-            path_ios(&daemon, other) > before + 300
-        });
-        assert!(
-            fio.is_running(),
-            "fio ended before the failover was over: the test proved nothing"
-        );
-        // While failed, the path got no new I/O: at most fio's queue
-        // depth was being dispatched as the failure was published. (The
-        // checker may have found it healthy and reinstated it already,
-        // as multipathd would; then it may serve again.)
-        let row = path_row(&daemon, failed);
-        if row["state"] == "failed" {
-            assert!(row["ios"].as_u64().unwrap() <= failed_ios + 16, "{row}");
-        }
-        daemon.ok(&["message", "mpatha", "reinstate_path", failed]);
-    }
+    fail_and_reinstate_each(&daemon, &paths, &mut fio);
     fio.finish(Duration::from_secs(1200)).assert_clean();
-    let rows = daemon.json(&["show", "paths"]);
-    for row in rows.as_array().unwrap() {
-        assert_eq!(row["fail_count"], 1, "{rows}");
-        assert_eq!(row["state"], "active", "{rows}");
-        assert!(row["ios"].as_u64().unwrap() > 1000, "{rows}");
-    }
+    assert_each_path_failed_once_and_served(&daemon);
 }
 
 /// Writes `size_mib` MiB through both paths of `table`'s map, fails
@@ -91,11 +40,22 @@ fn write_then_verify_through_one_path(name: &str, table: &str, first: &str) -> F
     let daemon = Daemon::with_table(name, table);
     let uri = &daemon.uris[0];
     let limit = Duration::from_secs(600);
-    FioVerify::nbd(uri, 32, Phase::Write, daemon.dir.join("write.log"))
-        .finish(limit)
-        .assert_clean();
+    FioVerify::start(
+        Target::Nbd(uri),
+        32,
+        Phase::Write,
+        daemon.dir.join("write.log"),
+    )
+    .finish(limit)
+    .assert_clean();
     daemon.ok(&["message", "mpatha", "fail_path", first]);
-    FioVerify::nbd(uri, 32, Phase::Verify, daemon.dir.join("verify.log")).finish(limit)
+    FioVerify::start(
+        Target::Nbd(uri),
+        32,
+        Phase::Verify,
+        daemon.dir.join("verify.log"),
+    )
+    .finish(limit)
 }
 
 #[test]

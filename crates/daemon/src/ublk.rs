@@ -1,0 +1,116 @@
+//! The daemon's ublk exports: one [`Engine`] (its per-CPU I/O threads)
+//! for every ublk device of every map, started with the first one, so
+//! the thread count does not grow with the maps.
+//!
+//! # Errors
+//! A device that cannot be made (no `ublk_drv`, not root, its number
+//! taken) is logged with what to do, and the daemon goes on serving its
+//! other exports.
+
+use crate::config::UblkNumber;
+use mpio_server::{flush_map, FlushOutcome};
+use mpio_transport::{lock, DeviceSlot};
+use mpio_ublk::{DeviceOptions, Engine, EngineConfig, UblkDevice, UblkError};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The engine, once a map asked for a ublk device.
+#[derive(Debug, Default)]
+pub struct UblkExports {
+    engine: Mutex<Option<Engine>>,
+}
+
+/// What removing one ublk device at shutdown did.
+#[derive(Clone, Debug)]
+pub struct UblkShutdown {
+    /// The device, `/dev/ublkbN`.
+    pub device: String,
+    /// Why removal failed, if it did.
+    pub removal_error: Option<String>,
+    /// The flush sent through the map once the disk was gone.
+    pub flush: FlushOutcome,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+impl UblkShutdown {
+    /// Removed, and flushed (or read-only).
+    pub fn is_clean(&self) -> bool {
+        self.removal_error.is_none()
+            && matches!(self.flush, FlushOutcome::Done | FlushOutcome::ReadOnly)
+    }
+}
+
+impl fmt::Display for UblkShutdown {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.removal_error {
+            None => write!(formatter, "{} removed", self.device)?,
+            Some(error) => write!(formatter, "{} not removed: {error}", self.device)?,
+        }
+        write!(
+            formatter,
+            " in {} ms, {}",
+            self.elapsed.as_millis(),
+            self.flush
+        )
+    }
+}
+
+impl UblkExports {
+    /// Makes `slot`'s map the ublk device `number`, starting the engine
+    /// if this is the first.
+    ///
+    /// # Errors
+    /// The engine or the device could not start; the error says why and
+    /// what to do.
+    pub fn add(
+        &self,
+        slot: &Arc<DeviceSlot>,
+        number: UblkNumber,
+        read_only: bool,
+    ) -> Result<UblkDevice, UblkError> {
+        let mut engine = lock(&self.engine);
+        if engine.is_none() {
+            let started = Engine::start(EngineConfig::default())?;
+            tracing::info!(threads = started.threads(), "ublk engine started");
+            *engine = Some(started);
+        }
+        let options = DeviceOptions {
+            id: match number {
+                UblkNumber::Any => None,
+                UblkNumber::Fixed(id) => Some(id),
+            },
+            read_only,
+        };
+        engine.as_ref().expect("started above").add(slot, options)
+    }
+
+    /// Removes `device` (the block layer first waits for the requests
+    /// it holds), then flushes the map it served, within `deadline`.
+    pub fn remove(
+        &self,
+        device: UblkDevice,
+        slot: &Arc<DeviceSlot>,
+        read_only: bool,
+        deadline: Duration,
+    ) -> UblkShutdown {
+        let started = Instant::now();
+        let path = device.path();
+        let removal_error = match lock(&self.engine).as_ref() {
+            Some(engine) => engine.remove(device).err().map(|error| error.to_string()),
+            None => Some("the ublk engine is gone".into()),
+        };
+        let flush = if read_only {
+            FlushOutcome::ReadOnly
+        } else {
+            flush_map(slot, started + deadline)
+        };
+        UblkShutdown {
+            device: path,
+            removal_error,
+            flush,
+            elapsed: started.elapsed(),
+        }
+    }
+}

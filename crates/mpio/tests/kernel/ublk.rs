@@ -1,0 +1,124 @@
+//! mpio's own block device: a map over two paths to one null_blk disk
+//! served as `/dev/ublkbN` (`mpio serve --ublk`), under fio verify with
+//! libaio while each path fails and returns; ext4 made, filled and
+//! checked on it; write-zeroes read back as zeroes; and SIGTERM under
+//! load, which must end the daemon cleanly and remove the device.
+
+use crate::daemon::Daemon;
+use crate::devices::{modprobe, run, wait_bounded, Mount, NullBlk};
+use crate::failover::{
+    assert_each_path_failed_once_and_served, fail_and_reinstate_each, two_path_table,
+};
+use crate::fio::{FioVerify, Phase, Target};
+use std::path::Path;
+use std::time::Duration;
+
+/// `mpio serve --ublk` over two device nodes of a new null_blk disk of
+/// `size_mib`; returns the daemon, its two path words and the disk.
+fn ublk_daemon(name: &str, size_mib: u64) -> (Daemon, [String; 2], NullBlk) {
+    modprobe(&["ublk_drv"]);
+    let mut disk = NullBlk::memory_backed(&format!("mpio-kt-{name}"), size_mib);
+    let paths = [
+        format!("file:{}", disk.device.display()),
+        format!("file:{}", disk.second_node().display()),
+    ];
+    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
+    let dir = crate::daemon::test_dir(name);
+    let daemon = Daemon::start(dir, &["--table", &table, "--ublk"]);
+    assert_eq!(daemon.devices.len(), 1, "one ublk device printed");
+    assert!(daemon.uris.is_empty(), "--ublk alone exports no NBD socket");
+    assert!(Path::new(&daemon.devices[0]).exists());
+    (daemon, paths, disk)
+}
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn fio_verify_on_the_ublk_device_holds_while_paths_fail_and_return() {
+    let (daemon, paths, _disk) = ublk_daemon("ublk-failover", 256);
+    let mut fio = FioVerify::start(
+        Target::Block(&daemon.devices[0]),
+        128,
+        Phase::WriteAndVerify,
+        daemon.dir.join("fio.log"),
+    );
+    fail_and_reinstate_each(&daemon, &paths, &mut fio);
+    fio.finish(Duration::from_secs(1200)).assert_clean();
+    assert_each_path_failed_once_and_served(&daemon);
+}
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk, ublk_drv and ext4; run scripts/kernel-test.sh"]
+fn ext4_on_the_ublk_device_checks_clean() {
+    modprobe(&["ext4"]);
+    let (daemon, paths, _disk) = ublk_daemon("ublk-ext4", 256);
+    let device = daemon.devices[0].clone();
+    let minutes = |count: u64| Duration::from_secs(60 * count);
+    run("mkfs.ext4", &["-q", "-F", &device], minutes(5));
+    let mount = Mount::new(Path::new(&device), "ext4", daemon.dir.join("mnt"));
+    let data: Vec<u8> = (0..4u32 << 20)
+        .map(|index| (index * 7 % 251) as u8)
+        .collect();
+    for index in 0..8 {
+        if index == 4 {
+            daemon.ok(&["message", "mpatha", "fail_path", &paths[0]]);
+        }
+        std::fs::write(mount.dir.join(format!("file{index}")), &data).unwrap();
+        run("sync", &[], minutes(2));
+    }
+    daemon.ok(&["message", "mpatha", "reinstate_path", &paths[0]]);
+    mount.unmount();
+    run("e2fsck", &["-fn", &device], minutes(5));
+    let mount = Mount::new(Path::new(&device), "ext4", daemon.dir.join("mnt"));
+    for index in 0..8 {
+        let read = std::fs::read(mount.dir.join(format!("file{index}"))).unwrap();
+        assert!(read == data, "file{index} differs after the round trip");
+    }
+    mount.unmount();
+}
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn write_zeroes_on_the_ublk_device_read_back_as_zeroes() {
+    let (daemon, _paths, _disk) = ublk_daemon("ublk-zeroes", 64);
+    let device = &daemon.devices[0];
+    let pattern = vec![0xa5u8; 1 << 20];
+    std::fs::write(device, &pattern).unwrap();
+    run(
+        "blkdiscard",
+        &["-z", "-o", "0", "-l", "1048576", device],
+        Duration::from_secs(120),
+    );
+    let mut file = std::fs::File::open(device).unwrap();
+    let mut read = vec![0xffu8; 1 << 20];
+    std::io::Read::read_exact(&mut file, &mut read).unwrap();
+    assert!(
+        read.iter().all(|&byte| byte == 0),
+        "zeroed range reads back non-zero"
+    );
+}
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn sigterm_under_fio_ends_cleanly_and_removes_the_device() {
+    let (mut daemon, _paths, _disk) = ublk_daemon("ublk-sigterm", 64);
+    let device = daemon.devices[0].clone();
+    let mut fio = FioVerify::start(
+        Target::Block(&device),
+        32,
+        Phase::Write,
+        daemon.dir.join("fio.log"),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(fio.is_running(), "fio ended before the signal");
+    run(
+        "kill",
+        &["-TERM", &daemon.child.id().to_string()],
+        Duration::from_secs(10),
+    );
+    let status = wait_bounded(&mut daemon.child, Duration::from_secs(120), "mpio serve");
+    assert!(status.success(), "mpio serve exited with {status}");
+    assert!(!Path::new(&device).exists(), "{device} is still there");
+    // fio saw its device go: it may report errors for I/O after the
+    // removal, but it must end.
+    fio.finish(Duration::from_secs(120));
+}

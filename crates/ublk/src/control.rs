@@ -1,0 +1,168 @@
+//! `/dev/ublk-control`: adding, configuring, starting, stopping and
+//! deleting ublk devices. Each command is one `IORING_OP_URING_CMD` on a
+//! small ring of 128-byte entries (the command's 32 bytes live in the
+//! entry), submitted and waited for at once.
+//!
+//! # Concurrency
+//! One `Control` serves one thread at a time (`&mut self`); the daemon
+//! keeps it under its maps' lock. START_DEV blocks until every queue of
+//! the device fetched all its tags, so the I/O threads must be running.
+
+#![allow(unsafe_code)]
+
+use crate::error::UblkError;
+use crate::uapi::{self, CtrlCmd, DevInfo, Params};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+/// The ublk control device.
+pub struct Control {
+    file: File,
+    ring: IoUring<squeue::Entry128, cqueue::Entry>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control").finish_non_exhaustive()
+    }
+}
+
+impl Control {
+    /// Opens `/dev/ublk-control`.
+    ///
+    /// # Errors
+    /// [`UblkError::NoDriver`] without the driver, [`UblkError::NotPermitted`]
+    /// without the right to open it.
+    pub fn open() -> Result<Control, UblkError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/ublk-control")
+            .map_err(|error| match error.kind() {
+                std::io::ErrorKind::NotFound => UblkError::NoDriver,
+                std::io::ErrorKind::PermissionDenied => UblkError::NotPermitted {
+                    what: "opening /dev/ublk-control".into(),
+                },
+                _ => UblkError::system("opening /dev/ublk-control", error),
+            })?;
+        let ring = IoUring::builder()
+            .build(4)
+            .map_err(|error| UblkError::system("io_uring for /dev/ublk-control", error))?;
+        Ok(Control { file, ring })
+    }
+
+    /// Sends one command and waits for its answer.
+    fn command(&mut self, name: &'static str, nr: u8, command: CtrlCmd) -> Result<i32, UblkError> {
+        let mut bytes = [0u8; 80];
+        // SAFETY: CtrlCmd is repr(C), 32 bytes of plain integers, and the
+        // array has room for it; the kernel reads the first 32 bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (&command as *const CtrlCmd).cast::<u8>(),
+                bytes.as_mut_ptr(),
+                std::mem::size_of::<CtrlCmd>(),
+            );
+        }
+        let entry = opcode::UringCmd80::new(types::Fd(self.file.as_raw_fd()), uapi::ctrl_op(nr))
+            .cmd(bytes)
+            .build();
+        // SAFETY: the entry points at no memory but the buffer at
+        // `command.addr`, which the caller keeps alive until this call
+        // returns, and this call waits for the completion.
+        unsafe { self.ring.submission().push(&entry) }
+            .expect("the control ring has room: one command at a time");
+        loop {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => break,
+                Err(error) if error.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(error) => return Err(UblkError::system(format!("ublk {name}"), error)),
+            }
+        }
+        let completion = self
+            .ring
+            .completion()
+            .next()
+            .expect("submit_and_wait(1) returned a completion");
+        match completion.result() {
+            result if result < 0 => Err(UblkError::command(name, command.dev_id, -result)),
+            result => Ok(result),
+        }
+    }
+
+    /// Adds a device described by `info` (`dev_id` `u32::MAX`: the kernel
+    /// chooses); returns it as the kernel completed it.
+    ///
+    /// # Errors
+    /// [`UblkError::IdTaken`] for a number in use; any refusal.
+    pub fn add(&mut self, mut info: DevInfo) -> Result<DevInfo, UblkError> {
+        let command = CtrlCmd {
+            dev_id: info.dev_id,
+            queue_id: u16::MAX,
+            len: std::mem::size_of::<DevInfo>() as u16,
+            addr: (&mut info as *mut DevInfo) as u64,
+            data: [0; 2],
+        };
+        self.command("ADD_DEV", uapi::CMD_ADD_DEV, command)?;
+        Ok(info)
+    }
+
+    /// Sets device `id`'s parameters.
+    ///
+    /// # Errors
+    /// Parameters the kernel refuses.
+    pub fn set_params(&mut self, id: u32, params: &Params) -> Result<(), UblkError> {
+        let command = CtrlCmd {
+            dev_id: id,
+            queue_id: u16::MAX,
+            len: std::mem::size_of::<Params>() as u16,
+            addr: (params as *const Params) as u64,
+            data: [0; 2],
+        };
+        self.command("SET_PARAMS", uapi::CMD_SET_PARAMS, command)
+            .map(drop)
+    }
+
+    /// Starts device `id` served by this process: its disk appears.
+    /// Returns once every queue fetched all its tags.
+    ///
+    /// # Errors
+    /// Any refusal.
+    pub fn start(&mut self, id: u32) -> Result<(), UblkError> {
+        self.simple(
+            "START_DEV",
+            uapi::CMD_START_DEV,
+            id,
+            std::process::id().into(),
+        )
+    }
+
+    /// Stops device `id`: its disk goes, and every fetch its queues
+    /// hold ends with [`uapi::IO_RES_ABORT`].
+    ///
+    /// # Errors
+    /// Any refusal.
+    pub fn stop(&mut self, id: u32) -> Result<(), UblkError> {
+        self.simple("STOP_DEV", uapi::CMD_STOP_DEV, id, 0)
+    }
+
+    /// Deletes stopped device `id`; waits until nothing has its char
+    /// device open.
+    ///
+    /// # Errors
+    /// Any refusal.
+    pub fn delete(&mut self, id: u32) -> Result<(), UblkError> {
+        self.simple("DEL_DEV", uapi::CMD_DEL_DEV, id, 0)
+    }
+
+    fn simple(&mut self, name: &'static str, nr: u8, id: u32, data: u64) -> Result<(), UblkError> {
+        let command = CtrlCmd {
+            dev_id: id,
+            queue_id: u16::MAX,
+            len: 0,
+            addr: 0,
+            data: [data, 0],
+        };
+        self.command(name, nr, command).map(drop)
+    }
+}

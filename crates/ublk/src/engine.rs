@@ -1,0 +1,529 @@
+//! The ublk engine: a fixed set of I/O threads, one per CPU and pinned
+//! to it, each serving its CPU's queue of every ublk device, so the
+//! daemon's thread count does not grow with its devices.
+//!
+//! # A thread's turn
+//! Each thread owns one io_uring for the commands of all the queues it
+//! serves, and an eventfd read on that ring through which the engine
+//! wakes it for a new device. A turn submits what is queued and blocks
+//! for a completion only when no request is at a map (the paths'
+//! transports complete on rings and sockets of their own, which the
+//! thread polls): while requests are out it polls without sleeping for
+//! 64 turns, then waits at most 100 µs between polls.
+//! Then it hands every completed command to its queue (a new request
+//! goes to the map) and polls every queue (an answered request is
+//! committed, which also fetches the tag's next one).
+//!
+//! # Failure
+//! A thread that cannot go on panics, and a panicking thread aborts the
+//! daemon (the binary's panic policy): a half-served device would hang
+//! its users' I/O, while a restarted daemon serves it again.
+
+#![allow(unsafe_code)]
+
+use crate::control::Control;
+use crate::queue::{slot_and_tag, ServedQueue, SharedDevice};
+use crate::uapi::{self, DevInfo, ParamBasic, ParamDiscard, Params};
+use crate::UblkError;
+use io_uring::{cqueue, opcode, squeue, types, IoUring, SubmissionQueue, Submitter};
+use mpio_transport::{clock::now_ns, device_queue, lock, DeviceSlot};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Turns without a completion during which a thread with requests at a
+/// map polls without sleeping.
+const SPIN_TURNS: u32 = 64;
+/// How long such a thread then waits for a command between map polls.
+const BUSY_WAIT: Duration = Duration::from_micros(100);
+/// The user data of the waker's read.
+const WAKER: u64 = u64::MAX;
+/// Ring entries per thread; the completion queue has twice as many, and
+/// the kernel keeps completions that overflow it (IORING_FEAT_NODROP).
+const RING_ENTRIES: u32 = 1024;
+/// How long a new device's char device node may take to appear, and its
+/// queues to let go of it at removal.
+const DEVICE_WAIT: Duration = Duration::from_secs(30);
+
+/// How the engine sizes its threads and devices.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineConfig {
+    /// I/O threads, each a hardware queue of every device (0: one per
+    /// CPU).
+    pub threads: usize,
+    /// Requests each queue holds at once.
+    pub queue_depth: u16,
+    /// Largest request, bytes (a multiple of 4096).
+    pub max_io_bytes: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            threads: 0,
+            queue_depth: 128,
+            max_io_bytes: 512 << 10,
+        }
+    }
+}
+
+/// One device's wishes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceOptions {
+    /// `/dev/ublkbN` with this N, or the kernel's choice.
+    pub id: Option<u32>,
+    /// Refuse writes.
+    pub read_only: bool,
+}
+
+/// What the engine asks of a thread.
+enum Request {
+    /// Serve this thread's queue of a device; answer once its fetches
+    /// are with the kernel.
+    Serve {
+        device: Arc<SharedDevice>,
+        slot: Arc<DeviceSlot>,
+        answer: Sender<Result<(), String>>,
+    },
+    /// End now.
+    Stop,
+}
+
+/// One I/O thread as the engine sees it.
+#[derive(Debug)]
+struct Worker {
+    requests: Sender<Request>,
+    waker: Arc<File>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    fn send(&self, request: Request) -> Result<(), UblkError> {
+        self.requests
+            .send(request)
+            .map_err(|_| UblkError::EngineStopped)?;
+        // An eventfd write of 8 bytes fails only if the counter would
+        // overflow, which wake-ups never reach.
+        let _ = (&*self.waker).write_all(&1u64.to_ne_bytes());
+        Ok(())
+    }
+}
+
+/// A ublk device the engine serves, `/dev/ublkbN`. Give it back to
+/// [`Engine::remove`] to remove it.
+#[derive(Debug)]
+pub struct UblkDevice {
+    device: Arc<SharedDevice>,
+}
+
+impl UblkDevice {
+    /// Its number N.
+    pub fn id(&self) -> u32 {
+        self.device.id
+    }
+
+    /// Its block device, `/dev/ublkbN`.
+    pub fn path(&self) -> String {
+        format!("/dev/ublkb{}", self.device.id)
+    }
+}
+
+/// The I/O threads and the control device.
+#[derive(Debug)]
+pub struct Engine {
+    workers: Vec<Worker>,
+    control: Mutex<Control>,
+    config: EngineConfig,
+}
+
+impl Engine {
+    /// Opens the control device and starts the I/O threads.
+    ///
+    /// # Errors
+    /// No ublk driver, no permission, or an io_uring that cannot be set
+    /// up (the error says what to change).
+    pub fn start(config: EngineConfig) -> Result<Engine, UblkError> {
+        let control = Control::open()?;
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let threads = if config.threads == 0 {
+            cpus
+        } else {
+            config.threads
+        };
+        let core_ids = core_affinity::get_core_ids().unwrap_or_default();
+        let mut workers = Vec::with_capacity(threads);
+        for index in 0..threads {
+            let ring = IoUring::builder()
+                .setup_cqsize(2 * RING_ENTRIES)
+                .build(RING_ENTRIES)
+                .map_err(|error| {
+                    UblkError::system(
+                        "io_uring for a ublk thread (a locked-memory limit? raise RLIMIT_MEMLOCK)",
+                        error,
+                    )
+                })?;
+            // SAFETY: eventfd has no preconditions; the result is checked.
+            let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+            if raw < 0 {
+                return Err(UblkError::system(
+                    "eventfd",
+                    std::io::Error::last_os_error(),
+                ));
+            }
+            // SAFETY: `raw` is a new descriptor that nothing else owns.
+            let waker = Arc::new(File::from(unsafe { OwnedFd::from_raw_fd(raw) }));
+            let (sender, receiver) = mpsc::channel();
+            let core = core_ids.get(index % core_ids.len().max(1)).copied();
+            let thread = Thread {
+                queue_id: u16::try_from(index).expect("at most 65536 threads"),
+                cpu: core.map_or(index, |core| core.id) as u32,
+                ring,
+                waker: Arc::clone(&waker),
+                requests: receiver,
+                served: Vec::new(),
+                depth: config.queue_depth,
+            };
+            let handle = std::thread::Builder::new()
+                .name(format!("mpio-ublk-{index}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        core_affinity::set_for_current(core);
+                    }
+                    thread.run();
+                })
+                .map_err(|error| UblkError::system("spawning a ublk thread", error))?;
+            workers.push(Worker {
+                requests: sender,
+                waker,
+                handle: Some(handle),
+            });
+        }
+        Ok(Engine {
+            workers,
+            control: Mutex::new(control),
+            config: EngineConfig { threads, ..config },
+        })
+    }
+
+    /// The I/O threads.
+    pub fn threads(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Makes the map `slot` serves a block device and starts serving it.
+    ///
+    /// # Errors
+    /// The kernel refused a step; nothing is left behind.
+    pub fn add(
+        &self,
+        slot: &Arc<DeviceSlot>,
+        options: DeviceOptions,
+    ) -> Result<UblkDevice, UblkError> {
+        let mut control = lock(&self.control);
+        let info = control.add(DevInfo {
+            nr_hw_queues: self.workers.len() as u16,
+            queue_depth: self.config.queue_depth,
+            max_io_buf_bytes: self.config.max_io_bytes,
+            dev_id: options.id.unwrap_or(u32::MAX),
+            flags: uapi::F_CMD_IOCTL_ENCODE,
+            ..DevInfo::default()
+        })?;
+        let id = info.dev_id;
+        let started = self.set_up(&mut control, id, slot, options);
+        match started {
+            Ok(device) => Ok(UblkDevice { device }),
+            Err(error) => {
+                let _ = control.stop(id);
+                let _ = control.delete(id);
+                Err(error)
+            }
+        }
+    }
+
+    fn set_up(
+        &self,
+        control: &mut Control,
+        id: u32,
+        slot: &Arc<DeviceSlot>,
+        options: DeviceOptions,
+    ) -> Result<Arc<SharedDevice>, UblkError> {
+        control.set_params(id, &self.params(slot.map().size_bytes(), options))?;
+        let path = format!("/dev/ublkc{id}");
+        let deadline = Instant::now() + DEVICE_WAIT;
+        let file = loop {
+            match std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+            {
+                Ok(file) => break file,
+                Err(error)
+                    if error.kind() == std::io::ErrorKind::NotFound
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(error) => return Err(UblkError::system(format!("opening {path}"), error)),
+            }
+        };
+        let device = Arc::new(SharedDevice {
+            id,
+            file,
+            depth: self.config.queue_depth,
+            max_io_bytes: self.config.max_io_bytes,
+        });
+        let (answer, answers) = mpsc::channel();
+        for worker in &self.workers {
+            worker.send(Request::Serve {
+                device: Arc::clone(&device),
+                slot: Arc::clone(slot),
+                answer: answer.clone(),
+            })?;
+        }
+        for _ in &self.workers {
+            match answers.recv_timeout(DEVICE_WAIT) {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => {
+                    return Err(UblkError::system(
+                        message,
+                        std::io::Error::other("queue setup"),
+                    ))
+                }
+                Err(_) => return Err(UblkError::EngineStopped),
+            }
+        }
+        control.start(id)?;
+        Ok(device)
+    }
+
+    /// The parameters of a device of `size_bytes`.
+    fn params(&self, size_bytes: u64, options: DeviceOptions) -> Params {
+        let mut attrs = uapi::ATTR_VOLATILE_CACHE | uapi::ATTR_FUA;
+        if options.read_only {
+            attrs |= uapi::ATTR_READ_ONLY;
+        }
+        let max_sectors = self.config.max_io_bytes >> 9;
+        Params {
+            len: std::mem::size_of::<Params>() as u32,
+            types: uapi::PARAM_TYPE_BASIC | uapi::PARAM_TYPE_DISCARD,
+            basic: ParamBasic {
+                attrs,
+                logical_bs_shift: 9,
+                physical_bs_shift: 12,
+                io_opt_shift: 12,
+                io_min_shift: 9,
+                max_sectors,
+                chunk_sectors: 0,
+                dev_sectors: size_bytes >> 9,
+                virt_boundary_mask: 0,
+            },
+            discard: ParamDiscard {
+                discard_alignment: 0,
+                discard_granularity: 4096,
+                max_discard_sectors: 1 << 21,
+                max_write_zeroes_sectors: 1 << 21,
+                max_discard_segments: 1,
+                reserved0: 0,
+            },
+        }
+    }
+
+    /// Stops and deletes `device`: its disk goes (the block layer first
+    /// waits for the requests it holds), its queues end, then the device.
+    ///
+    /// # Errors
+    /// The kernel refused a step, or the queues did not let go in time.
+    pub fn remove(&self, device: UblkDevice) -> Result<(), UblkError> {
+        let mut control = lock(&self.control);
+        let id = device.id();
+        let stopped = control.stop(id);
+        let deadline = Instant::now() + DEVICE_WAIT;
+        while Arc::strong_count(&device.device) > 1 {
+            if Instant::now() >= deadline {
+                return Err(UblkError::system(
+                    format!("removing ublk device {id}"),
+                    std::io::Error::from(std::io::ErrorKind::TimedOut),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(device);
+        stopped?;
+        control.delete(id)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        for worker in &self.workers {
+            let _ = worker.send(Request::Stop);
+        }
+        for worker in &mut self.workers {
+            if let Some(handle) = worker.handle.take() {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+/// One I/O thread.
+struct Thread {
+    queue_id: u16,
+    cpu: u32,
+    ring: IoUring<squeue::Entry, cqueue::Entry>,
+    waker: Arc<File>,
+    requests: Receiver<Request>,
+    /// The queues it serves, by slot (the high bits of a command's user
+    /// data); a finished queue leaves its slot empty for the next.
+    served: Vec<Option<ServedQueue>>,
+    depth: u16,
+}
+
+/// Pushes `entry`, submitting first when the submission queue is full.
+fn push(submitter: &Submitter<'_>, queue: &mut SubmissionQueue<'_>, entry: &squeue::Entry) {
+    loop {
+        // SAFETY: every entry's memory (a tag's buffer, the waker's
+        // counter) lives until its completion is reaped: buffers stay
+        // in their tag while the kernel holds them, and the counter
+        // lives as long as the thread's ring.
+        if unsafe { queue.push(entry) }.is_ok() {
+            return;
+        }
+        queue.sync();
+        if let Err(error) = submitter.submit() {
+            panic!("ublk thread: io_uring submit failed: {error}");
+        }
+        queue.sync();
+    }
+}
+
+impl Thread {
+    fn run(mut self) {
+        // The waker's counter; declared before the loop's ring use and
+        // dropped after the ring (with the thread), so the kernel never
+        // writes into freed memory.
+        let mut counter = Box::new(0u64);
+        let waker_read = opcode::Read::new(
+            types::Fd(self.waker.as_raw_fd()),
+            (&mut *counter as *mut u64).cast::<u8>(),
+            8,
+        )
+        .build()
+        .user_data(WAKER);
+        {
+            let (submitter, mut queue, _) = self.ring.split();
+            push(&submitter, &mut queue, &waker_read);
+        }
+        let mut idle_turns = 0u32;
+        loop {
+            let busy = self.served.iter().flatten().any(ServedQueue::is_busy);
+            let submitted = if !busy {
+                self.ring.submit_and_wait(1)
+            } else if idle_turns < SPIN_TURNS {
+                self.ring.submit()
+            } else {
+                let timeout = types::Timespec::from(BUSY_WAIT);
+                let arguments = types::SubmitArgs::new().timespec(&timeout);
+                self.ring.submitter().submit_with_args(1, &arguments)
+            };
+            if let Err(error) = submitted {
+                match error.raw_os_error() {
+                    Some(libc::EINTR | libc::ETIME | libc::EBUSY) => {}
+                    _ => panic!("ublk thread: io_uring_enter failed: {error}"),
+                }
+            }
+            let now = now_ns();
+            let mut worked = false;
+            let mut stop = false;
+            let (submitter, mut queue, mut completions) = self.ring.split();
+            completions.sync();
+            for completion in &mut completions {
+                worked = true;
+                if completion.user_data() == WAKER {
+                    push(&submitter, &mut queue, &waker_read);
+                    while let Ok(request) = self.requests.try_recv() {
+                        match request {
+                            Request::Stop => stop = true,
+                            Request::Serve {
+                                device,
+                                slot,
+                                answer,
+                            } => {
+                                let outcome = serve(
+                                    &mut self.served,
+                                    device,
+                                    &slot,
+                                    (self.queue_id, self.cpu, self.depth),
+                                    &submitter,
+                                    &mut queue,
+                                );
+                                let _ = answer.send(outcome);
+                            }
+                        }
+                    }
+                    continue;
+                }
+                let (slot, tag) = slot_and_tag(completion.user_data());
+                if let Some(Some(served)) = self.served.get_mut(slot) {
+                    served.command_done(tag, completion.result(), now);
+                }
+            }
+            for (slot, entry) in self.served.iter_mut().enumerate() {
+                let Some(served) = entry else { continue };
+                let answered = served.poll(slot, now, &mut |command| {
+                    push(&submitter, &mut queue, &command);
+                });
+                worked |= answered > 0;
+                if served.is_finished() {
+                    *entry = None;
+                }
+            }
+            if stop {
+                return;
+            }
+            idle_turns = if worked {
+                0
+            } else {
+                idle_turns.saturating_add(1)
+            };
+        }
+    }
+}
+
+/// Starts serving queue `queue_id` of `device` on this thread: maps its
+/// descriptors, takes a free slot and hands the kernel every tag's
+/// fetch at once (START_DEV waits for them).
+fn serve(
+    served: &mut Vec<Option<ServedQueue>>,
+    device: Arc<SharedDevice>,
+    slot: &Arc<DeviceSlot>,
+    (queue_id, cpu, depth): (u16, u32, u16),
+    submitter: &Submitter<'_>,
+    queue: &mut SubmissionQueue<'_>,
+) -> Result<(), String> {
+    let id = device.id;
+    let map_queue = device_queue(slot, usize::from(depth), cpu);
+    let mut new = ServedQueue::new(device, queue_id, map_queue)
+        .map_err(|error| format!("mapping queue {queue_id} of /dev/ublkc{id}: {error}"))?;
+    let index = served
+        .iter()
+        .position(Option::is_none)
+        .unwrap_or(served.len());
+    for fetch in new.fetches(index) {
+        push(submitter, queue, &fetch);
+    }
+    queue.sync();
+    submitter
+        .submit()
+        .map_err(|error| format!("submitting the fetches of /dev/ublkc{id}: {error}"))?;
+    if index == served.len() {
+        served.push(Some(new));
+    } else {
+        served[index] = Some(new);
+    }
+    Ok(())
+}

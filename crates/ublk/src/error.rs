@@ -1,0 +1,70 @@
+//! The ublk frontend's errors: each says what failed and, where the
+//! user can fix it, how.
+
+/// Why a ublk device could not be created, started or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum UblkError {
+    /// `/dev/ublk-control` is missing: the driver is not loaded.
+    #[error("no /dev/ublk-control: load the ublk driver (modprobe ublk_drv; Linux 6.0 or later)")]
+    NoDriver,
+    /// The caller may not create ublk devices.
+    #[error("{what}: permission denied (creating ublk devices needs root, or CAP_SYS_ADMIN)")]
+    NotPermitted {
+        /// What was refused.
+        what: String,
+    },
+    /// The device number asked for is in use.
+    #[error("ublk device {id} exists already: choose another number, or `ublk = true` to let the kernel choose")]
+    IdTaken {
+        /// The number asked for.
+        id: u32,
+    },
+    /// A control command failed.
+    #[error("ublk {command} for device {id}: {source}")]
+    Command {
+        /// The command.
+        command: &'static str,
+        /// The device (`u32::MAX`: not chosen yet).
+        id: u32,
+        /// What the kernel said.
+        source: std::io::Error,
+    },
+    /// A system call outside the commands failed.
+    #[error("{what}: {source}")]
+    System {
+        /// What was being done.
+        what: String,
+        /// What the kernel said.
+        source: std::io::Error,
+    },
+    /// The I/O threads are gone (a thread panicked and the daemon is
+    /// going down).
+    #[error("the ublk I/O threads have stopped")]
+    EngineStopped,
+}
+
+impl UblkError {
+    /// An error from `errno` for `command` on device `id`, with the
+    /// hint a user can act on where there is one.
+    pub(crate) fn command(command: &'static str, id: u32, errno: i32) -> UblkError {
+        match errno {
+            libc::EPERM | libc::EACCES => UblkError::NotPermitted {
+                what: format!("ublk {command}"),
+            },
+            libc::EEXIST if command == "ADD_DEV" && id != u32::MAX => UblkError::IdTaken { id },
+            _ => UblkError::Command {
+                command,
+                id,
+                source: std::io::Error::from_raw_os_error(errno),
+            },
+        }
+    }
+
+    /// A failed system call.
+    pub(crate) fn system(what: impl Into<String>, source: std::io::Error) -> UblkError {
+        UblkError::System {
+            what: what.into(),
+            source,
+        }
+    }
+}

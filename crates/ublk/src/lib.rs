@@ -1,0 +1,27 @@
+//! mpio's ublk frontend: a map served as a Linux block device,
+//! `/dev/ublkbN`, through the kernel's ublk driver (`ublk_drv`).
+//!
+//! - [`uapi`]: the driver's ABI, written out by hand (no bindgen or
+//!   libclang to build), checked against the kernel header by a test.
+//! - [`control`]: `/dev/ublk-control` — add, set parameters, start, stop,
+//!   delete.
+//! - [`engine`]: the I/O threads, one per CPU, each serving its CPU's
+//!   hardware queue of every device through the map's per-thread core
+//!   queue, with the CPU it runs on (so `io-affinity` and `numa` pick by
+//!   the submitting CPU).
+//! - `queue`: one device's queue on one thread (request descriptors, tag
+//!   buffers, fetch and commit).
+//!
+//! Data moves once each way: the kernel copies a write's data into the
+//! tag's buffer before handing the request over and a read's data out
+//! of it at commit; the buffer itself travels with the I/O through the
+//! map to the path, which reads into or writes from it.
+
+pub mod control;
+pub mod engine;
+mod error;
+mod queue;
+pub mod uapi;
+
+pub use engine::{DeviceOptions, Engine, EngineConfig, UblkDevice};
+pub use error::UblkError;

@@ -1,0 +1,303 @@
+//! One ublk device's queue as one I/O thread serves it: the request
+//! descriptors the kernel shares with us (`mmap` of `/dev/ublkcN`), a
+//! buffer per tag, and the map's [`DeviceQueue`] for this thread. The
+//! only other unsafe code of the crate (with `control.rs`).
+//!
+//! # A tag's life
+//! Each tag always has one command with the kernel or one I/O at the
+//! map, never both: FETCH (or COMMIT_AND_FETCH) gives the kernel the
+//! tag's buffer; its completion says a request arrived (the descriptor
+//! says what; a write's data is already in the buffer); the request
+//! becomes an [`Io`] that carries the buffer to the map; its
+//! [`Completion`] brings the buffer back (a read's data in it) and
+//! COMMIT_AND_FETCH hands the result and the buffer back to the kernel,
+//! which copies a read's data out and waits for the tag's next request.
+//! A command that completes with an error (the device stopped:
+//! [`uapi::IO_RES_ABORT`]) ends the tag; when every tag has ended the
+//! queue is dropped, closing its share of the char device.
+//!
+//! # Memory
+//! A tag's buffer holds the largest request, but is allocated zeroed by
+//! the allocator, so only the pages requests touch are ever committed.
+
+#![allow(unsafe_code)]
+
+use crate::uapi::{self, IoCmd, IoDesc};
+use io_uring::{opcode, squeue, types};
+use mpio_core::io::{Buffer, Completion, Io, Op, SECTOR_SIZE};
+use mpio_transport::DeviceQueue;
+use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+/// A ublk device as its queues share it.
+#[derive(Debug)]
+pub struct SharedDevice {
+    /// Its number.
+    pub id: u32,
+    /// `/dev/ublkcN`, open read-write.
+    pub file: std::fs::File,
+    /// Tags per queue.
+    pub depth: u16,
+    /// Largest request, bytes.
+    pub max_io_bytes: u32,
+}
+
+/// What a tag holds between its commands.
+#[derive(Debug)]
+struct Tag {
+    /// Its buffer, while neither the kernel's command nor the map has it.
+    buffer: Option<Buffer>,
+    /// What the tag's next COMMIT reports: a read's or write's byte
+    /// count, 0, or a negative errno.
+    result: i32,
+    /// Still has a command with the kernel or an I/O at the map.
+    live: bool,
+}
+
+/// One device's queue on one thread.
+pub struct ServedQueue {
+    device: Arc<SharedDevice>,
+    queue_id: u16,
+    /// The kernel's descriptors for this queue, `depth` of them.
+    descriptors: *const IoDesc,
+    mapped_len: usize,
+    tags: Vec<Tag>,
+    /// Requests the map's queue refused (full), oldest first.
+    backlog: VecDeque<Io>,
+    /// Tags answered and not yet committed (at most `depth`).
+    finished: Vec<u16>,
+    map_queue: DeviceQueue,
+    live_tags: usize,
+}
+
+// SAFETY: the descriptor mapping is owned by this queue alone (it unmaps
+// it on drop) and only read; the queue moves to its thread once and is
+// used there only.
+unsafe impl Send for ServedQueue {}
+
+impl std::fmt::Debug for ServedQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServedQueue")
+            .field("device", &self.device.id)
+            .field("queue_id", &self.queue_id)
+            .field("live_tags", &self.live_tags)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Packs a served queue's slot on its thread and a tag into a ring
+/// entry's user data; `u64::MAX` stays free for the thread's waker.
+pub fn user_data(slot: usize, tag: u16) -> u64 {
+    ((slot as u64) << 16) | u64::from(tag)
+}
+
+/// The slot and tag of [`user_data`].
+pub fn slot_and_tag(user_data: u64) -> (usize, u16) {
+    ((user_data >> 16) as usize, user_data as u16)
+}
+
+impl ServedQueue {
+    /// Maps queue `queue_id`'s descriptors of `device` and gives each tag
+    /// a buffer; `map_queue` is this thread's queue on the map.
+    ///
+    /// # Errors
+    /// The mapping failed.
+    pub fn new(
+        device: Arc<SharedDevice>,
+        queue_id: u16,
+        map_queue: DeviceQueue,
+    ) -> std::io::Result<ServedQueue> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let depth = usize::from(device.depth);
+        let mapped_len = uapi::descriptors_len(depth, page);
+        // SAFETY: a fresh read-only shared mapping of the kernel's
+        // descriptor pages for this queue; the kernel checks the offset
+        // and length, and nothing else refers to the new range.
+        let address = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped_len,
+                libc::PROT_READ,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                device.file.as_raw_fd(),
+                uapi::descriptors_offset(queue_id, page),
+            )
+        };
+        if address == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let tags = (0..depth)
+            .map(|_| Tag {
+                buffer: Some(Buffer::zeroed(device.max_io_bytes as usize)),
+                result: 0,
+                live: true,
+            })
+            .collect();
+        Ok(ServedQueue {
+            queue_id,
+            descriptors: address.cast::<IoDesc>().cast_const(),
+            mapped_len,
+            tags,
+            backlog: VecDeque::with_capacity(depth),
+            finished: Vec::with_capacity(depth),
+            map_queue,
+            live_tags: depth,
+            device,
+        })
+    }
+
+    /// The FETCH command of every tag, to be pushed at start.
+    pub fn fetches(&mut self, slot: usize) -> impl Iterator<Item = squeue::Entry> + '_ {
+        (0..self.device.depth).map(move |tag| self.command(slot, tag, uapi::IO_FETCH_REQ, 0))
+    }
+
+    /// `nr` (FETCH or COMMIT_AND_FETCH with `result`) for `tag`, with the
+    /// tag's buffer.
+    fn command(&mut self, slot: usize, tag: u16, nr: u8, result: i32) -> squeue::Entry {
+        let buffer = self.tags[usize::from(tag)]
+            .buffer
+            .as_mut()
+            .expect("a tag's buffer is home when it goes to the kernel");
+        let command = IoCmd {
+            q_id: self.queue_id,
+            tag,
+            result,
+            addr: buffer.as_mut_slice().as_mut_ptr() as u64,
+        };
+        let mut bytes = [0u8; 16];
+        // SAFETY: IoCmd is repr(C), 16 bytes of plain integers.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (&command as *const IoCmd).cast::<u8>(),
+                bytes.as_mut_ptr(),
+                std::mem::size_of::<IoCmd>(),
+            );
+        }
+        opcode::UringCmd16::new(types::Fd(self.device.file.as_raw_fd()), uapi::io_op(nr))
+            .cmd(bytes)
+            .build()
+            .user_data(user_data(slot, tag))
+    }
+
+    /// A command of `tag` completed with `result`: a request to serve
+    /// (it goes to the map, or waits if the map's queue is full), or the
+    /// end of the tag.
+    pub fn command_done(&mut self, tag: u16, result: i32, now_ns: u64) {
+        let index = usize::from(tag);
+        if result != uapi::IO_RES_OK {
+            if result != uapi::IO_RES_ABORT {
+                tracing::debug!(device = self.device.id, tag, result, "ublk command failed");
+            }
+            if std::mem::replace(&mut self.tags[index].live, false) {
+                self.live_tags -= 1;
+            }
+            return;
+        }
+        // SAFETY: `index < depth`, inside the mapping; the kernel wrote
+        // this tag's descriptor before completing its fetch and does
+        // not touch it again until the tag's next command.
+        let descriptor = unsafe { std::ptr::read_volatile(self.descriptors.add(index)) };
+        let offset = descriptor.start_sector * SECTOR_SIZE;
+        let len = u64::from(descriptor.nr_sectors) * SECTOR_SIZE;
+        let op = match (descriptor.op_flags & 0xff) as u8 {
+            uapi::IO_OP_READ => Op::Read,
+            uapi::IO_OP_WRITE => Op::Write,
+            uapi::IO_OP_FLUSH => Op::Flush,
+            uapi::IO_OP_DISCARD => Op::Discard,
+            uapi::IO_OP_WRITE_ZEROES => Op::WriteZeroes,
+            _ => return self.answer_at_once(tag, -libc::EOPNOTSUPP),
+        };
+        let transfers = matches!(op, Op::Read | Op::Write);
+        let Ok(len) = u32::try_from(len) else {
+            return self.answer_at_once(tag, -libc::EINVAL);
+        };
+        if transfers && len > self.device.max_io_bytes {
+            return self.answer_at_once(tag, -libc::EINVAL);
+        }
+        let tag_state = &mut self.tags[index];
+        let buf = if transfers {
+            let mut buffer = tag_state.buffer.take().expect("the buffer is home");
+            buffer.resize(len as usize);
+            buffer
+        } else {
+            Buffer::empty()
+        };
+        // A read or write commits its byte count, anything else 0.
+        tag_state.result = if transfers { len as i32 } else { 0 };
+        let io = Io {
+            user_data: u64::from(tag),
+            op,
+            offset,
+            len,
+            buf,
+            fua: descriptor.op_flags & uapi::IO_F_FUA != 0,
+        };
+        if let Err(io) = self.map_queue.submit(io, now_ns) {
+            self.backlog.push_back(io);
+        }
+    }
+
+    /// Answers `tag`'s request with `result` at the next poll, without
+    /// the map.
+    fn answer_at_once(&mut self, tag: u16, result: i32) {
+        self.tags[usize::from(tag)].result = result;
+        self.finished.push(tag);
+    }
+
+    /// Submits what waited for room at the map, polls the map, and
+    /// pushes a COMMIT_AND_FETCH for every answered request through
+    /// `push`; returns how many it answered.
+    pub fn poll(
+        &mut self,
+        slot: usize,
+        now_ns: u64,
+        push: &mut impl FnMut(squeue::Entry),
+    ) -> usize {
+        while let Some(io) = self.backlog.pop_front() {
+            if let Err(io) = self.map_queue.submit(io, now_ns) {
+                self.backlog.push_front(io);
+                break;
+            }
+        }
+        let tags = &mut self.tags;
+        let finished = &mut self.finished;
+        self.map_queue.poll(now_ns, &mut |completion: Completion| {
+            let tag = &mut tags[completion.user_data as usize];
+            if tag.buffer.is_none() {
+                tag.buffer = Some(completion.buf);
+            }
+            if let Err(error) = completion.result {
+                tag.result = -error.errno();
+            }
+            finished.push(completion.user_data as u16);
+        });
+        let answered = self.finished.len();
+        for index in 0..answered {
+            let tag = self.finished[index];
+            let result = self.tags[usize::from(tag)].result;
+            push(self.command(slot, tag, uapi::IO_COMMIT_AND_FETCH_REQ, result));
+        }
+        self.finished.clear();
+        answered
+    }
+
+    /// Requests are at the map or waiting for room there.
+    pub fn is_busy(&self) -> bool {
+        self.map_queue.in_flight() > 0 || !self.backlog.is_empty() || !self.finished.is_empty()
+    }
+
+    /// Every tag has ended and nothing is at the map: the queue can go.
+    pub fn is_finished(&self) -> bool {
+        self.live_tags == 0 && !self.is_busy()
+    }
+}
+
+impl Drop for ServedQueue {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made in `new` with this length and is
+        // unmapped once, here; no reference into it outlives the queue.
+        unsafe { libc::munmap(self.descriptors.cast_mut().cast(), self.mapped_len) };
+    }
+}
