@@ -2,9 +2,9 @@
 # The seed benchmark in the kernel test VM (docs/TESTING.md): fio libaio
 # 4k random read, queue depth 32, one job per vCPU, on raw null_blk,
 # request-based and bio-based dm-multipath, NVMe native multipath over
-# nvme-loop, and mpio serving the same null_blk devices (through the
-# kernel's nbd client until mpio has a ublk device of its own), in
-# interleaved rounds. Prints each configuration's median IOPS and its
+# nvme-loop, and mpio serving the same null_blk devices as its own ublk
+# block device and through the kernel's nbd client, in interleaved
+# rounds. Prints each configuration's median IOPS and its
 # ratio to raw null_blk's median: the table docs/BENCHMARKS.md records.
 #
 # Settings (environment), beside scripts/kernel-vm/host.sh's:
@@ -57,6 +57,5 @@ grep -a '^RESULT|' "$log" | awk -F'|' '
         }
     }'
 grep -a '^NOTE|' "$log" | grep -v '|round ' | sed 's/^NOTE|/note: /' || true
-echo "not run: mpio-ublk-*: mpio has no ublk block device yet (issue 15)"
 echo "console log: $log"
 exit "$status"

@@ -12,6 +12,8 @@
 #   dm-mp-bio-1p-<selector>  bio-based dm-multipath (queue_mode bio), one path
 #   nvme-loop-1path          NVMe native multipath over nvmet's loop transport
 #   nvme-loop-2p-<iopolicy>  two controllers to one namespace (numa, round-robin, queue-depth)
+#   mpio-ublk-1p             mpio serve --ublk over file:/dev/nullb0: mpio's own block device
+#   mpio-ublk-2p-<selector>  the same over nullb0 and nullb1
 #   mpio-nbd-1p              mpio serve over file:/dev/nullb0, attached by the kernel's nbd
 #   mpio-nbd-2p-<selector>   the same over nullb0 and nullb1
 . /kvm/bench.conf
@@ -44,6 +46,7 @@ modprobe dm-multipath
 for selector in round-robin queue-length service-time; do modprobe "dm-$selector"; done
 modprobe nvmet && modprobe nvme-loop
 modprobe nbd nbds_max=4
+modprobe ublk_drv
 
 # dm-multipath: each selector's per-path arguments, counted (repeat_count,
 # and service-time's relative_throughput).
@@ -96,15 +99,33 @@ nvme_run() {     # nvme_run CONFIGURATION PORTS [IOPOLICY]
     nvme_teardown
 }
 
-# mpio: `mpio serve` exporting the map on a unix socket, attached as
-# /dev/nbd0 with a connection per job (the server spreads connections
-# over its event loops, one per vCPU).
-mpio_run() {     # mpio_run CONFIGURATION SELECTOR DEVICE...
-    name=$1 selector=$2; shift 2
+# mpio: `mpio serve` over file: paths on the null_blk devices.
+mpio_table() {   # mpio_table SELECTOR DEVICE...
+    selector=$1; shift
     paths=""
     for device in "$@"; do paths="$paths file:$device 1"; done
-    table="0 $sectors multipath 0 0 1 1 $selector 0 $# 1$paths"
-    mpio serve --table "$table" --socket /tmp/bench.sock --control /tmp/control.sock \
+    echo "0 $sectors multipath 0 0 1 1 $selector 0 $# 1$paths"
+}
+# Its own block device: a ublk queue per vCPU, fio on /dev/ublkbN.
+mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
+    name=$1; shift
+    mpio serve --table "$(mpio_table "$@")" --ublk 0 --control /tmp/control.sock \
+        --log-level warn > /tmp/mpio.out 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do [ -b /dev/ublkb0 ] && break; sleep 0.1; done
+    if [ -b /dev/ublkb0 ]; then
+        measure "$name" /dev/ublkb0
+    else
+        note "$name: no /dev/ublkb0: $(cat /tmp/mpio.out)"
+    fi
+    kill "$pid"; wait "$pid" 2>/dev/null
+}
+# Over NBD: the map on a unix socket, attached as /dev/nbd0 with a
+# connection per job (the server spreads connections over its event
+# loops, one per vCPU).
+mpio_nbd_run() {    # mpio_nbd_run CONFIGURATION SELECTOR DEVICE...
+    name=$1; shift
+    mpio serve --table "$(mpio_table "$@")" --socket /tmp/bench.sock --control /tmp/control.sock \
         --log-level warn > /tmp/mpio.out 2>&1 &
     pid=$!
     for _ in $(seq 100); do [ -S /tmp/bench.sock ] && break; sleep 0.1; done
@@ -143,9 +164,12 @@ while [ $round -le "$ROUNDS" ]; do
     for policy in numa round-robin queue-depth; do
         wanted "nvme-loop-2p-$policy" && nvme_run "nvme-loop-2p-$policy" 2 "$policy"
     done
-    wanted mpio-nbd-1p && mpio_run mpio-nbd-1p round-robin /dev/nullb0
-    for selector in $MPIO_SELECTORS; do
-        wanted "mpio-nbd-2p-$selector" && mpio_run "mpio-nbd-2p-$selector" "$selector" /dev/nullb0 /dev/nullb1
+    for frontend in ublk nbd; do
+        wanted "mpio-$frontend-1p" && "mpio_${frontend}_run" "mpio-$frontend-1p" round-robin /dev/nullb0
+        for selector in $MPIO_SELECTORS; do
+            wanted "mpio-$frontend-2p-$selector" &&
+                "mpio_${frontend}_run" "mpio-$frontend-2p-$selector" "$selector" /dev/nullb0 /dev/nullb1
+        done
     done
     round=$((round + 1))
 done
