@@ -1,13 +1,14 @@
 //! mpio's own block device: a map over two paths to one null_blk disk
 //! served as `/dev/ublkbN` (`mpio serve --ublk`), under fio verify with
 //! libaio while each path fails and returns; ext4 made, filled and
-//! checked on it; write-zeroes read back as zeroes; and SIGTERM under
-//! load, which must end the daemon cleanly and remove the device.
+//! checked on it; write-zeroes read back as zeroes; SIGTERM under load,
+//! which must end the daemon cleanly and remove the device; and
+//! io-affinity choosing by the CPU that submitted each request.
 
 use crate::daemon::Daemon;
 use crate::devices::{modprobe, run, wait_bounded, Mount, NullBlk};
 use crate::failover::{
-    assert_each_path_failed_once_and_served, fail_and_reinstate_each, two_path_table,
+    assert_each_path_failed_once_and_served, fail_and_reinstate_each, path_ios, two_path_table,
 };
 use crate::fio::{FioVerify, Phase, Target};
 use std::path::Path;
@@ -121,4 +122,54 @@ fn sigterm_under_fio_ends_cleanly_and_removes_the_device() {
     // fio saw its device go: it may report errors for I/O after the
     // removal, but it must end.
     fio.finish(Duration::from_secs(120));
+}
+
+#[test]
+#[ignore = "kernel test: needs root, 2 CPUs, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn io_affinity_sends_each_cpu_s_io_down_its_own_path() {
+    modprobe(&["ublk_drv"]);
+    let mut disk = NullBlk::memory_backed("mpio-kt-ublk-affinity", 64);
+    let paths = [
+        format!("file:{}", disk.device.display()),
+        format!("file:{}", disk.second_node().display()),
+    ];
+    // Path 1 serves CPU 0 (mask 1), path 2 CPU 1 (mask 2).
+    let table = format!(
+        "0 {} multipath 0 0 1 1 io-affinity 0 2 1 {} 1 {} 2",
+        disk.sectors(),
+        paths[0],
+        paths[1]
+    );
+    let daemon = Daemon::start(
+        crate::daemon::test_dir("ublk-affinity"),
+        &["--table", &table, "--ublk"],
+    );
+    let device = &daemon.devices[0];
+    for (cpu, own, other) in [(0, &paths[0], &paths[1]), (1, &paths[1], &paths[0])] {
+        let (own_before, other_before) = (path_ios(&daemon, own), path_ios(&daemon, other));
+        run(
+            "fio",
+            &[
+                "--name=affinity",
+                &format!("--filename={device}"),
+                "--ioengine=libaio",
+                "--direct=1",
+                "--rw=randread",
+                "--bs=4k",
+                "--iodepth=8",
+                "--number_ios=2000",
+                &format!("--cpus_allowed={cpu}"),
+            ],
+            Duration::from_secs(300),
+        );
+        let own_ios = path_ios(&daemon, own) - own_before;
+        let other_ios = path_ios(&daemon, other) - other_before;
+        // The block layer submits on the CPU fio runs on (no I/O
+        // scheduler moves it): every read goes down that CPU's path.
+        assert!(own_ios >= 2000, "CPU {cpu}: its path got {own_ios} reads");
+        assert_eq!(
+            other_ios, 0,
+            "CPU {cpu}: the other path got {other_ios} reads"
+        );
+    }
 }
