@@ -123,6 +123,65 @@ impl Control {
             .map(drop)
     }
 
+    /// Device `id`'s description.
+    ///
+    /// # Errors
+    /// `ENODEV` (as [`UblkError::Command`]) when there is no such device.
+    pub fn info(&mut self, id: u32) -> Result<DevInfo, UblkError> {
+        let mut info = DevInfo::default();
+        let command = CtrlCmd {
+            dev_id: id,
+            queue_id: u16::MAX,
+            len: std::mem::size_of::<DevInfo>() as u16,
+            addr: (&mut info as *mut DevInfo) as u64,
+            data: [0; 2],
+        };
+        self.command("GET_DEV_INFO", uapi::CMD_GET_DEV_INFO, command)?;
+        Ok(info)
+    }
+
+    /// Device `id`'s parameters.
+    ///
+    /// # Errors
+    /// Any refusal.
+    pub fn params(&mut self, id: u32) -> Result<Params, UblkError> {
+        let mut params = Params {
+            len: std::mem::size_of::<Params>() as u32,
+            ..Params::default()
+        };
+        let command = CtrlCmd {
+            dev_id: id,
+            queue_id: u16::MAX,
+            len: std::mem::size_of::<Params>() as u16,
+            addr: (&mut params as *mut Params) as u64,
+            data: [0; 2],
+        };
+        self.command("GET_PARAMS", uapi::CMD_GET_PARAMS, command)?;
+        Ok(params)
+    }
+
+    /// Readies quiesced device `id` (its server died) for this process.
+    ///
+    /// # Errors
+    /// `EBUSY` while the dead server's files are still open.
+    pub fn start_recovery(&mut self, id: u32) -> Result<(), UblkError> {
+        self.simple("START_USER_RECOVERY", uapi::CMD_START_USER_RECOVERY, id, 0)
+    }
+
+    /// Hands recovered device `id` to this process; returns once every
+    /// queue fetched all its tags.
+    ///
+    /// # Errors
+    /// Any refusal.
+    pub fn end_recovery(&mut self, id: u32) -> Result<(), UblkError> {
+        self.simple(
+            "END_USER_RECOVERY",
+            uapi::CMD_END_USER_RECOVERY,
+            id,
+            std::process::id().into(),
+        )
+    }
+
     /// Starts device `id` served by this process: its disk appears.
     /// Returns once every queue fetched all its tags.
     ///

@@ -185,7 +185,6 @@ impl Engine {
                 waker: Arc::clone(&waker),
                 requests: receiver,
                 served: Vec::new(),
-                depth: config.queue_depth,
             };
             let handle = std::thread::Builder::new()
                 .name(format!("mpio-ublk-{index}"))
@@ -216,24 +215,44 @@ impl Engine {
 
     /// Makes the map `slot` serves a block device and starts serving it.
     ///
+    /// A device number that names a device whose server died (quiesced,
+    /// its requests waiting: user recovery) is taken over instead, if it
+    /// has this engine's queue count and the map's size; one left dead
+    /// by a server without recovery is deleted and made again.
+    ///
     /// # Errors
-    /// The kernel refused a step; nothing is left behind.
+    /// The kernel refused a step; a new device is not left behind, a
+    /// recovered one is (its requests keep waiting for a server).
     pub fn add(
         &self,
         slot: &Arc<DeviceSlot>,
         options: DeviceOptions,
     ) -> Result<UblkDevice, UblkError> {
         let mut control = lock(&self.control);
+        if let Some(id) = options.id {
+            match control.info(id) {
+                Ok(info) if info.state == uapi::S_DEV_QUIESCED => {
+                    return self.recover(&mut control, info, slot);
+                }
+                Ok(info) if info.state == uapi::S_DEV_DEAD => control.delete(id)?,
+                Ok(_) => return Err(UblkError::IdTaken { id }),
+                Err(error) if error.errno() == Some(libc::ENODEV) => {}
+                Err(error) => return Err(error),
+            }
+        }
         let info = control.add(DevInfo {
             nr_hw_queues: self.workers.len() as u16,
             queue_depth: self.config.queue_depth,
             max_io_buf_bytes: self.config.max_io_bytes,
             dev_id: options.id.unwrap_or(u32::MAX),
-            flags: uapi::F_CMD_IOCTL_ENCODE,
+            flags: uapi::F_CMD_IOCTL_ENCODE | uapi::F_USER_RECOVERY | uapi::F_USER_RECOVERY_REISSUE,
             ..DevInfo::default()
         })?;
         let id = info.dev_id;
-        let started = self.set_up(&mut control, id, slot, options);
+        let started = control
+            .set_params(id, &self.params(slot.map().size_bytes(), options))
+            .and_then(|()| self.serve_queues(&info, slot))
+            .and_then(|device| control.start(id).map(|()| device));
         match started {
             Ok(device) => Ok(UblkDevice { device }),
             Err(error) => {
@@ -244,14 +263,57 @@ impl Engine {
         }
     }
 
-    fn set_up(
+    /// Takes over device `info.dev_id`, whose server died.
+    fn recover(
         &self,
         control: &mut Control,
-        id: u32,
+        info: DevInfo,
         slot: &Arc<DeviceSlot>,
-        options: DeviceOptions,
+    ) -> Result<UblkDevice, UblkError> {
+        let id = info.dev_id;
+        let refuse = |reason: String| Err(UblkError::Recovery { id, reason });
+        if usize::from(info.nr_hw_queues) != self.workers.len() {
+            return refuse(format!(
+                "it has {} queues and this daemon {} I/O threads (one per CPU)",
+                info.nr_hw_queues,
+                self.workers.len()
+            ));
+        }
+        let sectors = control.params(id)?.basic.dev_sectors;
+        if sectors != slot.map().size_bytes() >> 9 {
+            return refuse(format!(
+                "it has {sectors} sectors and the map {}",
+                slot.map().size_bytes() >> 9
+            ));
+        }
+        // The dead server's files close as the kernel reaps it.
+        let deadline = Instant::now() + DEVICE_WAIT;
+        loop {
+            match control.start_recovery(id) {
+                Ok(()) => break,
+                Err(error) if error.errno() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let device = self.serve_queues(&info, slot)?;
+        control.end_recovery(id)?;
+        tracing::info!(
+            device = id,
+            "ublk device recovered: its waiting I/O flows again"
+        );
+        Ok(UblkDevice { device })
+    }
+
+    /// Opens device `info.dev_id`'s char device and has every thread
+    /// serve its queue, its fetches with the kernel.
+    fn serve_queues(
+        &self,
+        info: &DevInfo,
+        slot: &Arc<DeviceSlot>,
     ) -> Result<Arc<SharedDevice>, UblkError> {
-        control.set_params(id, &self.params(slot.map().size_bytes(), options))?;
+        let id = info.dev_id;
         let path = format!("/dev/ublkc{id}");
         let deadline = Instant::now() + DEVICE_WAIT;
         let file = loop {
@@ -273,8 +335,8 @@ impl Engine {
         let device = Arc::new(SharedDevice {
             id,
             file,
-            depth: self.config.queue_depth,
-            max_io_bytes: self.config.max_io_bytes,
+            depth: info.queue_depth,
+            max_io_bytes: info.max_io_buf_bytes,
         });
         let (answer, answers) = mpsc::channel();
         for worker in &self.workers {
@@ -296,7 +358,6 @@ impl Engine {
                 Err(_) => return Err(UblkError::EngineStopped),
             }
         }
-        control.start(id)?;
         Ok(device)
     }
 
@@ -380,7 +441,6 @@ struct Thread {
     /// The queues it serves, by slot (the high bits of a command's user
     /// data); a finished queue leaves its slot empty for the next.
     served: Vec<Option<ServedQueue>>,
-    depth: u16,
 }
 
 /// Pushes `entry`, submitting first when the submission queue is full.
@@ -457,7 +517,7 @@ impl Thread {
                                     &mut self.served,
                                     device,
                                     &slot,
-                                    (self.queue_id, self.cpu, self.depth),
+                                    (self.queue_id, self.cpu),
                                     &submitter,
                                     &mut queue,
                                 );
@@ -501,12 +561,12 @@ fn serve(
     served: &mut Vec<Option<ServedQueue>>,
     device: Arc<SharedDevice>,
     slot: &Arc<DeviceSlot>,
-    (queue_id, cpu, depth): (u16, u32, u16),
+    (queue_id, cpu): (u16, u32),
     submitter: &Submitter<'_>,
     queue: &mut SubmissionQueue<'_>,
 ) -> Result<(), String> {
     let id = device.id;
-    let map_queue = device_queue(slot, usize::from(depth), cpu);
+    let map_queue = device_queue(slot, usize::from(device.depth), cpu);
     let mut new = ServedQueue::new(device, queue_id, map_queue)
         .map_err(|error| format!("mapping queue {queue_id} of /dev/ublkc{id}: {error}"))?;
     let index = served

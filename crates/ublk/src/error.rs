@@ -37,6 +37,14 @@ pub enum UblkError {
         /// What the kernel said.
         source: std::io::Error,
     },
+    /// A device whose server died cannot be taken over by this one.
+    #[error("ublk device {id} waits for its dead server but cannot be taken over: {reason} (start mpio with the map it served, on as many CPUs)")]
+    Recovery {
+        /// The device.
+        id: u32,
+        /// Why.
+        reason: String,
+    },
     /// The I/O threads are gone (a thread panicked and the daemon is
     /// going down).
     #[error("the ublk I/O threads have stopped")]
@@ -57,6 +65,14 @@ impl UblkError {
                 id,
                 source: std::io::Error::from_raw_os_error(errno),
             },
+        }
+    }
+
+    /// The errno behind a failed command, if that is what it is.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            UblkError::Command { source, .. } => source.raw_os_error(),
+            _ => None,
         }
     }
 

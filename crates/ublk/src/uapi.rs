@@ -20,6 +20,20 @@ pub const CMD_START_DEV: u8 = 0x06;
 pub const CMD_STOP_DEV: u8 = 0x07;
 /// Sets the device's parameters (`ublk_params`).
 pub const CMD_SET_PARAMS: u8 = 0x08;
+/// Reads the device's parameters (`ublk_params`).
+pub const CMD_GET_PARAMS: u8 = 0x09;
+/// Readies a quiesced device (its server died) for a new server.
+pub const CMD_START_USER_RECOVERY: u8 = 0x10;
+/// Hands a recovered device to the new server once every queue fetched
+/// all its tags; the waiting requests flow again.
+pub const CMD_END_USER_RECOVERY: u8 = 0x11;
+
+/// Device state (`ublksrv_ctrl_dev_info::state`): no disk.
+pub const S_DEV_DEAD: u16 = 0;
+/// Served.
+pub const S_DEV_LIVE: u16 = 1;
+/// Its server died; its requests wait for a new one (user recovery).
+pub const S_DEV_QUIESCED: u16 = 2;
 
 /// Queue commands, sent to `/dev/ublkcN`.
 pub const IO_FETCH_REQ: u8 = 0x20;
@@ -216,7 +230,7 @@ const IOC_READ_WRITE: u32 = 3;
 
 /// The ioctl-encoded control command `UBLK_U_CMD_<nr>`.
 pub const fn ctrl_op(nr: u8) -> u32 {
-    let direction = if nr == CMD_GET_DEV_INFO {
+    let direction = if matches!(nr, CMD_GET_DEV_INFO | CMD_GET_PARAMS) {
         IOC_READ
     } else {
         IOC_READ_WRITE

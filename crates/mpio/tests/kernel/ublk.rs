@@ -23,13 +23,21 @@ fn ublk_daemon(name: &str, size_mib: u64) -> (Daemon, [String; 2], NullBlk) {
         format!("file:{}", disk.device.display()),
         format!("file:{}", disk.second_node().display()),
     ];
+    let daemon = serve_ublk(name, &disk, &paths, &["--ublk"]);
+    (daemon, paths, disk)
+}
+
+/// `mpio serve --table <two paths over disk> ARGS`, which must print
+/// one ublk device and no NBD URI.
+fn serve_ublk(name: &str, disk: &NullBlk, paths: &[String; 2], args: &[&str]) -> Daemon {
     let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
-    let dir = crate::daemon::test_dir(name);
-    let daemon = Daemon::start(dir, &["--table", &table, "--ublk"]);
+    let mut all = vec!["--table", &table];
+    all.extend(args);
+    let daemon = Daemon::start(crate::daemon::test_dir(name), &all);
     assert_eq!(daemon.devices.len(), 1, "one ublk device printed");
     assert!(daemon.uris.is_empty(), "--ublk alone exports no NBD socket");
     assert!(Path::new(&daemon.devices[0]).exists());
-    (daemon, paths, disk)
+    daemon
 }
 
 #[test]
@@ -172,4 +180,37 @@ fn io_affinity_sends_each_cpu_s_io_down_its_own_path() {
             "CPU {cpu}: the other path got {other_ios} reads"
         );
     }
+}
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn kill_9_under_fio_then_a_restart_loses_nothing() {
+    modprobe(&["ublk_drv"]);
+    let mut disk = NullBlk::memory_backed("mpio-kt-ublk-recovery", 256);
+    let paths = [
+        format!("file:{}", disk.device.display()),
+        format!("file:{}", disk.second_node().display()),
+    ];
+    let mut first = serve_ublk("ublk-recovery-1", &disk, &paths, &["--ublk", "7"]);
+    let device = first.devices[0].clone();
+    assert_eq!(device, "/dev/ublkb7");
+    let logs = crate::daemon::test_dir("ublk-recovery-fio");
+    let mut fio = FioVerify::start(
+        Target::Block(&device),
+        128,
+        Phase::WriteAndVerify,
+        logs.join("fio.log"),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(fio.is_running(), "fio ended before the kill");
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    // The device stays, its I/O waiting for a server.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(Path::new(&device).exists(), "{device} went with its server");
+    assert!(fio.is_running(), "fio ended while no server ran");
+    let second = serve_ublk("ublk-recovery-2", &disk, &paths, &["--ublk", "7"]);
+    assert_eq!(second.devices[0], device);
+    fio.finish(Duration::from_secs(1200)).assert_clean();
+    let _ = std::fs::remove_dir_all(&logs);
 }
