@@ -35,15 +35,11 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    /// A zero-filled buffer of `len` bytes. The storage comes zeroed from
-    /// the allocator (`calloc`), so a large buffer's pages are committed
-    /// only as they are first written: a frontend can give each request
-    /// slot a buffer of the largest request and pay memory only for what
-    /// its requests use.
+    /// A zero-filled buffer of `len` bytes.
     pub fn zeroed(len: usize) -> Self {
         let block_count = len.div_ceil(BUFFER_ALIGN);
         Buffer {
-            blocks: bytemuck::zeroed_vec(block_count),
+            blocks: vec![Block([0; BUFFER_ALIGN]); block_count],
             len,
         }
     }

@@ -245,7 +245,10 @@ impl Engine {
             queue_depth: self.config.queue_depth,
             max_io_buf_bytes: self.config.max_io_bytes,
             dev_id: options.id.unwrap_or(u32::MAX),
-            flags: uapi::F_CMD_IOCTL_ENCODE | uapi::F_USER_RECOVERY | uapi::F_USER_RECOVERY_REISSUE,
+            flags: uapi::F_CMD_IOCTL_ENCODE
+                | uapi::F_NEED_GET_DATA
+                | uapi::F_USER_RECOVERY
+                | uapi::F_USER_RECOVERY_REISSUE,
             ..DevInfo::default()
         })?;
         let id = info.dev_id;
@@ -272,6 +275,10 @@ impl Engine {
     ) -> Result<UblkDevice, UblkError> {
         let id = info.dev_id;
         let refuse = |reason: String| Err(UblkError::Recovery { id, reason });
+        if info.flags & uapi::F_NEED_GET_DATA == 0 {
+            // Its fetches would carry data into buffers sized for none.
+            return refuse("it was not made by this version of mpio (no NEED_GET_DATA)".into());
+        }
         if usize::from(info.nr_hw_queues) != self.workers.len() {
             return refuse(format!(
                 "it has {} queues and this daemon {} I/O threads (one per CPU)",
@@ -529,7 +536,9 @@ impl Thread {
                 }
                 let (slot, tag) = slot_and_tag(completion.user_data());
                 if let Some(Some(served)) = self.served.get_mut(slot) {
-                    served.command_done(tag, completion.result(), now);
+                    served.command_done(slot, tag, completion.result(), now, &mut |command| {
+                        push(&submitter, &mut queue, &command);
+                    });
                 }
             }
             for (slot, entry) in self.served.iter_mut().enumerate() {
@@ -567,7 +576,7 @@ fn serve(
 ) -> Result<(), String> {
     let id = device.id;
     let map_queue = device_queue(slot, usize::from(device.depth), cpu);
-    let mut new = ServedQueue::new(device, queue_id, map_queue)
+    let new = ServedQueue::new(device, queue_id, map_queue)
         .map_err(|error| format!("mapping queue {queue_id} of /dev/ublkc{id}: {error}"))?;
     let index = served
         .iter()

@@ -1,24 +1,30 @@
 //! One ublk device's queue as one I/O thread serves it: the request
 //! descriptors the kernel shares with us (`mmap` of `/dev/ublkcN`), a
 //! buffer per tag, and the map's [`DeviceQueue`] for this thread. The
-//! only other unsafe code of the crate (with `control.rs`).
+//! only unsafe code of the crate with `control.rs` and `engine.rs`.
 //!
 //! # A tag's life
-//! Each tag always has one command with the kernel or one I/O at the
-//! map, never both: FETCH (or COMMIT_AND_FETCH) gives the kernel the
-//! tag's buffer; its completion says a request arrived (the descriptor
-//! says what; a write's data is already in the buffer); the request
-//! becomes an [`Io`] that carries the buffer to the map; its
-//! [`Completion`] brings the buffer back (a read's data in it) and
-//! COMMIT_AND_FETCH hands the result and the buffer back to the kernel,
-//! which copies a read's data out and waits for the tag's next request.
-//! A command that completes with an error (the device stopped:
-//! [`uapi::IO_RES_ABORT`]) ends the tag; when every tag has ended the
-//! queue is dropped, closing its share of the char device.
+//! Each tag has at most one command with the kernel or one I/O at the
+//! map. FETCH (or COMMIT_AND_FETCH) waits for the tag's next request;
+//! its completion says a request arrived, and the descriptor says what.
+//! A read, flush, discard or write-zeroes goes to the map as an [`Io`]
+//! at once. A write first comes back as NEED_GET_DATA (the device has
+//! [`uapi::F_NEED_GET_DATA`]): the tag's buffer is sized to it and
+//! handed over with a NEED_GET_DATA command, whose completion means the
+//! kernel copied the data in; then it goes to the map. The [`Io`]
+//! carries the buffer to the path and its [`Completion`] brings it back
+//! (a read's data in it); COMMIT_AND_FETCH hands the result to the
+//! kernel, which copies a read's data out of the buffer, and waits for
+//! the tag's next request. A command that completes with an error (the
+//! device stopped: [`uapi::IO_RES_ABORT`]) ends the tag; when every tag
+//! has ended the queue is dropped, closing its share of the char device.
 //!
 //! # Memory
-//! A tag's buffer holds the largest request, but is allocated zeroed by
-//! the allocator, so only the pages requests touch are ever committed.
+//! The kernel is given a buffer's address only for a request of that
+//! buffer's size (a write's at NEED_GET_DATA, a read's at its commit),
+//! so each tag's buffer grows to the largest request it has served and
+//! no further: a queue of 4 KiB requests holds 4 KiB per tag, not the
+//! device's largest request. A write pays one more command for that.
 
 #![allow(unsafe_code)]
 
@@ -46,8 +52,10 @@ pub struct SharedDevice {
 /// What a tag holds between its commands.
 #[derive(Debug)]
 struct Tag {
-    /// Its buffer, while neither the kernel's command nor the map has it.
+    /// Its buffer, while the map does not have it.
     buffer: Option<Buffer>,
+    /// Its write waits for the kernel to copy the data in.
+    getting_data: bool,
     /// What the tag's next COMMIT reports: a read's or write's byte
     /// count, 0, or a negative errno.
     result: i32,
@@ -130,7 +138,8 @@ impl ServedQueue {
         }
         let tags = (0..depth)
             .map(|_| Tag {
-                buffer: Some(Buffer::zeroed(device.max_io_bytes as usize)),
+                buffer: Some(Buffer::empty()),
+                getting_data: false,
                 result: 0,
                 live: true,
             })
@@ -148,23 +157,21 @@ impl ServedQueue {
         })
     }
 
-    /// The FETCH command of every tag, to be pushed at start.
-    pub fn fetches(&mut self, slot: usize) -> impl Iterator<Item = squeue::Entry> + '_ {
-        (0..self.device.depth).map(move |tag| self.command(slot, tag, uapi::IO_FETCH_REQ, 0))
+    /// The FETCH command of every tag, to be pushed at start. A fetch
+    /// gives no buffer: the kernel asks for a write's, and takes a read's
+    /// at its commit.
+    pub fn fetches(&self, slot: usize) -> impl Iterator<Item = squeue::Entry> + '_ {
+        (0..self.device.depth).map(move |tag| self.command(slot, tag, uapi::IO_FETCH_REQ, 0, 0))
     }
 
-    /// `nr` (FETCH or COMMIT_AND_FETCH with `result`) for `tag`, with the
-    /// tag's buffer.
-    fn command(&mut self, slot: usize, tag: u16, nr: u8, result: i32) -> squeue::Entry {
-        let buffer = self.tags[usize::from(tag)]
-            .buffer
-            .as_mut()
-            .expect("a tag's buffer is home when it goes to the kernel");
+    /// Command `nr` for `tag`, with `result` (COMMIT) and the buffer
+    /// address `addr` (0: none).
+    fn command(&self, slot: usize, tag: u16, nr: u8, result: i32, addr: u64) -> squeue::Entry {
         let command = IoCmd {
             q_id: self.queue_id,
             tag,
             result,
-            addr: buffer.as_mut_slice().as_mut_ptr() as u64,
+            addr,
         };
         let mut bytes = [0u8; 16];
         // SAFETY: IoCmd is repr(C), 16 bytes of plain integers.
@@ -182,11 +189,18 @@ impl ServedQueue {
     }
 
     /// A command of `tag` completed with `result`: a request to serve
-    /// (it goes to the map, or waits if the map's queue is full), or the
-    /// end of the tag.
-    pub fn command_done(&mut self, tag: u16, result: i32, now_ns: u64) {
+    /// (it goes to the map, or waits if the map's queue is full; a write
+    /// first asks for its data through `push`), or the end of the tag.
+    pub fn command_done(
+        &mut self,
+        slot: usize,
+        tag: u16,
+        result: i32,
+        now_ns: u64,
+        push: &mut impl FnMut(squeue::Entry),
+    ) {
         let index = usize::from(tag);
-        if result != uapi::IO_RES_OK {
+        if result != uapi::IO_RES_OK && result != uapi::IO_RES_NEED_GET_DATA {
             if result != uapi::IO_RES_ABORT {
                 tracing::debug!(device = self.device.id, tag, result, "ublk command failed");
             }
@@ -197,10 +211,8 @@ impl ServedQueue {
         }
         // SAFETY: `index < depth`, inside the mapping; the kernel wrote
         // this tag's descriptor before completing its fetch and does
-        // not touch it again until the tag's next command.
+        // not touch it again until the tag's next fetch.
         let descriptor = unsafe { std::ptr::read_volatile(self.descriptors.add(index)) };
-        let offset = descriptor.start_sector * SECTOR_SIZE;
-        let len = u64::from(descriptor.nr_sectors) * SECTOR_SIZE;
         let op = match (descriptor.op_flags & 0xff) as u8 {
             uapi::IO_OP_READ => Op::Read,
             uapi::IO_OP_WRITE => Op::Write,
@@ -210,17 +222,27 @@ impl ServedQueue {
             _ => return self.answer_at_once(tag, -libc::EOPNOTSUPP),
         };
         let transfers = matches!(op, Op::Read | Op::Write);
-        let Ok(len) = u32::try_from(len) else {
-            return self.answer_at_once(tag, -libc::EINVAL);
+        let len = u64::from(descriptor.nr_sectors) * SECTOR_SIZE;
+        let len = match u32::try_from(len) {
+            Ok(len) if !transfers || len <= self.device.max_io_bytes => len,
+            _ => return self.answer_at_once(tag, -libc::EINVAL),
         };
-        if transfers && len > self.device.max_io_bytes {
-            return self.answer_at_once(tag, -libc::EINVAL);
-        }
         let tag_state = &mut self.tags[index];
-        let buf = if transfers {
-            let mut buffer = tag_state.buffer.take().expect("the buffer is home");
+        if transfers && !tag_state.getting_data {
+            let buffer = tag_state.buffer.as_mut().expect("the buffer is home");
             buffer.resize(len as usize);
-            buffer
+            if result == uapi::IO_RES_NEED_GET_DATA {
+                // The kernel copies the write's data in, then completes
+                // this command with OK.
+                tag_state.getting_data = true;
+                let addr = buffer.as_mut_slice().as_mut_ptr() as u64;
+                push(self.command(slot, tag, uapi::IO_NEED_GET_DATA, 0, addr));
+                return;
+            }
+        }
+        tag_state.getting_data = false;
+        let buf = if transfers {
+            tag_state.buffer.take().expect("the buffer is home")
         } else {
             Buffer::empty()
         };
@@ -229,7 +251,7 @@ impl ServedQueue {
         let io = Io {
             user_data: u64::from(tag),
             op,
-            offset,
+            offset: descriptor.start_sector * SECTOR_SIZE,
             len,
             buf,
             fua: descriptor.op_flags & uapi::IO_F_FUA != 0,
@@ -276,8 +298,15 @@ impl ServedQueue {
         let answered = self.finished.len();
         for index in 0..answered {
             let tag = self.finished[index];
-            let result = self.tags[usize::from(tag)].result;
-            push(self.command(slot, tag, uapi::IO_COMMIT_AND_FETCH_REQ, result));
+            let tag_state = &mut self.tags[usize::from(tag)];
+            let result = tag_state.result;
+            // A read's data leaves from the buffer; other commits give
+            // none.
+            let addr = match tag_state.buffer.as_mut() {
+                Some(buffer) if !buffer.is_empty() => buffer.as_mut_slice().as_mut_ptr() as u64,
+                _ => 0,
+            };
+            push(self.command(slot, tag, uapi::IO_COMMIT_AND_FETCH_REQ, result, addr));
         }
         self.finished.clear();
         answered

@@ -39,9 +39,14 @@ pub const S_DEV_QUIESCED: u16 = 2;
 pub const IO_FETCH_REQ: u8 = 0x20;
 /// Completes a request and fetches the tag's next one.
 pub const IO_COMMIT_AND_FETCH_REQ: u8 = 0x21;
+/// Gives a write's buffer, into which the kernel then copies its data.
+pub const IO_NEED_GET_DATA: u8 = 0x22;
 
 /// A fetch completed with a request to serve.
 pub const IO_RES_OK: i32 = 0;
+/// A fetch completed with a write whose buffer the kernel asks for
+/// (with [`F_NEED_GET_DATA`]).
+pub const IO_RES_NEED_GET_DATA: i32 = 1;
 /// The queue is going away (device stopped or deleted): stop using it.
 pub const IO_RES_ABORT: i32 = -libc::ENODEV;
 
@@ -51,8 +56,9 @@ pub const CMD_BUF_OFFSET: i64 = 0;
 /// `q * MAX_QUEUE_DEPTH * size_of::<IoDesc>()`, rounded up to a page.
 pub const MAX_QUEUE_DEPTH: usize = 4096;
 
-/// Device flags (`ublksrv_ctrl_dev_info::flags`).
-pub const F_URING_CMD_COMP_IN_TASK: u64 = 1 << 1;
+/// Device flags (`ublksrv_ctrl_dev_info::flags`): a write's buffer is
+/// asked for when the write arrives, not given in advance at fetch.
+pub const F_NEED_GET_DATA: u64 = 1 << 2;
 /// Keep the disk when the server dies, its I/O waiting for a new one.
 pub const F_USER_RECOVERY: u64 = 1 << 3;
 /// With recovery: I/O the dead server held is re-issued to the new one.

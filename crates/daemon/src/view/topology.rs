@@ -27,11 +27,20 @@ pub fn topology(maps: &[&RunningMap]) -> Response {
         let features = table.features.to_string();
         let read_only = running.config.exports.iter().all(|export| export.read_only)
             && !running.config.exports.is_empty();
+        let block_devices: Vec<String> = running
+            .ublk_devices
+            .iter()
+            .map(|ublk| ublk.device.path())
+            .collect();
         // `write!` to a String cannot fail.
         let _ = writeln!(
             text,
-            "{} size={} features='{features}' hwhandler='0' wp={}{}",
+            "{}{} size={} features='{features}' hwhandler='0' wp={}{}",
             running.config.name,
+            block_devices
+                .iter()
+                .map(|device| format!(" {device}"))
+                .collect::<String>(),
             mpio_transport::uri::size_word(status.size_bytes),
             if read_only { "ro" } else { "rw" },
             if status.queueing { " queueing" } else { "" },
@@ -101,6 +110,7 @@ pub fn topology(maps: &[&RunningMap]) -> Response {
             "current_group": status.current_group,
             "path_failures": status.path_failures,
             "exports": running.servers.iter().flat_map(mpio_server::Server::uris).collect::<Vec<_>>(),
+            "block_devices": block_devices,
             "groups": groups_json,
         }));
     }

@@ -214,3 +214,126 @@ fn kill_9_under_fio_then_a_restart_loses_nothing() {
     fio.finish(Duration::from_secs(1200)).assert_clean();
     let _ = std::fs::remove_dir_all(&logs);
 }
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn reloads_under_fio_swap_the_map_without_an_error() {
+    let (daemon, paths, disk) = ublk_daemon("ublk-reload", 256);
+    let topology = daemon.ok(&["show", "topology"]);
+    assert!(
+        topology.starts_with(&format!("mpatha {} ", daemon.devices[0])),
+        "{topology}"
+    );
+    let json = daemon.json(&["show", "topology"]);
+    assert_eq!(
+        json[0]["block_devices"][0],
+        daemon.devices[0].as_str(),
+        "{json}"
+    );
+    let mut fio = FioVerify::start(
+        Target::Block(&daemon.devices[0]),
+        128,
+        Phase::WriteAndVerify,
+        daemon.dir.join("fio.log"),
+    );
+    // Selector swaps, and one path taken out and put back, while fio
+    // writes and verifies.
+    let sectors = disk.sectors();
+    let tables = [
+        format!(
+            "0 {sectors} multipath 0 0 1 1 queue-length 0 2 1 {} 1 {} 1",
+            paths[0], paths[1]
+        ),
+        format!(
+            "0 {sectors} multipath 0 0 1 1 service-time 0 1 2 {} 1 1",
+            paths[1]
+        ),
+        two_path_table(sectors, &paths[0], &paths[1]),
+    ];
+    for round in 0..6 {
+        std::thread::sleep(Duration::from_millis(500));
+        daemon.ok(&["reload", "mpatha", &tables[round % tables.len()]]);
+    }
+    assert!(fio.is_running(), "fio ended before the reloads did");
+    fio.finish(Duration::from_secs(1200)).assert_clean();
+}
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
+    modprobe(&["ublk_drv"]);
+    let mut disk = NullBlk::memory_backed("mpio-kt-ublk-queueing", 64);
+    let paths = [
+        format!("file:{}", disk.device.display()),
+        format!("file:{}", disk.second_node().display()),
+    ];
+    let table = format!(
+        "0 {} multipath 1 queue_if_no_path 0 1 1 round-robin 0 2 1 {} 1 {} 1",
+        disk.sectors(),
+        paths[0],
+        paths[1]
+    );
+    let daemon = Daemon::start(
+        crate::daemon::test_dir("ublk-queueing"),
+        &["--table", &table, "--ublk"],
+    );
+    let mut fio = FioVerify::start(
+        Target::Block(&daemon.devices[0]),
+        32,
+        Phase::WriteAndVerify,
+        daemon.dir.join("fio.log"),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    for path in &paths {
+        daemon.ok(&["message", "mpatha", "fail_path", path]);
+    }
+    // No path: the requests wait in mpio (the checker would reinstate
+    // the healthy paths at its next round, 5 s away).
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(fio.is_running(), "fio ended while no path was usable");
+    let status = daemon.json(&["status", "mpatha"]);
+    assert_eq!(status["queueing"], true, "{status}");
+    for path in &paths {
+        daemon.ok(&["message", "mpatha", "reinstate_path", path]);
+    }
+    fio.finish(Duration::from_secs(600)).assert_clean();
+}
+
+#[test]
+#[ignore = "kernel test: needs root and ublk_drv; run scripts/kernel-test.sh"]
+fn sixty_four_maps_are_sixty_four_devices_on_one_thread_per_cpu() {
+    modprobe(&["ublk_drv"]);
+    let dir = crate::daemon::test_dir("ublk-many");
+    let mut config = String::new();
+    for index in 0..64 {
+        config.push_str(&format!(
+            "[[map]]\nname = \"m{index}\"\nsize = \"16M\"\n\
+             [[map.path]]\nname = \"a\"\nuri = \"memory:d{index}#a\"\n\
+             [[map.path]]\nname = \"b\"\nuri = \"memory:d{index}#b\"\n\
+             [[map.export]]\nublk = true\n"
+        ));
+    }
+    std::fs::write(dir.join("mpio.toml"), config).unwrap();
+    let config_path = dir.join("mpio.toml").display().to_string();
+    let daemon = Daemon::start(dir, &["--config", &config_path]);
+    assert_eq!(daemon.devices.len(), 64, "{:?}", daemon.devices);
+    for device in &daemon.devices {
+        assert!(Path::new(device).exists(), "{device}");
+    }
+    // Data through two of them, each its own disk.
+    let (first, last) = (&daemon.devices[0], &daemon.devices[63]);
+    std::fs::write(first, vec![1u8; 4096]).unwrap();
+    std::fs::write(last, vec![2u8; 4096]).unwrap();
+    assert_eq!(std::fs::read(first).unwrap()[..4096], [1u8; 4096]);
+    assert_eq!(std::fs::read(last).unwrap()[..4096], [2u8; 4096]);
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", daemon.child.id())).unwrap();
+    let ublk_threads = tasks
+        .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).ok())
+        .filter(|name| name.starts_with("mpio-ublk"))
+        .count();
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(
+        ublk_threads, cpus,
+        "one ublk thread per CPU, whatever the devices"
+    );
+}
