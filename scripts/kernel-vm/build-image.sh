@@ -5,7 +5,8 @@
 #
 # KERNEL_ROOT is a Debian linux-image package extracted with dpkg -x. The
 # image holds static busybox with its applets, the tools in $KVM_TOOLS
-# with their shared libraries, and the modules in $KVM_MODULES with
+# and the nbdkit plugins in $KVM_NBDKIT_PLUGINS with their shared
+# libraries, and the modules in $KVM_MODULES with
 # every module they depend on, decompressed (busybox cannot load .ko.xz)
 # and indexed with depmod so the guest's modprobe finds them. It holds
 # no test code: each boot adds its payload as a second cpio archive.
@@ -29,16 +30,26 @@ for applet in $("$busybox" --list); do
 done
 ln -sf ../bin/busybox "$stage/sbin/modprobe"
 
-# Tools, each with the libraries ldd lists.
-for tool in ${KVM_TOOLS:?}; do
-    path=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool") ||
-        { echo "build-image.sh: $tool is not installed" >&2; exit 1; }
-    cp -L "$path" "$stage/usr/bin/$tool"
-    for lib in $(ldd "$path" | awk '/=> \// {print $3}'); do
+# copy_with_libraries FILE TARGET: FILE at TARGET in the image, with the
+# libraries ldd lists for it.
+copy_with_libraries() {
+    mkdir -p "$(dirname "$stage$2")"
+    cp -L "$1" "$stage$2"
+    for lib in $(ldd "$1" | awk '/=> \// {print $3}'); do
         [ -e "$stage$lib" ] && continue
         mkdir -p "$stage$(dirname "$lib")"
         cp -L "$lib" "$stage$lib"
     done
+}
+for tool in ${KVM_TOOLS:?}; do
+    path=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool") ||
+        { echo "build-image.sh: $tool is not installed" >&2; exit 1; }
+    copy_with_libraries "$path" "/usr/bin/$tool"
+done
+# nbdkit loads its plugins from its plugin directory at run time.
+plugins=$(nbdkit --dump-config | sed -n 's/^plugindir=//p')
+for plugin in ${KVM_NBDKIT_PLUGINS:-}; do
+    copy_with_libraries "$plugins/nbdkit-$plugin-plugin.so" "$plugins/nbdkit-$plugin-plugin.so"
 done
 cp -L /lib64/ld-linux-x86-64.so.2 "$stage/lib64/"
 # mkfs.ext4 is mke2fs under another name.

@@ -35,14 +35,16 @@ KVM_MODULES="ublk_drv null_blk nbd configfs
 
 # The user-space tools the guest runs, copied with their libraries
 # (busybox provides the rest: sh, mount, modprobe, mknod, ...).
-KVM_TOOLS="fio dmsetup nvme mke2fs e2fsck blkdiscard nbd-client"
+KVM_TOOLS="fio dmsetup nvme mke2fs e2fsck blkdiscard nbd-client nbdkit"
+# nbdkit's plugins the tests use as NBD paths.
+KVM_NBDKIT_PLUGINS="memory"
 
 kvm_log() { printf '[kernel-vm] %s\n' "$*" >&2; }
 
 # Debian packages for the tools above, busybox-static, and what builds
 # the image. Only missing ones are installed.
 kvm_install_host_packages() {
-    local wanted=(busybox-static fio dmsetup nvme-cli e2fsprogs util-linux nbd-client
+    local wanted=(busybox-static fio dmsetup nvme-cli e2fsprogs util-linux nbd-client nbdkit
                   cpio kmod xz-utils zstd binutils) missing=() package
     for package in "${wanted[@]}"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
@@ -147,8 +149,8 @@ kvm_build_base_image() {
     local stamp
     stamp=$({
         sha256sum "$KVM_DIR/build-image.sh"
-        echo "$KVM_KVER" "$KVM_MODULES" "$KVM_TOOLS"
-        dpkg-query -W busybox-static fio dmsetup nvme-cli e2fsprogs util-linux nbd-client libc6
+        echo "$KVM_KVER" "$KVM_MODULES" "$KVM_TOOLS" "$KVM_NBDKIT_PLUGINS"
+        dpkg-query -W busybox-static fio dmsetup nvme-cli e2fsprogs util-linux nbd-client nbdkit libc6
     } | sha256sum | cut -c1-16)
     KVM_BASE=$KVM_CACHE/images/base-$KVM_KVER-$stamp.cpio.gz
     if [ -s "$KVM_BASE" ]; then
@@ -158,7 +160,7 @@ kvm_build_base_image() {
     mkdir -p "$KVM_CACHE/images"
     rm -f "$KVM_CACHE/images/base-$KVM_KVER-"*.cpio.gz
     kvm_log "building base image $KVM_BASE"
-    KVM_MODULES=$KVM_MODULES KVM_TOOLS=$KVM_TOOLS \
+    KVM_MODULES=$KVM_MODULES KVM_TOOLS=$KVM_TOOLS KVM_NBDKIT_PLUGINS=$KVM_NBDKIT_PLUGINS \
         bash "$KVM_DIR/build-image.sh" "$KVM_KROOT" "$KVM_KVER" "$KVM_BASE"
 }
 

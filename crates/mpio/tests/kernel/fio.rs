@@ -49,6 +49,17 @@ impl FioVerify {
     /// verifies them; the first bad block ends the job. fio's output goes
     /// to `log`.
     pub fn start(target: Target<'_>, size_mib: u64, phase: Phase, log: PathBuf) -> FioVerify {
+        FioVerify::start_with(target, size_mib, phase, log, &[])
+    }
+
+    /// [`FioVerify::start`] with more fio options (`--fsync=16`, ...).
+    pub fn start_with(
+        target: Target<'_>,
+        size_mib: u64,
+        phase: Phase,
+        log: PathBuf,
+        options: &[&str],
+    ) -> FioVerify {
         let output = std::fs::File::create(&log).unwrap();
         let mut args = match target {
             Target::Nbd(uri) => vec!["--ioengine=nbd".to_string(), format!("--uri={uri}")],
@@ -78,6 +89,7 @@ impl FioVerify {
             ]
             .map(String::from),
         );
+        args.extend(options.iter().map(|option| option.to_string()));
         let child = Command::new("fio")
             .args(&args)
             .current_dir(log.parent().unwrap())

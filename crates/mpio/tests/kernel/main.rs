@@ -20,3 +20,4 @@ mod fio;
 mod nbd_ext4;
 mod null_blk_paths;
 mod ublk;
+mod ublk_transports;
