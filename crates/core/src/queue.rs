@@ -37,6 +37,13 @@ use std::collections::VecDeque;
 /// Largest queue depth (I/Os in flight on one queue).
 pub const MAX_QUEUE_DEPTH: usize = 1 << 16;
 
+/// How often a queue looks for attempts past the I/O timeout `timeout_ns`:
+/// a sixteenth of it (so an I/O is failed at most 1/16 late), and not more
+/// often than every 100 µs.
+pub fn timeout_scan_period_ns(timeout_ns: u64) -> u64 {
+    (timeout_ns / 16).max(100_000)
+}
+
 /// An I/O moving from one map's queue to the next after a reload, with
 /// what it already went through there.
 #[derive(Debug)]
@@ -104,8 +111,25 @@ pub struct PathCompletion {
 ///   `abort`.
 /// - `abort` gives back an I/O that has not completed, if the transport
 ///   can guarantee it will never take effect (never reach the disk) nor
-///   complete later; otherwise it returns `None` and the I/O completes
-///   through `poll` in time.
+///   complete later; otherwise it returns `None`, starts fencing the path
+///   (making sure the I/O can no longer take effect), and the I/O
+///   completes through `poll` in time.
+/// - **Fencing.** A path error reported through `poll` for a write,
+///   write-zeroes, discard or flush promises that the attempt can no
+///   longer take effect: its path is *fenced* for it (the kernel handed
+///   the request back, the server's side of the connection is seen
+///   closed, the server is known gone). A transport that cut a connection
+///   on which such an attempt may still be held (a paused server) keeps
+///   the attempt until the fence, and completes it normally if its reply
+///   comes first. The queue retries a write elsewhere only on that
+///   promise: a retry racing a held copy could let the stale copy land
+///   after newer acknowledged data. Reads carry no such hazard.
+/// - `abandon` is the last resort, past the map's fence timeout: it
+///   gives back an I/O the transport still holds, which may yet take
+///   effect, and forgets it (its reply, if it ever comes, is dropped).
+///   The queue then fails a write with [`IoError::Unfenced`] and never
+///   retries it. A transport that cannot let go of the buffer (the kernel
+///   holds it) returns `None`, as the default does.
 pub trait PathQueue {
     /// Starts `io`. `now_ns` is the caller's clock.
     fn submit(&mut self, io: PathIo, now_ns: u64);
@@ -113,6 +137,12 @@ pub trait PathQueue {
     fn poll(&mut self, now_ns: u64, completions: &mut Vec<PathCompletion>);
     /// Takes back I/O `tag` if it can; see the trait docs.
     fn abort(&mut self, tag: u64) -> Option<PathIo>;
+    /// Gives back I/O `tag`, which may still take effect; see the trait
+    /// docs.
+    fn abandon(&mut self, tag: u64) -> Option<PathIo> {
+        let _ = tag;
+        None
+    }
 }
 
 /// What one queue counted over all paths.
@@ -723,25 +753,41 @@ impl<P: PathQueue> Queue<P> {
         if now_ns < self.next_timeout_scan_ns {
             return;
         }
-        // Scanning costs one pass over the slots: do it a few times per
-        // timeout period, not on every poll.
-        self.next_timeout_scan_ns = now_ns.saturating_add((timeout / 4).max(1_000_000));
+        // Scanning costs one pass over the slots: do it often enough that
+        // an I/O is timed out within a sixteenth of its timeout, not on
+        // every poll.
+        self.next_timeout_scan_ns = now_ns.saturating_add(timeout_scan_period_ns(timeout));
+        let fence_limit = self.map.options().fence_timeout_ns;
+        let mut unfenced = 0;
         for index in 0..self.slots.len() as u32 {
             let slot = &mut self.slots[index as usize];
             let SlotState::OnPath { path, timed_out } = slot.state else {
                 continue;
             };
-            if now_ns.saturating_sub(slot.start_ns) < timeout {
+            let age_ns = now_ns.saturating_sub(slot.start_ns);
+            if age_ns < timeout {
                 continue;
             }
             let path = path as usize;
+            let tag = slot.tag(index);
+            // Past its fence timeout, an attempt the path still holds is
+            // let go: a read is retried, a write fails (see `unfenced`).
+            let fence_passed =
+                fence_limit.is_some_and(|limit| age_ns - timeout >= limit) && timed_out;
+            if fence_passed {
+                if let Some(io) = self.path_queues[path].abandon(tag) {
+                    self.slots[index as usize].buf = io.buf;
+                    self.end_attempt(index, path, now_ns);
+                    unfenced += usize::from(self.unfenced(index, now_ns));
+                    continue;
+                }
+            }
             // A timed-out attempt the transport could not give back is
             // asked for again on every scan; the path is failed once.
             if !timed_out {
                 self.loads[path].path_error();
                 self.map.fail_path(path, PathError::Timeout);
             }
-            let tag = self.slots[index as usize].tag(index);
             match self.path_queues[path].abort(tag) {
                 Some(io) => {
                     self.slots[index as usize].buf = io.buf;
@@ -756,6 +802,37 @@ impl<P: PathQueue> Queue<P> {
                 }
             }
         }
+        // One event per scan that failed writes, not one per I/O.
+        if unfenced > 0 {
+            crate::events::unfenced_writes_failed(
+                self.map.name(),
+                unfenced,
+                fence_limit.unwrap_or(0),
+            );
+        }
+    }
+
+    /// Slot `index`'s attempt was abandoned by its path past the fence
+    /// timeout (it may still take effect there): a read is retried, and
+    /// anything that changes or flushes the disk fails with
+    /// [`IoError::Unfenced`] rather than race its stale copy. True if it
+    /// failed.
+    #[cold]
+    fn unfenced(&mut self, index: u32, now_ns: u64) -> bool {
+        let op = self.slots[index as usize].op;
+        // The simulator's second canary, compiled only under
+        // `--cfg mpio_canary_unfenced` (never in a normal build): retries
+        // an unfenced write as if it were a read.
+        // `crates/sim/tests/canary_unfenced.rs` proves the simulator's
+        // reference disk catches the stale copy landing.
+        #[cfg(mpio_canary_unfenced)]
+        let op = Op::Read;
+        if op == Op::Read {
+            self.retry(index, now_ns);
+            return false;
+        }
+        self.finish(index, Err(IoError::Unfenced));
+        true
     }
 
     /// Completes slot `index` with `result`; its completion waits in
