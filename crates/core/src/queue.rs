@@ -30,7 +30,8 @@ use crate::io::{Buffer, Completion, Io, IoError, Op, PathError, PathOutcome};
 use crate::load::PathLoad;
 use crate::map::Map;
 use crate::selector::{Pick, SelectorThreadState};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Route, Snapshot};
+use crate::stall::Stalls;
 use crate::sync::Arc;
 use std::collections::VecDeque;
 
@@ -236,6 +237,9 @@ pub struct Queue<P: PathQueue> {
     /// Set once the queue's map was replaced by a reload: an I/O that finds
     /// no route waits for [`Queue::take_waiting`], whatever this map says.
     hands_over: bool,
+    /// Paths holding an attempt far past their usual latency, kept out of
+    /// the route this queue dispatches with ([`crate::stall`]).
+    stalls: Stalls,
 }
 
 impl<P: PathQueue> Queue<P> {
@@ -278,6 +282,13 @@ impl<P: PathQueue> Queue<P> {
             .collect();
         let node = map.options().numa.node_of_cpu(cpu);
         let loads = map.register_queue_loads();
+        let largest_group = map
+            .groups()
+            .iter()
+            .map(|group| group.path_range().len())
+            .max()
+            .unwrap_or(0);
+        let stalls = Stalls::new(map.paths().len(), largest_group);
         Queue {
             size_bytes: map.size_bytes(),
             snapshot: map.snapshot(),
@@ -296,6 +307,7 @@ impl<P: PathQueue> Queue<P> {
             next_timeout_scan_ns: 0,
             earliest_wait_ns: u64::MAX,
             hands_over: false,
+            stalls,
         }
     }
 
@@ -444,6 +456,9 @@ impl<P: PathQueue> Queue<P> {
                 self.path_queues[source].poll(now_ns, &mut scratch);
             } else {
                 self.expire(now_ns);
+                let route = route_of(&self.map, &self.snapshot);
+                let timeout = self.map.options().io_timeout_ns;
+                self.stalls.check(now_ns, &self.loads, timeout, route);
                 std::mem::swap(&mut ready, &mut self.ready);
             }
             let finished = scratch
@@ -540,6 +555,8 @@ impl<P: PathQueue> Queue<P> {
     #[inline(never)]
     fn change_snapshot(&mut self, now_ns: u64) {
         self.snapshot = self.map.snapshot();
+        let route = route_of(&self.map, &self.snapshot);
+        self.stalls.rebuild(route);
         if self.waiting.is_empty() {
             return;
         }
@@ -587,21 +604,26 @@ impl<P: PathQueue> Queue<P> {
         let bytes = slot.io_bytes();
         let (loads, cpu, node) = (&self.loads, self.cpu, self.node);
         let group_loads = &loads[group.path_range()];
+        // Without the paths that stall, when some do (one branch per I/O).
+        let (candidates, usable, generation) =
+            self.stalls
+                .view()
+                .unwrap_or((&route.candidates, &route.usable, snapshot.generation));
         let position = usize::from(group.selector.select_and_start(
             &mut self.selector_states[route.group],
             || Pick {
-                candidates: &route.candidates,
-                usable: &route.usable,
+                candidates,
+                usable,
                 loads: group_loads,
                 bytes,
                 cpu,
                 node,
                 now_ns,
-                generation: snapshot.generation,
+                generation,
             },
             |position| {
                 assert!(
-                    route.usable[usize::from(position)],
+                    usable[usize::from(position)],
                     "selector picked a path that is not a candidate"
                 );
                 let load = &group_loads[usize::from(position)];
@@ -610,6 +632,10 @@ impl<P: PathQueue> Queue<P> {
             },
         ));
         let path = group.first_path + position;
+        if self.loads[path].in_flight() == 1 {
+            // Idle until now: its wait for progress starts here.
+            self.stalls.progress(path, now_ns);
+        }
         slot.state = SlotState::OnPath {
             path: path as u32,
             timed_out: false,
@@ -680,6 +706,7 @@ impl<P: PathQueue> Queue<P> {
     fn end_attempt(&mut self, index: u32, path: usize, now_ns: u64) {
         let slot = &self.slots[index as usize];
         let load = &self.loads[path];
+        self.stalls.progress(path, now_ns);
         load.end_io(slot.io_bytes());
         load.record_latency(now_ns.saturating_sub(slot.start_ns));
         let group = &self.map.groups()[slot.group as usize];
@@ -857,4 +884,10 @@ impl<P: PathQueue> Queue<P> {
             result,
         }
     }
+}
+
+/// The route of `snapshot` and the map index of its group's first path.
+fn route_of<'a>(map: &Map, snapshot: &'a Snapshot) -> Option<(&'a Route, usize)> {
+    let route = snapshot.route.as_ref()?;
+    Some((route, map.groups()[route.group].first_path))
 }
