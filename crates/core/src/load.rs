@@ -78,6 +78,7 @@ pub struct PathLoad {
     dispatched: AtomicU64,
     dispatched_bytes: AtomicU64,
     path_errors: AtomicU64,
+    hedged_reads: AtomicU64,
     latency_sum_ns: AtomicU64,
     /// Last, so that the fields the selectors read share the first line.
     latency_buckets: [AtomicU64; LATENCY_BUCKETS],
@@ -196,6 +197,18 @@ impl PathLoad {
             .store(self.dispatched_bytes().wrapping_add(bytes), Relaxed);
     }
 
+    /// Reads the owning queue took back from this path past its hedge
+    /// delay and sent down another.
+    pub fn hedged_reads(&self) -> u64 {
+        self.hedged_reads.load(Relaxed)
+    }
+
+    /// Counts a read taken back past its hedge delay. Owning queue only.
+    pub(crate) fn hedged_read(&self) {
+        self.hedged_reads
+            .store(self.hedged_reads().wrapping_add(1), Relaxed);
+    }
+
     /// Counts an attempt that ended in a path error. Owning queue only.
     pub(crate) fn path_error(&self) {
         self.path_errors
@@ -246,6 +259,7 @@ impl PathLoad {
             (&self.dispatched, other.dispatched()),
             (&self.dispatched_bytes, other.dispatched_bytes()),
             (&self.path_errors, other.path_errors()),
+            (&self.hedged_reads, other.hedged_reads()),
         ] {
             total.store(total.load(Relaxed).saturating_add(more), Relaxed);
         }

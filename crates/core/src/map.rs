@@ -48,6 +48,10 @@ pub struct MapOptions {
     /// [`crate::io::IoError::Unfenced`]; it is never retried elsewhere
     /// before. `None`: wait for the fence however long it takes.
     pub fence_timeout_ns: Option<u64>,
+    /// A read its path has not answered within that path's hedge delay
+    /// ([`crate::stall::hedge_delay_ns`]) is taken back, if the transport
+    /// can let go of it, and sent down another usable path.
+    pub hedge_reads: bool,
     /// With `queue_if_no_path`, an I/O that has waited this long for a
     /// path fails. `None`: wait until a path returns or `fail_if_no_path`.
     pub no_path_timeout_ns: Option<u64>,
@@ -63,6 +67,7 @@ impl Default for MapOptions {
             numa: NumaTopology::default(),
             io_timeout_ns: Some(30_000_000_000),
             fence_timeout_ns: Some(30_000_000_000),
+            hedge_reads: true,
             no_path_timeout_ns: None,
             max_attempts: 64,
         }

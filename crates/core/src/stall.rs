@@ -22,6 +22,19 @@
 //! A path that completes some attempts while one is lost is not stalled:
 //! the I/O timeout finds that one.
 //!
+//! # Fast read failover
+//! A read that waits on a path longer than that path's hedge delay
+//! ([`hedge_delay_ns`]: [`HEDGE_MULTIPLE`] times its p99, at least the
+//! floor, at most half the I/O timeout) is taken back with
+//! `PathQueue::abandon` (a read has nothing to fence) and sent down
+//! another usable path, and the path counts as stalled until it next
+//! answers. This is a hedge that cancels its first attempt instead of
+//! racing it: the read needs no second buffer and the queue no books for
+//! a losing attempt (no allocation, nothing per I/O); what it gives up is
+//! a first answer that comes just after the delay. Only transports that
+//! can let go of a read's buffer take part (NBD; not io_uring, whose
+//! kernel owns the buffer until it completes).
+//!
 //! # Cost
 //! Per I/O: a branch on whether a view is active, a load and compare of
 //! the path's in-flight count at dispatch (is it newly busy), one store at
@@ -44,8 +57,15 @@ pub const STALL_FLOOR_NS: u64 = 1_000_000;
 pub const STALL_MULTIPLE: u64 = 8;
 
 /// How often a queue re-reads each path's latency histogram for its
-/// limit.
+/// limits.
 pub const LIMIT_REFRESH_NS: u64 = 10_000_000;
+
+/// How many times its p99 latency a read may wait on a path before the
+/// queue sends it down another ([`hedge_delay_ns`]).
+pub const HEDGE_MULTIPLE: u64 = 4;
+
+/// How often a queue looks for reads past their hedge delay.
+pub const HEDGE_SCAN_NS: u64 = STALL_FLOOR_NS / 4;
 
 /// Generations of views carry this bit, so they never equal a snapshot's
 /// (a map's generation counts changes from 0 and never reaches 2^63).
@@ -64,6 +84,21 @@ pub fn stall_limit_ns(load: &PathLoad, io_timeout_ns: Option<u64>) -> u64 {
     }
 }
 
+/// How long a read may wait on a path with `load` before the queue takes
+/// it back and sends it down another usable path: [`HEDGE_MULTIPLE`] times
+/// the path's p99 latency, at least [`STALL_FLOOR_NS`], at most half the
+/// I/O timeout.
+pub fn hedge_delay_ns(load: &PathLoad, io_timeout_ns: Option<u64>) -> u64 {
+    let learnt = load
+        .latency_quantile_upper_ns(990)
+        .map_or(0, |p99| p99.saturating_mul(HEDGE_MULTIPLE));
+    let delay = learnt.max(STALL_FLOOR_NS);
+    match io_timeout_ns {
+        Some(timeout) => delay.min((timeout / 2).max(1)),
+        None => delay,
+    }
+}
+
 /// One queue's stalled paths and the route it dispatches with. See the
 /// module docs.
 ///
@@ -79,9 +114,16 @@ pub(crate) struct Stalls {
     /// Per path of the map: the last completion there, or when it last
     /// went from idle to busy.
     progress_ns: Box<[u64]>,
+    /// Per path of the map: when the queue last took a read back from it
+    /// for being slow (0: never); stalled until its next progress.
+    gave_up_ns: Box<[u64]>,
     /// Per path of the map: its limit ([`stall_limit_ns`]), as last read.
     limit_ns: Box<[u64]>,
+    /// Per path of the map: its hedge delay ([`hedge_delay_ns`]), as last
+    /// read.
+    hedge_delay_ns: Box<[u64]>,
     next_refresh_ns: u64,
+    next_hedge_scan_ns: u64,
     active: bool,
     candidates: Vec<u16>,
     usable: Vec<bool>,
@@ -96,8 +138,11 @@ impl Stalls {
             stalled: vec![false; path_count].into_boxed_slice(),
             stalled_count: 0,
             progress_ns: vec![0; path_count].into_boxed_slice(),
+            gave_up_ns: vec![0; path_count].into_boxed_slice(),
             limit_ns: vec![STALL_FLOOR_NS; path_count].into_boxed_slice(),
+            hedge_delay_ns: vec![STALL_FLOOR_NS; path_count].into_boxed_slice(),
             next_refresh_ns: 0,
+            next_hedge_scan_ns: 0,
             active: false,
             candidates: Vec::with_capacity(group_size),
             usable: Vec::with_capacity(group_size),
@@ -121,6 +166,38 @@ impl Stalls {
         self.progress_ns[path] = now_ns;
     }
 
+    /// Path `path` kept a read past its hedge delay at `now_ns`, and the
+    /// queue took it back: the path counts as stalled until its next
+    /// progress (its other reads would wait as long).
+    pub(crate) fn gave_up(&mut self, path: usize, now_ns: u64) {
+        self.gave_up_ns[path] = now_ns.max(1);
+    }
+
+    /// Path `path`'s hedge delay, as last read.
+    pub(crate) fn hedge_delay_ns(&self, path: usize) -> u64 {
+        self.hedge_delay_ns[path]
+    }
+
+    /// True if a hedge scan is due at `now_ns`; if so, the next is due
+    /// [`HEDGE_SCAN_NS`] later.
+    pub(crate) fn hedge_scan_due(&mut self, now_ns: u64) -> bool {
+        if now_ns < self.next_hedge_scan_ns {
+            return false;
+        }
+        self.next_hedge_scan_ns = now_ns.saturating_add(HEDGE_SCAN_NS);
+        true
+    }
+
+    /// True if `route` (its group's first path `first_path`) has a
+    /// candidate other than `path` that is not stalled: somewhere to send
+    /// a read taken back from `path`.
+    pub(crate) fn has_alternative(&self, path: usize, route: &Route, first_path: usize) -> bool {
+        route.candidates.iter().any(|&position| {
+            let other = first_path + usize::from(position);
+            other != path && !self.stalled[other]
+        })
+    }
+
     /// Looks again at which paths stall, from each path's `loads`;
     /// rebuilds the view over `route` (with its group's first path) if
     /// that changed. Once per poll.
@@ -134,15 +211,18 @@ impl Stalls {
     ) {
         if now_ns >= self.next_refresh_ns {
             self.next_refresh_ns = now_ns.saturating_add(LIMIT_REFRESH_NS);
-            for (limit, load) in self.limit_ns.iter_mut().zip(loads) {
-                *limit = stall_limit_ns(load, io_timeout_ns);
+            for (path, load) in loads.iter().enumerate() {
+                self.limit_ns[path] = stall_limit_ns(load, io_timeout_ns);
+                self.hedge_delay_ns[path] = hedge_delay_ns(load, io_timeout_ns);
             }
         }
         let mut changed = false;
         let mut stalled_count = 0;
         for (path, stalled) in self.stalled.iter_mut().enumerate() {
-            let now_stalled = loads[path].in_flight() > 0
-                && now_ns.saturating_sub(self.progress_ns[path]) > self.limit_ns[path];
+            let progress_ns = self.progress_ns[path];
+            let now_stalled = self.gave_up_ns[path] > progress_ns
+                || (loads[path].in_flight() > 0
+                    && now_ns.saturating_sub(progress_ns) > self.limit_ns[path]);
             changed |= now_stalled != *stalled;
             *stalled = now_stalled;
             stalled_count += usize::from(now_stalled);

@@ -318,6 +318,7 @@ fn check_map(
         paths: named,
         io_timeout_ns,
         fence_timeout_ns,
+        hedge_reads: settings.hedge_reads.unwrap_or(map_defaults.hedge_reads),
         no_path_retry,
         max_attempts: settings.max_attempts.unwrap_or(map_defaults.max_attempts),
         checker,

@@ -61,6 +61,7 @@ pub(super) struct Settings {
     pub checker_timeout_ms: Option<u64>,
     pub io_timeout_ms: Option<u64>,
     pub fence_timeout_ms: Option<u64>,
+    pub hedge_reads: Option<bool>,
     pub max_attempts: Option<u32>,
     pub marginal: MarginalSettings,
 }
@@ -158,6 +159,7 @@ impl Settings {
             checker_timeout_ms,
             io_timeout_ms,
             fence_timeout_ms,
+            hedge_reads: raw.hedge_reads.map(|value| *value.get_ref()),
             max_attempts,
             marginal,
         })
@@ -196,6 +198,7 @@ impl Settings {
             checker_timeout_ms: self.checker_timeout_ms.or(defaults.checker_timeout_ms),
             io_timeout_ms: self.io_timeout_ms.or(defaults.io_timeout_ms),
             fence_timeout_ms: self.fence_timeout_ms.or(defaults.fence_timeout_ms),
+            hedge_reads: self.hedge_reads.or(defaults.hedge_reads),
             max_attempts: self.max_attempts.or(defaults.max_attempts),
             marginal,
         }

@@ -126,6 +126,7 @@ fn defaults_are_inherited_and_overridden() {
         [defaults]\nselector = \"historical-service-time\"\nselector_args = [5]\n\
         failback = \"immediate\"\nno_path_retry = 6\nchecker_interval_ms = 1000\n\
         checker_timeout_ms = 300\nio_timeout_ms = 0\nfence_timeout_ms = 0\nmax_attempts = 8\n\
+        hedge_reads = false\n\
         path_grouping_policy = \"multibus\"\n\
         [defaults.marginal]\nfailures = 5\n\
         [[map]]\nname = \"inherits\"\nsize = 4096\n\
@@ -162,6 +163,7 @@ fn defaults_are_inherited_and_overridden() {
     assert_eq!(options.no_path_timeout_ns, Some(6_000_000_000));
     assert_eq!(options.io_timeout_ns, None);
     assert_eq!(options.fence_timeout_ns, None, "0: no limit");
+    assert!(!options.hedge_reads);
     assert_eq!(options.max_attempts, 8);
 
     let overrides = config.map("overrides").unwrap();
@@ -209,6 +211,7 @@ fn bare_defaults() {
     );
     assert_eq!(map.io_timeout_ns, Some(30_000_000_000));
     assert_eq!(map.fence_timeout_ns, Some(30_000_000_000));
+    assert!(map.hedge_reads);
     assert_eq!(map.max_attempts, 64);
     assert_eq!(map.checker.marginal, None);
     assert!(map.exports.is_empty());

@@ -35,6 +35,8 @@ use crate::stall::Stalls;
 use crate::sync::Arc;
 use std::collections::VecDeque;
 
+mod timers;
+
 /// Largest queue depth (I/Os in flight on one queue).
 pub const MAX_QUEUE_DEPTH: usize = 1 << 16;
 
@@ -155,6 +157,9 @@ pub struct QueueStats {
     pub queued_for_path: u64,
     /// Completions whose tag matched no I/O in flight (ignored).
     pub stray_completions: u64,
+    /// Reads taken back from a path past its hedge delay and sent down
+    /// another ([`crate::stall`]).
+    pub hedged_reads: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,6 +461,9 @@ impl<P: PathQueue> Queue<P> {
                 self.path_queues[source].poll(now_ns, &mut scratch);
             } else {
                 self.expire(now_ns);
+                if self.map.options().hedge_reads && self.stalls.hedge_scan_due(now_ns) {
+                    self.hedge_reads(now_ns);
+                }
                 let route = route_of(&self.map, &self.snapshot);
                 let timeout = self.map.options().io_timeout_ns;
                 self.stalls.check(now_ns, &self.loads, timeout, route);
@@ -677,6 +685,7 @@ impl<P: PathQueue> Queue<P> {
             self.stats.stray_completions += 1;
             return None;
         }
+        self.stalls.progress(path, now_ns);
         self.end_attempt(index, path, now_ns);
         let result = match completion.outcome {
             PathOutcome::Ok => Ok(()),
@@ -706,7 +715,6 @@ impl<P: PathQueue> Queue<P> {
     fn end_attempt(&mut self, index: u32, path: usize, now_ns: u64) {
         let slot = &self.slots[index as usize];
         let load = &self.loads[path];
-        self.stalls.progress(path, now_ns);
         load.end_io(slot.io_bytes());
         load.record_latency(now_ns.saturating_sub(slot.start_ns));
         let group = &self.map.groups()[slot.group as usize];
@@ -740,128 +748,6 @@ impl<P: PathQueue> Queue<P> {
         self.redispatch(index, now_ns);
     }
 
-    /// Times out hung attempts and I/Os that waited too long for a path.
-    fn expire(&mut self, now_ns: u64) {
-        let no_path_limit = self.map.options().no_path_timeout_ns;
-        if let Some(limit) =
-            no_path_limit.filter(|limit| now_ns.saturating_sub(self.earliest_wait_ns) >= *limit)
-        {
-            self.earliest_wait_ns = u64::MAX;
-            // The whole list, not up to the first I/O still in time: an I/O
-            // that waits again goes to the back with the time of its first
-            // wait, so the list is not in order of those times (the
-            // simulator found an I/O held 37.6 ms past a 20 ms limit behind
-            // younger ones). Survivors keep their order.
-            let waiting = self.waiting.len();
-            for _ in 0..waiting {
-                let Some(index) = self.waiting.pop_front() else {
-                    break;
-                };
-                match self.slots[index as usize].state {
-                    SlotState::Waiting { since_ns } if now_ns.saturating_sub(since_ns) >= limit => {
-                        self.finish(index, Err(IoError::NoPathTimeout));
-                    }
-                    SlotState::Waiting { since_ns } => {
-                        self.earliest_wait_ns = self.earliest_wait_ns.min(since_ns);
-                        self.waiting.push_back(index);
-                    }
-                    _ => self.waiting.push_back(index),
-                }
-            }
-            // One event per scan that expired I/O, not one per I/O.
-            if self.waiting.len() < waiting {
-                let expired = waiting - self.waiting.len();
-                crate::events::queued_io_timed_out(self.map.name(), expired, limit);
-            }
-        }
-        let Some(timeout) = self.map.options().io_timeout_ns else {
-            return;
-        };
-        if now_ns < self.next_timeout_scan_ns {
-            return;
-        }
-        // Scanning costs one pass over the slots: do it often enough that
-        // an I/O is timed out within a sixteenth of its timeout, not on
-        // every poll.
-        self.next_timeout_scan_ns = now_ns.saturating_add(timeout_scan_period_ns(timeout));
-        let fence_limit = self.map.options().fence_timeout_ns;
-        let mut unfenced = 0;
-        for index in 0..self.slots.len() as u32 {
-            let slot = &mut self.slots[index as usize];
-            let SlotState::OnPath { path, timed_out } = slot.state else {
-                continue;
-            };
-            let age_ns = now_ns.saturating_sub(slot.start_ns);
-            if age_ns < timeout {
-                continue;
-            }
-            let path = path as usize;
-            let tag = slot.tag(index);
-            // Past its fence timeout, an attempt the path still holds is
-            // let go: a read is retried, a write fails (see `unfenced`).
-            let fence_passed =
-                fence_limit.is_some_and(|limit| age_ns - timeout >= limit) && timed_out;
-            if fence_passed {
-                if let Some(io) = self.path_queues[path].abandon(tag) {
-                    self.slots[index as usize].buf = io.buf;
-                    self.end_attempt(index, path, now_ns);
-                    unfenced += usize::from(self.unfenced(index, now_ns));
-                    continue;
-                }
-            }
-            // A timed-out attempt the transport could not give back is
-            // asked for again on every scan; the path is failed once.
-            if !timed_out {
-                self.loads[path].path_error();
-                self.map.fail_path(path, PathError::Timeout);
-            }
-            match self.path_queues[path].abort(tag) {
-                Some(io) => {
-                    self.slots[index as usize].buf = io.buf;
-                    self.end_attempt(index, path, now_ns);
-                    self.retry(index, now_ns);
-                }
-                None => {
-                    self.slots[index as usize].state = SlotState::OnPath {
-                        path: path as u32,
-                        timed_out: true,
-                    };
-                }
-            }
-        }
-        // One event per scan that failed writes, not one per I/O.
-        if unfenced > 0 {
-            crate::events::unfenced_writes_failed(
-                self.map.name(),
-                unfenced,
-                fence_limit.unwrap_or(0),
-            );
-        }
-    }
-
-    /// Slot `index`'s attempt was abandoned by its path past the fence
-    /// timeout (it may still take effect there): a read is retried, and
-    /// anything that changes or flushes the disk fails with
-    /// [`IoError::Unfenced`] rather than race its stale copy. True if it
-    /// failed.
-    #[cold]
-    fn unfenced(&mut self, index: u32, now_ns: u64) -> bool {
-        let op = self.slots[index as usize].op;
-        // The simulator's second canary, compiled only under
-        // `--cfg mpio_canary_unfenced` (never in a normal build): retries
-        // an unfenced write as if it were a read.
-        // `crates/sim/tests/canary_unfenced.rs` proves the simulator's
-        // reference disk catches the stale copy landing.
-        #[cfg(mpio_canary_unfenced)]
-        let op = Op::Read;
-        if op == Op::Read {
-            self.retry(index, now_ns);
-            return false;
-        }
-        self.finish(index, Err(IoError::Unfenced));
-        true
-    }
-
     /// Completes slot `index` with `result`; its completion waits in
     /// `ready` for the next poll.
     fn finish(&mut self, index: u32, result: Result<(), IoError>) {
@@ -887,7 +773,7 @@ impl<P: PathQueue> Queue<P> {
 }
 
 /// The route of `snapshot` and the map index of its group's first path.
-fn route_of<'a>(map: &Map, snapshot: &'a Snapshot) -> Option<(&'a Route, usize)> {
+pub(crate) fn route_of<'a>(map: &Map, snapshot: &'a Snapshot) -> Option<(&'a Route, usize)> {
     let route = snapshot.route.as_ref()?;
     Some((route, map.groups()[route.group].first_path))
 }
