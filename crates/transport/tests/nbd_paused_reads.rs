@@ -7,7 +7,7 @@
 //! hedging):
 //!
 //! ```text
-//! cargo test --release -p mpio-transport --test nbd_paused_reads -- --nocapture
+//! cargo test -p mpio-transport --test nbd_paused_reads -- --nocapture
 //! ```
 
 mod support;
