@@ -74,6 +74,10 @@
 //! (its reply, should it come, is read and dropped) and the core fails a
 //! write with EIO rather than retry it.
 //!
+//! A read held past its hedge delay is abandoned the same way, on the
+//! live connection, when the core sends it down another path (fast read
+//! failover, [`mpio_core::stall`]); its late reply is read and dropped.
+//!
 //! nbdkit 1.32 can abort (`raw_send_socket: Assertion 'sock >= 0'`) when
 //! a worker thread answers a held request after another thread saw the
 //! connection end; its process is then gone, which fences the path too.

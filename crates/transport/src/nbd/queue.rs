@@ -308,9 +308,10 @@ impl PathQueue for NbdQueue {
     }
 
     /// Gives back I/O `tag` from the live or a cut connection, which
-    /// drops its reply if one ever comes (the request may still take
-    /// effect: the core fails a write so given back, see
-    /// [`PathQueue::abandon`]).
+    /// drops its reply if one ever comes: a read the core hedges (sends
+    /// down another path past its hedge delay), or anything past the fence
+    /// timeout (a write may still take effect: the core fails a write so
+    /// given back, see [`PathQueue::abandon`]).
     fn abandon(&mut self, tag: u64) -> Option<PathIo> {
         let io = self
             .connection
