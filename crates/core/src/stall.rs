@@ -28,8 +28,8 @@
 //! floor, at most half the I/O timeout) is taken back with
 //! `PathQueue::abandon` (a read has nothing to fence) and sent down
 //! another usable path, and the path counts as stalled until it next
-//! answers. This is a hedge that cancels its first attempt instead of
-//! racing it: the read needs no second buffer and the queue no books for
+//! answers or [`HOLD_OUT_NS`] passed (with no I/O it could not answer).
+//! This is a hedge that cancels its first attempt instead of racing it: the read needs no second buffer and the queue no books for
 //! a losing attempt (no allocation, nothing per I/O); what it gives up is
 //! a first answer that comes just after the delay. Only transports that
 //! can let go of a read's buffer take part (NBD; not io_uring, whose
@@ -63,6 +63,11 @@ pub const LIMIT_REFRESH_NS: u64 = 10_000_000;
 /// How many times its p99 latency a read may wait on a path before the
 /// queue sends it down another ([`hedge_delay_ns`]).
 pub const HEDGE_MULTIPLE: u64 = 4;
+
+/// How long a path the queue took a read back from is held out, unless it
+/// answers first: it gets no new I/O (so none waits on it), and after this
+/// it is tried again (a read it holds too long is taken back again).
+pub const HOLD_OUT_NS: u64 = 100_000_000;
 
 /// How often a queue looks for reads past their hedge delay.
 pub const HEDGE_SCAN_NS: u64 = STALL_FLOOR_NS / 4;
@@ -168,7 +173,8 @@ impl Stalls {
 
     /// Path `path` kept a read past its hedge delay at `now_ns`, and the
     /// queue took it back: the path counts as stalled until its next
-    /// progress (its other reads would wait as long).
+    /// progress (its other reads would wait as long), for at most
+    /// [`HOLD_OUT_NS`] (it gets no I/O that could make progress).
     pub(crate) fn gave_up(&mut self, path: usize, now_ns: u64) {
         self.gave_up_ns[path] = now_ns.max(1);
     }
@@ -220,7 +226,10 @@ impl Stalls {
         let mut stalled_count = 0;
         for (path, stalled) in self.stalled.iter_mut().enumerate() {
             let progress_ns = self.progress_ns[path];
-            let now_stalled = self.gave_up_ns[path] > progress_ns
+            let gave_up_ns = self.gave_up_ns[path];
+            let held_out =
+                gave_up_ns > progress_ns && now_ns.saturating_sub(gave_up_ns) < HOLD_OUT_NS;
+            let now_stalled = held_out
                 || (loads[path].in_flight() > 0
                     && now_ns.saturating_sub(progress_ns) > self.limit_ns[path]);
             changed |= now_stalled != *stalled;
@@ -318,6 +327,25 @@ mod tests {
         stalls.progress(1, now + 1);
         stalls.check(now + 1, &loads, None, Some((&route, 0)));
         assert_eq!(stalls.view(), None);
+    }
+
+    #[test]
+    fn a_path_given_up_on_is_held_out_until_it_answers_or_the_hold_out_ends() {
+        let loads: Vec<PathLoad> = (0..2).map(|_| PathLoad::default()).collect();
+        let route = route(&[true, true]);
+        let mut stalls = Stalls::new(2, 2);
+        let now = 10 * STALL_FLOOR_NS;
+        stalls.gave_up(0, now);
+        stalls.check(now, &loads, None, Some((&route, 0)));
+        assert_eq!(stalls.view().map(|view| view.0.to_vec()), Some(vec![1]));
+        stalls.check(now + HOLD_OUT_NS - 1, &loads, None, Some((&route, 0)));
+        assert!(stalls.view().is_some(), "idle, yet held out");
+        stalls.check(now + HOLD_OUT_NS, &loads, None, Some((&route, 0)));
+        assert_eq!(stalls.view(), None, "tried again");
+        stalls.gave_up(0, now + HOLD_OUT_NS + 1);
+        stalls.progress(0, now + HOLD_OUT_NS + 2);
+        stalls.check(now + HOLD_OUT_NS + 2, &loads, None, Some((&route, 0)));
+        assert_eq!(stalls.view(), None, "it answered");
     }
 
     #[test]
