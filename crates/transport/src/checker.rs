@@ -40,7 +40,11 @@
 //! probes, and the I/O failures it reads from the map's counts,
 //! [`Map::path_transitions`], at each poll), of every probe result, and of
 //! `reinstate_path` messages (the map counts those too); a good probe
-//! reinstates a marginal path only once the tracker lets it.
+//! reinstates a marginal path only once the tracker lets it. A path whose
+//! reads keep needing hedges (sent down another path past its hedge delay,
+//! [`mpio_core::stall`]) counts too: a poll that finds the path's hedged
+//! reads grown since the last is one failure for its tracker, however
+//! many reads it hedged (one stall is one event).
 //! [`PathCheck::marginal`] shows the state and when the path may return.
 //! Failures the map counted between two polls are dated at the poll that
 //! reads them; if both failures and a `reinstate_path` message came
@@ -265,6 +269,8 @@ struct Watched {
     marginal: Option<MarginalTracker>,
     /// The map's transition counts as last read.
     seen: PathTransitions,
+    /// The path's hedged reads (`PathLoad::hedged_reads`) as last read.
+    hedged_seen: u64,
 }
 
 /// Probes a map's paths and reinstates them; see the module docs.
@@ -434,6 +440,7 @@ impl Checker {
                             probe: Probe::new(handle),
                             marginal: self.options.marginal.map(MarginalTracker::new),
                             seen: transitions[index],
+                            hedged_seen: map.path_load(index).hedged_reads(),
                         },
                         PathCheck::default(),
                     )
@@ -471,13 +478,23 @@ impl Checker {
             return;
         }
         let transitions = self.map.path_transitions();
-        for ((path, check), now) in self.paths.iter_mut().zip(&mut self.checks).zip(transitions) {
+        for (index, ((path, check), now)) in self
+            .paths
+            .iter_mut()
+            .zip(&mut self.checks)
+            .zip(transitions)
+            .enumerate()
+        {
             let Some(tracker) = path.marginal.as_mut() else {
                 continue;
             };
+            let hedged = self.map.path_load(index).hedged_reads();
+            let stalled = u64::from(hedged > path.hedged_seen);
+            path.hedged_seen = hedged;
             let failures = now
                 .failed_by_error
                 .saturating_sub(path.seen.failed_by_error)
+                .saturating_add(stalled)
                 .min(u64::from(tracker.policy().failures));
             let messages = now.reinstated_by_message != path.seen.reinstated_by_message;
             path.seen = now;
