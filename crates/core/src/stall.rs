@@ -25,7 +25,8 @@
 //! # Fast read failover
 //! A read that waits on a path longer than that path's hedge delay
 //! ([`hedge_delay_ns`]: [`HEDGE_MULTIPLE`] times its p99, at least the
-//! floor, at most half the I/O timeout) is taken back with
+//! floor, at most half the I/O timeout), on a path that answered nothing
+//! for as long, is taken back with
 //! `PathQueue::abandon` (a read has nothing to fence) and sent down
 //! another usable path, and the path counts as stalled until it next
 //! answers or [`HOLD_OUT_NS`] passed (with no I/O it could not answer).
@@ -179,9 +180,15 @@ impl Stalls {
         self.gave_up_ns[path] = now_ns.max(1);
     }
 
-    /// Path `path`'s hedge delay, as last read.
-    pub(crate) fn hedge_delay_ns(&self, path: usize) -> u64 {
-        self.hedge_delay_ns[path]
+    /// True if a read that started at `start_ns` on `path` is due for a
+    /// hedge at `now_ns`: it and the path's last progress are both older
+    /// than the path's hedge delay. A path that answered other reads
+    /// meanwhile is not hung (and a queue whose thread was descheduled
+    /// collects those answers in the same poll, before it looks here).
+    pub(crate) fn hedge_due(&self, path: usize, start_ns: u64, now_ns: u64) -> bool {
+        let delay_ns = self.hedge_delay_ns[path];
+        now_ns.saturating_sub(start_ns) >= delay_ns
+            && now_ns.saturating_sub(self.progress_ns[path]) >= delay_ns
     }
 
     /// True if a hedge scan is due at `now_ns`; if so, the next is due

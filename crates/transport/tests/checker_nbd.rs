@@ -171,7 +171,7 @@ fn a_path_whose_reads_keep_needing_hedges_becomes_marginal() {
     let start = Instant::now();
     let poll = |checker: &mut Checker| checker.poll(start.elapsed().as_nanos() as u64);
     poll(&mut checker);
-    read_for(&mut queue, Duration::from_millis(100));
+    read_for(&mut queue, Duration::from_millis(300));
     poll(&mut checker);
     assert!(!checker.path_checks()[0].marginal, "healthy");
     for stall in 1..=2 {

@@ -8,7 +8,23 @@
 //!   fails the path and retries the I/O on another usable path;
 //! - a target error goes back to the caller unchanged;
 //! - with no usable path, the I/O waits (`queue_if_no_path`, bounded by
-//!   [`MapOptions::no_path_timeout_ns`]) or fails with [`IoError::NoPath`].
+//!   [`MapOptions::no_path_timeout_ns`]) or fails with [`IoError::NoPath`];
+//! - a write, write-zeroes, discard or flush its path may still apply is
+//!   never retried elsewhere: an attempt past its I/O timeout that the
+//!   transport cannot take back waits for the path to be fenced (see
+//!   [`PathQueue`]), and past [`MapOptions::fence_timeout_ns`] it fails
+//!   with [`IoError::Unfenced`] (EIO); a read so held is retried;
+//! - a path busy without progress gets no new I/O, and a read held past
+//!   its path's hedge delay goes down another path ([`crate::stall`]).
+//!
+//! # Design of the fence
+//! The transport says only what it knows: a path error through `poll`
+//! means "fenced, it cannot land any more", `abort` gives back what never
+//! reached the storage, `abandon` lets go of what may still land. The
+//! decision to retry or fail stays here, in one place, where the
+//! simulator's canary (`--cfg mpio_canary_unfenced`) can break it and be
+//! caught. The fence deadline needs no state per I/O: it is the attempt's
+//! start plus the I/O and fence timeouts, checked by the timeout scan.
 //!
 //! # Concurrency
 //! A queue is used by one thread. Submit and completion touch no lock that
@@ -25,6 +41,7 @@
 //! with their I/Os.
 //!
 //! [`MapOptions::no_path_timeout_ns`]: crate::map::MapOptions::no_path_timeout_ns
+//! [`MapOptions::fence_timeout_ns`]: crate::map::MapOptions::fence_timeout_ns
 
 use crate::io::{Buffer, Completion, Io, IoError, Op, PathError, PathOutcome};
 use crate::load::PathLoad;

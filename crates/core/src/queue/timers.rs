@@ -154,7 +154,7 @@ impl<P: PathQueue> Queue<P> {
             };
             let path = path as usize;
             if slot.op != Op::Read
-                || now_ns.saturating_sub(slot.start_ns) < self.stalls.hedge_delay_ns(path)
+                || !self.stalls.hedge_due(path, slot.start_ns, now_ns)
                 || !self.stalls.has_alternative(path, route, first_path)
             {
                 continue;
