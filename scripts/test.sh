@@ -53,6 +53,11 @@ cargo bench -p mpio-core --bench selectors --locked
 step "simulator canary"
 RUSTFLAGS="--cfg mpio_canary" CARGO_TARGET_DIR=target/canary \
   cargo test -p mpio-sim --release --test canary --locked
+# The second canary retries a write its path may still apply (what mpio
+# did before writes were fenced): the reference disk must catch the stale
+# copy landing.
+RUSTFLAGS="--cfg mpio_canary_unfenced" CARGO_TARGET_DIR=target/canary-unfenced \
+  cargo test -p mpio-sim --release --test canary_unfenced --locked
 
 # 10,000 seeds of the deterministic simulator, in release (the CI budget
 # is 3 minutes on 2 cores; see docs/SIMULATION.md for the measured rate).

@@ -5,7 +5,8 @@
 //! # Contract
 //! One event per state change, never per I/O: each fires where the change
 //! is made, under the map's control lock (or, for the no-path timeout,
-//! once per queue scan that expired I/O). Every event carries the map's
+//! once per queue scan that expired I/O, and for unfenced writes, once per
+//! queue scan that failed them). Every event carries the map's
 //! name as `map`; a path's event its word as `path` and its 1-based group
 //! as `group`; the reason as `cause` (and `error`, a path error's words).
 //! Failures are `warn`, recoveries and switches `info`. A map a reload
@@ -20,6 +21,7 @@
 //! | `group disabled` / `group enabled` | info | map, group                 |
 //! | `queue_if_no_path set`  | info  | map, queue_if_no_path                   |
 //! | `queued I/O timed out`  | warn  | map, count, no_path_timeout_ns          |
+//! | `unfenced writes failed` | warn | map, count, fence_timeout_ns, why       |
 //!
 //! A group switch's `cause` is `current group lost its usable paths` when
 //! the group I/O went to has no usable path left, else what made the map
@@ -151,4 +153,17 @@ pub(crate) fn queue_if_no_path_set(map: &str, queue_if_no_path: bool) {
 /// `count` I/Os waited `no_path_timeout_ns` for a path and failed.
 pub(crate) fn queued_io_timed_out(map: &str, count: usize, no_path_timeout_ns: u64) {
     tracing::warn!(map, count, no_path_timeout_ns, "queued I/O timed out");
+}
+
+/// `count` writes went unanswered on paths that could not be fenced within
+/// `fence_timeout_ns` past their I/O timeout, and failed with EIO.
+pub(crate) fn unfenced_writes_failed(map: &str, count: usize, fence_timeout_ns: u64) {
+    tracing::warn!(
+        map,
+        count,
+        fence_timeout_ns,
+        why = "the path still holds them and could not be fenced: a retry elsewhere could be \
+               overwritten by the stale copy, so they fail (EIO) and are not retried",
+        "unfenced writes failed"
+    );
 }

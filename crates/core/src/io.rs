@@ -252,6 +252,12 @@ pub enum IoError {
     /// The request does not fit the device (range, buffer length).
     #[error("invalid request: {0}")]
     Invalid(&'static str),
+    /// A write (or write-zeroes, discard, flush) went unanswered on a path
+    /// that could not be fenced within the map's fence timeout: it may
+    /// still land, so it was not retried elsewhere (see
+    /// [`crate::queue`]).
+    #[error("write unanswered on a path that could not be fenced")]
+    Unfenced,
 }
 
 impl IoError {
@@ -259,8 +265,8 @@ impl IoError {
     pub fn errno(self) -> i32 {
         match self {
             IoError::Target(target) => target.errno(),
-            IoError::NoPath | IoError::NoPathTimeout | IoError::RetryLimit => 5, // EIO
-            IoError::Invalid(_) => 22,                                           // EINVAL
+            IoError::NoPath | IoError::NoPathTimeout | IoError::RetryLimit | IoError::Unfenced => 5, // EIO
+            IoError::Invalid(_) => 22, // EINVAL
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod queue;
 pub mod reload;
 pub mod selector;
 pub mod snapshot;
+pub mod stall;
 pub mod status;
 mod sync;
 pub mod table;

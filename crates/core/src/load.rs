@@ -78,6 +78,7 @@ pub struct PathLoad {
     dispatched: AtomicU64,
     dispatched_bytes: AtomicU64,
     path_errors: AtomicU64,
+    hedged_reads: AtomicU64,
     latency_sum_ns: AtomicU64,
     /// Last, so that the fields the selectors read share the first line.
     latency_buckets: [AtomicU64; LATENCY_BUCKETS],
@@ -154,6 +155,31 @@ impl PathLoad {
             .store(self.latency_sum_ns().wrapping_add(latency_ns), Relaxed);
     }
 
+    /// An upper bound on the latency below which `per_mille` of this
+    /// record's attempts completed: the upper bound of the histogram
+    /// bucket that reaches that share (`u64::MAX` for the last, unbounded
+    /// bucket); `None` before any attempt completed. Reads 24 counters:
+    /// for periodic checks, not per I/O.
+    pub fn latency_quantile_upper_ns(&self, per_mille: u64) -> Option<u64> {
+        let buckets = self.latency_buckets();
+        let total: u64 = buckets.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        // The rank of the quantile, rounded up: at least one attempt.
+        let rank = (u128::from(total) * u128::from(per_mille.min(1000)))
+            .div_ceil(1000)
+            .max(1) as u64;
+        let mut seen = 0;
+        for (bucket, count) in buckets.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return Some(latency_bucket_upper_ns(bucket).unwrap_or(u64::MAX));
+            }
+        }
+        Some(u64::MAX)
+    }
+
     /// Counts an I/O of `bytes` as started: in flight, and dispatched.
     /// For the record's one writer: the queue that owns it (or a
     /// benchmark or test driving a selector without a queue, which then
@@ -169,6 +195,18 @@ impl PathLoad {
             .store(self.dispatched().wrapping_add(1), Relaxed);
         self.dispatched_bytes
             .store(self.dispatched_bytes().wrapping_add(bytes), Relaxed);
+    }
+
+    /// Reads the owning queue took back from this path past its hedge
+    /// delay and sent down another.
+    pub fn hedged_reads(&self) -> u64 {
+        self.hedged_reads.load(Relaxed)
+    }
+
+    /// Counts a read taken back past its hedge delay. Owning queue only.
+    pub(crate) fn hedged_read(&self) {
+        self.hedged_reads
+            .store(self.hedged_reads().wrapping_add(1), Relaxed);
     }
 
     /// Counts an attempt that ended in a path error. Owning queue only.
@@ -221,6 +259,7 @@ impl PathLoad {
             (&self.dispatched, other.dispatched()),
             (&self.dispatched_bytes, other.dispatched_bytes()),
             (&self.path_errors, other.path_errors()),
+            (&self.hedged_reads, other.hedged_reads()),
         ] {
             total.store(total.load(Relaxed).saturating_add(more), Relaxed);
         }
@@ -312,6 +351,21 @@ mod tests {
             assert_eq!(latency_bucket(upper - 1), bucket);
             assert_eq!(latency_bucket(upper), bucket + 1);
         }
+    }
+
+    #[test]
+    fn latency_quantile_is_the_bound_of_the_bucket_reaching_it() {
+        let load = PathLoad::default();
+        assert_eq!(load.latency_quantile_upper_ns(990), None);
+        for _ in 0..99 {
+            load.record_latency(1_500); // bucket [1024, 2048)
+        }
+        load.record_latency(100_000); // bucket [65536, 131072)
+        assert_eq!(load.latency_quantile_upper_ns(500), Some(2_048));
+        assert_eq!(load.latency_quantile_upper_ns(990), Some(2_048));
+        assert_eq!(load.latency_quantile_upper_ns(1000), Some(131_072));
+        load.record_latency(u64::MAX);
+        assert_eq!(load.latency_quantile_upper_ns(1000), Some(u64::MAX));
     }
 
     #[test]

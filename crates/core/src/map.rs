@@ -41,6 +41,17 @@ pub struct MapOptions {
     /// An I/O not completed by its path within this time fails the path
     /// and is retried elsewhere. `None`: never time out.
     pub io_timeout_ns: Option<u64>,
+    /// A write (or write-zeroes, discard, flush) that timed out on a path
+    /// which cannot take it back waits this long past its I/O timeout for
+    /// the path to be fenced (its reply, or the transport's word that it
+    /// can no longer land) before it fails with
+    /// [`crate::io::IoError::Unfenced`]; it is never retried elsewhere
+    /// before. `None`: wait for the fence however long it takes.
+    pub fence_timeout_ns: Option<u64>,
+    /// A read its path has not answered within that path's hedge delay
+    /// ([`crate::stall::hedge_delay_ns`]) is taken back, if the transport
+    /// can let go of it, and sent down another usable path.
+    pub hedge_reads: bool,
     /// With `queue_if_no_path`, an I/O that has waited this long for a
     /// path fails. `None`: wait until a path returns or `fail_if_no_path`.
     pub no_path_timeout_ns: Option<u64>,
@@ -55,6 +66,8 @@ impl Default for MapOptions {
             name: "mpatha".into(),
             numa: NumaTopology::default(),
             io_timeout_ns: Some(30_000_000_000),
+            fence_timeout_ns: Some(30_000_000_000),
+            hedge_reads: true,
             no_path_timeout_ns: None,
             max_attempts: 64,
         }

@@ -8,7 +8,8 @@
 //! Per path (labels `map`, `path` = the path word (`word (2)` for the
 //! second path with a word another path has), `group` = its 1-based
 //! priority group): whether it is in use, how often it was failed, I/Os in
-//! flight, attempts and bytes sent, path errors, and a latency histogram
+//! flight, attempts and bytes sent, path errors, reads hedged away from it
+//! (`mpio_path_hedged_reads_total`), and a latency histogram
 //! of its attempts in seconds (`_bucket{le=..}` cumulative, `_sum`,
 //! `_count`), from [`mpio_core::load`]'s power-of-two buckets (1.024 µs to
 //! 4.29 s, then `+Inf`).
@@ -206,6 +207,15 @@ pub fn render(maps: &[MapMetrics<'_>]) -> String {
         paths
             .iter()
             .map(|path| (&path.labels, path.load.path_errors())),
+    );
+    family(
+        &mut out,
+        "mpio_path_hedged_reads_total",
+        "counter",
+        "Reads the path held past its hedge delay, taken back and sent down another path.",
+        paths
+            .iter()
+            .map(|path| (&path.labels, path.load.hedged_reads())),
     );
     latency_histogram(&mut out, paths);
     out

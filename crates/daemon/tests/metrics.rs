@@ -296,6 +296,8 @@ fn a_map_after_io_and_a_failure_renders_as_prometheus_reads_it() {
     assert_eq!(exposition.value("mpio_path_failures_total", &a), 1.0);
     assert_eq!(exposition.value("mpio_path_failures_total", &b), 0.0);
     assert_eq!(exposition.value("mpio_path_errors_total", &a), 1.0);
+    // Memory ports give nothing up, so nothing is hedged.
+    assert_eq!(exposition.value("mpio_path_hedged_reads_total", &a), 0.0);
     assert_eq!(exposition.value("mpio_path_in_flight", &b), 0.0);
     // 40 writes and one retry: a took 10 of the first 20 and one that
     // failed; b the rest.

@@ -165,6 +165,8 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
             table,
             paths: Vec::new(),
             io_timeout_ns: defaults.io_timeout_ns,
+            fence_timeout_ns: defaults.fence_timeout_ns,
+            hedge_reads: defaults.hedge_reads,
             max_attempts: defaults.max_attempts,
             checker: CheckerOptions::default(),
             exports: vec![ExportConfig {

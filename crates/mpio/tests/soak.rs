@@ -35,10 +35,10 @@ fn require_fio() {
 }
 
 /// Runs fio against `uri`: two jobs of random 4 KiB writes over their own
-/// 16 MiB each, verified as they go (`verify_backlog`) and again at the
+/// `mib` MiB each, verified as they go (`verify_backlog`) and again at the
 /// end, `loops` times. Returns fio's terse output after checking that
 /// every job ended with error 0.
-fn fio_verify(uri: &str, loops: u32) -> String {
+fn fio_verify(uri: &str, loops: u32, mib: u32) -> String {
     let output = Command::new("fio")
         .args([
             "--name=soak",
@@ -48,8 +48,8 @@ fn fio_verify(uri: &str, loops: u32) -> String {
             "--bs=4k",
             "--iodepth=16",
             "--numjobs=2",
-            "--size=16M",
-            "--offset_increment=16M",
+            &format!("--size={mib}M"),
+            &format!("--offset_increment={mib}M"),
             &format!("--loops={loops}"),
             "--verify=crc32c",
             "--do_verify=1",
@@ -90,10 +90,15 @@ fn soak_time() -> Duration {
 /// Runs verified fio passes against `uri` until the soak time is up;
 /// returns the number of passes.
 fn fio_soak(uri: &str) -> u32 {
+    fio_soak_region(uri, 2, 16)
+}
+
+/// [`fio_soak`] with `loops` loops over regions of `mib` MiB per pass.
+fn fio_soak_region(uri: &str, loops: u32, mib: u32) -> u32 {
     let deadline = std::time::Instant::now() + soak_time();
     let mut passes = 0;
     while passes == 0 || std::time::Instant::now() < deadline {
-        fio_verify(uri, 2);
+        fio_verify(uri, loops, mib);
         passes += 1;
     }
     passes
@@ -371,4 +376,92 @@ fn fio_verifies_while_reloads_swap_selectors_and_paths() {
     let reloads = reloads.load(Ordering::Relaxed) * tables.len() as u64;
     assert!(reloads >= 8, "{reloads} reloads");
     eprintln!("soak: {passes} verified fio passes, {reloads} reloads");
+}
+
+/// Sends `command` (`p` pause, `r` resume) to an nbdkit pause filter's
+/// control socket and waits for its upper-case echo.
+fn pause_control(control: &std::path::Path, command: u8) {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(control).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(&[command]).unwrap();
+    let mut answer = [0u8; 1];
+    stream.read_exact(&mut answer).unwrap();
+    assert_eq!(answer[0], command.to_ascii_uppercase());
+}
+
+/// Issue 17's soak: fio verifies while two of three nbdkit paths over one
+/// file are paused in turn, for less and for more than the I/O timeout.
+/// A write a paused server holds must not be retried elsewhere until the
+/// server answers or closes (else the resumed server lands the stale copy
+/// over newer data and fio's verification reads it); reads it holds go
+/// down another path after the hedge delay.
+#[test]
+fn fio_verifies_while_paths_pause_shorter_and_longer_than_the_timeout() {
+    require_fio();
+    let dir = daemon::test_dir("soak-pause");
+    let file = dir.join("disk.img");
+    std::fs::File::create(&file)
+        .and_then(|disk| disk.set_len(64 << 20))
+        .unwrap();
+    let file = file.to_str().unwrap().to_string();
+    let names = ["p1", "p2", "p3"];
+    let controls: Vec<std::path::PathBuf> = names
+        .iter()
+        .map(|name| dir.join(format!("{name}.ctl")))
+        .collect();
+    // One thread per server: see nbd_hang.rs for nbdkit 1.32's assertion
+    // when a held request finishes after its connection closed.
+    let servers: Vec<Nbdkit> = names
+        .iter()
+        .zip(&controls)
+        .map(|(name, control)| {
+            let control = format!("pause-control={}", control.display());
+            Nbdkit::start(
+                dir.join(format!("{name}.sock")),
+                &["--threads=1", "--filter=pause", "file", &file, &control],
+            )
+        })
+        .collect();
+    let mut config = String::from(
+        "[[map]]\nname = \"mpatha\"\nsize = \"64M\"\nselector = \"round-robin\"\n\
+         path_grouping_policy = \"multibus\"\nno_path_retry = \"queue\"\n\
+         failback = \"immediate\"\nchecker_interval_ms = 100\nchecker_timeout_ms = 5000\n\
+         io_timeout_ms = 1000\nfence_timeout_ms = 30000\n",
+    );
+    for (name, server) in names.iter().zip(&servers) {
+        config.push_str(&format!(
+            "[[map.path]]\nname = \"{name}\"\nuri = \"nbd+unix:///?socket={}\"\n",
+            server.socket.display()
+        ));
+    }
+    config.push_str(&format!(
+        "[[map.export]]\nsocket = \"{}\"\n",
+        dir.join("nbd.sock").display()
+    ));
+    let config_file = dir.join("mpio.toml");
+    std::fs::write(&config_file, config).unwrap();
+    let daemon = Daemon::start(dir, &["--config", config_file.to_str().unwrap()]);
+    let uri = daemon.uris[0].clone();
+    // Small regions written over and over: a block is written again
+    // while an older write to it is still held by a paused server.
+    let fio = std::thread::spawn(move || fio_soak_region(&uri, 8, 1));
+    let mut pauses = 0;
+    // Shorter than the timeout on p1, longer on p2, never both at once.
+    let plan = [(0, 300), (1, 3_000)];
+    while !fio.is_finished() {
+        for (path, ms) in plan {
+            pause_control(&controls[path], b'p');
+            std::thread::sleep(Duration::from_millis(ms));
+            pause_control(&controls[path], b'r');
+            pauses += 1;
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+    let passes = fio.join().expect("fio ran");
+    assert!(pauses >= 2, "no path was paused while fio ran");
+    eprintln!("soak: {passes} verified fio passes, {pauses} pauses (0.3 s and 3 s)");
+    drop(servers);
 }

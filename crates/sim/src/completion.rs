@@ -23,6 +23,8 @@
 //! - A target error only if the storage gave that error for a block of
 //!   the I/O during the I/O's life.
 //! - `Invalid` exactly for the requests the simulator made out of range.
+//! - `Unfenced` only for a write, write-zeroes or flush at least the I/O
+//!   timeout plus the fence timeout old (its path held it that long).
 //!
 //! # The latency bound
 //! `max_attempts` attempts of at most the runner's attempt bound each (the
@@ -110,7 +112,9 @@ impl Sim {
                 format!("verification read io{id} failed: {result:?}"),
             ));
         }
-        if io.op.is_write() {
+        // A write failed as unfenced may still land: its record stays in
+        // flight for good.
+        if io.op.is_write() && result != Err(IoError::Unfenced) {
             self.model
                 .write_completed(id, io.blocks.clone(), result.is_ok(), seq);
         }
@@ -143,6 +147,20 @@ impl Sim {
                             io.op, io.blocks.start, io.blocks.end
                         ),
                     ))
+                }
+            }
+            IoError::Unfenced => {
+                let options = &self.scenario.options;
+                let limit_ns = options
+                    .io_timeout_ns
+                    .zip(options.fence_timeout_ns)
+                    .map(|(timeout, fence)| timeout + fence);
+                match limit_ns {
+                    Some(limit_ns) if io.op != Op::Read && elapsed_ns >= limit_ns => Ok(()),
+                    _ => failed_while_usable(format!(
+                        "failed as unfenced after {elapsed_ns}ns (I/O timeout plus fence \
+                         timeout {limit_ns:?})"
+                    )),
                 }
             }
             IoError::NoPath if !view.fails_for_no_path => failed_while_usable(

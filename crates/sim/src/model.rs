@@ -28,7 +28,11 @@
 //!
 //! Two reads of a block with no write that could land between them must
 //! agree: this catches a write landing after its completion even when no
-//! later write covers it.
+//! later write covers it. And a copy of a write that a path held and
+//! applied late (a ghost, see `transport.rs`) is checked as it lands
+//! ([`ReferenceDisk::check_landing`]): it may land only while its write is
+//! in flight or after it failed as unfenced (the caller was told it may
+//! still land; its record stays in flight for good).
 
 use std::fmt::Write;
 
@@ -106,6 +110,41 @@ impl ReferenceDisk {
                 record.acknowledged = acknowledged;
             }
         }
+    }
+
+    /// Checks that write value `value` may land on block `block` at `seq`
+    /// (a late copy of it, held by a path, just landed): only a write the
+    /// caller was never told ended may (in flight, or failed as unfenced,
+    /// which the caller was told may still land). A copy landing after
+    /// its write completed is the stale overwrite fencing prevents.
+    pub fn check_landing(&self, block: u64, value: u64, seq: u64) -> Result<(), String> {
+        let history = &self.writes[block as usize];
+        if history
+            .iter()
+            .any(|write| write.value == value && write.latest_landing >= seq)
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "block {block}: a held copy of write value {value} landed at seq {seq}, after the \
+             write completed ({})",
+            history
+                .iter()
+                .filter(|write| write.value == value)
+                .map(|write| format!(
+                    "io{} seq {}..{}{}",
+                    write.io,
+                    write.submit_seq,
+                    write.latest_landing,
+                    if write.acknowledged {
+                        " acked"
+                    } else {
+                        " failed"
+                    }
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
     }
 
     /// Checks that block `block`, read by a read submitted at `start_seq`
@@ -208,6 +247,19 @@ mod tests {
         disk.write_completed(2, 0..1, true, 6);
         let error = disk.check_read(0, Some(7), 7, 8).unwrap_err();
         assert!(error.contains("possible values: 9"), "{error}");
+    }
+
+    #[test]
+    fn a_held_copy_may_land_only_while_its_write_is_in_flight() {
+        let mut disk = ReferenceDisk::new(1);
+        disk.write_submitted(1, 0..1, 7, 1);
+        assert!(disk.check_landing(0, 7, 2).is_ok());
+        disk.write_completed(1, 0..1, true, 3);
+        let error = disk.check_landing(0, 7, 4).unwrap_err();
+        assert!(error.contains("after the write completed"), "{error}");
+        // Failed as unfenced: never completed in the model's books.
+        disk.write_submitted(2, 0..1, 9, 5);
+        assert!(disk.check_landing(0, 9, 99).is_ok());
     }
 
     #[test]

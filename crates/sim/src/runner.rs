@@ -24,7 +24,7 @@
 
 use crate::checker::{Checker, Failure};
 use crate::completion::CallView;
-use crate::data::{fill, BLOCK_BYTES};
+use crate::data::{decode, fill, BLOCK_BYTES};
 use crate::model::ReferenceDisk;
 use crate::rng::Rng;
 use crate::scenario::Scenario;
@@ -35,6 +35,7 @@ use mpio_core::io::{Buffer, Completion, Io, Op};
 use mpio_core::map::Map;
 use mpio_core::message::Message;
 use mpio_core::path::AccessState;
+use mpio_core::queue::timeout_scan_period_ns;
 use mpio_core::reload::{MapSlot, ReloadingQueue};
 use mpio_core::table::Table;
 use std::cell::RefCell;
@@ -348,6 +349,7 @@ impl Sim {
         if let Some(breach) = self.world.borrow().contract_breach() {
             return Err(Failure::new(Checker::TransportContract, breach));
         }
+        self.check_ghost_landings()?;
         for path in 0..self.fail_counts.len() {
             let shared = &self.map.paths()[path];
             let evidence = self
@@ -428,6 +430,26 @@ impl Sim {
         Ok(view)
     }
 
+    /// Checks each held copy of a write that landed late (a ghost, see
+    /// `transport.rs`) against the reference disk: its write must not
+    /// have completed before.
+    fn check_ghost_landings(&mut self) -> Result<(), Failure> {
+        let landings = self.world.borrow_mut().take_ghost_landings();
+        for (offset, bytes) in landings {
+            let seq = self.next_seq();
+            let first = offset / BLOCK_BYTES as u64;
+            for (block, data) in (first..).zip(bytes.chunks_exact(BLOCK_BYTES)) {
+                let Some(value) = decode(data, block) else {
+                    continue;
+                };
+                self.model
+                    .check_landing(block, value, seq)
+                    .map_err(|detail| Failure::new(Checker::ReferenceDisk, detail))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Notes whether the map has a route now, for the latency bound and
     /// the no-path checks.
     fn track_route(&mut self) -> CallView {
@@ -460,10 +482,10 @@ impl Sim {
 
     /// The longest one attempt may take before the queue moves on: the
     /// slowest completion, or the I/O timeout plus one timeout scan
-    /// period (a quarter of the timeout, at least 1ms), plus two steps.
+    /// period (the core's [`timeout_scan_period_ns`]), plus two steps.
     pub(crate) fn attempt_bound_ns(&self) -> u64 {
         let timeout_ns = self.scenario.options.io_timeout_ns.unwrap_or(u64::MAX / 4);
-        let scan_ns = (timeout_ns / 4).max(1_000_000);
+        let scan_ns = timeout_scan_period_ns(timeout_ns);
         self.scenario.max_latency_ns().max(timeout_ns + scan_ns) + 2 * self.scenario.step_max_ns
     }
 

@@ -150,6 +150,8 @@ impl Scenario {
             name: format!("sim{seed}"),
             numa,
             io_timeout_ns: Some(io_timeout_ns),
+            fence_timeout_ns: None,
+            hedge_reads: false,
             no_path_timeout_ns: rng.chance(800).then(|| rng.range(1, 30) * 1_000_000),
             max_attempts: rng.pick(&[2, 4, 8, 16, 64]),
         };
@@ -197,6 +199,9 @@ impl Scenario {
         // Drawn last, so that every other draw of a seed stays as it was
         // before reloads were simulated.
         scenario.faults.reload_every_ns = rate(&mut rng, 10, 80);
+        // Likewise for the fence timeout (unbounded a fifth of the time).
+        scenario.options.fence_timeout_ns = rng.chance(800).then(|| rng.range(1, 20) * 1_000_000);
+        scenario.options.hedge_reads = rng.chance(700);
         scenario
     }
 
@@ -238,8 +243,11 @@ impl Scenario {
         let mut text = format!("table: {}\n", self.table);
         let _ = writeln!(
             text,
-            "io_timeout {}ms, no_path_timeout {:?}ms, max_attempts {}, {} queue(s) {:?}",
+            "io_timeout {}ms, fence_timeout {:?}ms, hedge_reads {}, no_path_timeout {:?}ms, \
+             max_attempts {}, {} queue(s) {:?}",
             self.options.io_timeout_ns.unwrap_or(0) / 1_000_000,
+            self.options.fence_timeout_ns.map(|ns| ns / 1_000_000),
+            self.options.hedge_reads,
             self.options.no_path_timeout_ns.map(|ns| ns / 1_000_000),
             self.options.max_attempts,
             self.queues.len(),

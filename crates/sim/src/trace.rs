@@ -75,6 +75,23 @@ pub enum TraceEvent {
         /// True if the transport gave it back (it will never land).
         given_back: bool,
     },
+    /// A queue abandoned an attempt past its fence timeout (a write's
+    /// copy stays behind as a ghost that may still land).
+    Abandon {
+        /// Queue.
+        queue: usize,
+        /// Path index.
+        path: usize,
+        /// The attempt's tag.
+        tag: u64,
+    },
+    /// A ghost write (an abandoned attempt's held copy) landed.
+    GhostLanded {
+        /// Path index.
+        path: usize,
+        /// The abandoned attempt's tag.
+        tag: u64,
+    },
     /// A path's ground truth changed (`healthy`, `error`, `hang`, ...).
     PathMode {
         /// Path index.
@@ -122,6 +139,7 @@ pub fn result_word(result: &Result<(), IoError>) -> &'static str {
         Err(IoError::NoPath) => "no-path",
         Err(IoError::NoPathTimeout) => "no-path-timeout",
         Err(IoError::RetryLimit) => "retry-limit",
+        Err(IoError::Unfenced) => "unfenced",
         Err(IoError::Invalid(_)) => "invalid",
     }
 }
@@ -200,6 +218,12 @@ impl fmt::Display for Stamped {
             } => {
                 let answer = if *given_back { "given back" } else { "refused" };
                 write!(f, "q{queue} p{path} abort {tag:#x}: {answer}")
+            }
+            TraceEvent::Abandon { queue, path, tag } => {
+                write!(f, "q{queue} p{path} abandon {tag:#x}")
+            }
+            TraceEvent::GhostLanded { path, tag } => {
+                write!(f, "p{path} ghost of {tag:#x} landed")
             }
             TraceEvent::PathMode { path, mode } => write!(f, "p{path} becomes {mode}"),
             TraceEvent::TargetFault {

@@ -22,6 +22,21 @@
 //! - Each attempt is drawn abortable or not at submission (a command
 //!   already on the wire cannot be taken back); `abort` gives back exactly
 //!   the abortable ones still outstanding.
+//! - A refused `abort` *severs* the queue's connection from the client's
+//!   side, as the NBD transport half-closes it: the reads then on it end
+//!   at the next poll with `ConnectionLost` (a read has no effect to
+//!   fence); everything else on it stays held, as a paused server holds
+//!   it, until it is answered (the path's mode lets it complete: it lands
+//!   then) or the server's side closes (`Disconnected`: the fence). A path
+//!   error is reported for a write only then, when it can no longer land.
+//! - `abandon` (the core's last resort past its fence timeout) gives back
+//!   an attempt the queue still holds but leaves a *ghost* of a write
+//!   behind: the held copy, which lands when the path would have
+//!   completed it (after a hang, once due), unless the server's side
+//!   closes first. Each landing ghost is recorded for the reference
+//!   disk's landing check ([`World::take_ghost_landings`]): a write may
+//!   land late only if the caller was never told it ended (it is in
+//!   flight, or failed as unfenced).
 //!
 //! # Determinism
 //! One thread; every random draw comes from the world's own [`Rng`] in
@@ -131,6 +146,9 @@ pub struct World {
     queue_failure_evidence: Vec<u64>,
     /// A breach of the `PathQueue` contract by the core, if any.
     contract_breach: Option<String>,
+    /// Ghost writes that landed, since the runner last looked: (offset,
+    /// the bytes written).
+    ghost_landings: Vec<(u64, Vec<u8>)>,
     /// The simulated clock: the runner sets it before every call into a
     /// queue (`abort` is not told the time).
     pub now_ns: u64,
@@ -184,6 +202,7 @@ impl World {
             hang_intervals: Vec::new(),
             queue_failure_evidence: vec![0; setup.queue_count],
             contract_breach: None,
+            ghost_landings: Vec::new(),
             now_ns: 0,
             trace,
         }
@@ -318,6 +337,24 @@ impl World {
         self.contract_breach.as_deref()
     }
 
+    /// Takes the ghost writes that landed since the last call: (offset,
+    /// bytes) of each, for the reference disk's landing check.
+    pub fn take_ghost_landings(&mut self) -> Vec<(u64, Vec<u8>)> {
+        std::mem::take(&mut self.ghost_landings)
+    }
+
+    /// Lands ghost write `io` (see the module docs) now.
+    fn land_ghost(&mut self, path: usize, mut io: PathIo, now_ns: u64) {
+        if self.target_error(&io, now_ns).is_some() {
+            return;
+        }
+        self.apply(&mut io);
+        self.trace
+            .record(now_ns, TraceEvent::GhostLanded { path, tag: io.tag });
+        self.ghost_landings
+            .push((io.offset, io.buf.as_slice().to_vec()));
+    }
+
     fn attempt_ended(&mut self, path: usize, owner: (usize, usize), tag: u64) {
         let outstanding = &mut self.paths[path].outstanding;
         if let Some(position) = outstanding
@@ -420,6 +457,17 @@ struct Attempt {
     due_ns: u64,
     connection: u64,
     abortable: bool,
+    /// The queue's connection was severed with this attempt on it (see
+    /// the module docs).
+    severed: bool,
+}
+
+/// A write the core abandoned that the path may still apply.
+#[derive(Debug)]
+struct Ghost {
+    io: PathIo,
+    due_ns: u64,
+    connection: u64,
 }
 
 /// One simulated thread's queue to one simulated path.
@@ -433,6 +481,8 @@ pub struct SimPathQueue {
     path: usize,
     /// Attempts not yet ended, in submission order.
     attempts: Vec<Attempt>,
+    /// Writes abandoned by the core that may still land.
+    ghosts: Vec<Ghost>,
 }
 
 impl SimPathQueue {
@@ -444,6 +494,7 @@ impl SimPathQueue {
             incarnation: 0,
             path,
             attempts: Vec::new(),
+            ghosts: Vec::new(),
         }
     }
 
@@ -495,20 +546,38 @@ impl PathQueue for SimPathQueue {
             due_ns: now_ns + latency_ns + jitter_ns,
             connection,
             abortable,
+            severed: false,
         });
     }
 
     fn poll(&mut self, now_ns: u64, completions: &mut Vec<PathCompletion>) {
-        if self.attempts.is_empty() {
+        if self.attempts.is_empty() && self.ghosts.is_empty() {
             return;
         }
         let mut world = self.world.borrow_mut();
         let truth = &world.paths[self.path];
         let (mode, connection) = (truth.mode, truth.connection);
         let mut index = 0;
+        while index < self.ghosts.len() {
+            let ghost = &self.ghosts[index];
+            let closed = ghost.connection != connection || mode == Mode::Disconnected;
+            let due = mode != Mode::Hang && ghost.due_ns <= now_ns;
+            if !(closed || due) {
+                index += 1;
+                continue;
+            }
+            let ghost = self.ghosts.remove(index);
+            if !closed && !matches!(mode, Mode::Error(_)) {
+                world.land_ghost(self.path, ghost.io, now_ns);
+            }
+        }
+        let mut index = 0;
         while index < self.attempts.len() {
             let attempt = &self.attempts[index];
-            let lost = attempt.connection != connection || mode == Mode::Disconnected;
+            // A severed read ends at once: it can have no effect.
+            let lost = attempt.connection != connection
+                || mode == Mode::Disconnected
+                || (attempt.severed && attempt.io.op == Op::Read);
             let due = lost || (mode != Mode::Hang && attempt.due_ns <= now_ns);
             if !due {
                 index += 1;
@@ -536,6 +605,12 @@ impl PathQueue for SimPathQueue {
                 given_back,
             },
         );
+        if position.is_some() && !given_back {
+            // Cut from the client's side, as the NBD transport does.
+            for attempt in &mut self.attempts {
+                attempt.severed = true;
+            }
+        }
         let position = position.filter(|_| given_back)?;
         let attempt = self.attempts.remove(position);
         let age_ns = now_ns - attempt.submit_ns;
@@ -549,6 +624,46 @@ impl PathQueue for SimPathQueue {
         world.paths[self.path].failure_evidence += 1;
         world.queue_failure_evidence[self.queue] += 1;
         world.attempt_ended(self.path, self.owner(), tag);
+        Some(attempt.io)
+    }
+
+    /// Gives back any attempt still held; a write's copy stays behind as
+    /// a ghost that may still land (see the module docs).
+    fn abandon(&mut self, tag: u64) -> Option<PathIo> {
+        let position = self
+            .attempts
+            .iter()
+            .position(|attempt| attempt.io.tag == tag)?;
+        let attempt = self.attempts.remove(position);
+        let mut world = self.world.borrow_mut();
+        let now_ns = world.now_ns;
+        world.trace.record(
+            now_ns,
+            TraceEvent::Abandon {
+                queue: self.queue,
+                path: self.path,
+                tag,
+            },
+        );
+        // Given back after a timeout, as an abort is: it counts toward the
+        // queue's path-failed attempts (a retried read spends one).
+        world.paths[self.path].failure_evidence += 1;
+        world.queue_failure_evidence[self.queue] += 1;
+        world.attempt_ended(self.path, self.owner(), tag);
+        if attempt.io.op != Op::Read {
+            self.ghosts.push(Ghost {
+                io: PathIo {
+                    tag,
+                    op: attempt.io.op,
+                    offset: attempt.io.offset,
+                    len: attempt.io.len,
+                    buf: attempt.io.buf.clone(),
+                    fua: attempt.io.fua,
+                },
+                due_ns: attempt.due_ns,
+                connection: attempt.connection,
+            });
+        }
         Some(attempt.io)
     }
 }
@@ -638,6 +753,43 @@ mod tests {
         eager.borrow_mut().now_ns = 5_000;
         assert!(queue.abort(2).is_some());
         assert!(eager.borrow().contract_breach().is_some());
+    }
+
+    #[test]
+    fn a_cut_connection_ends_reads_at_once_and_holds_writes_until_fenced() {
+        let world = world(1000);
+        let mut queue = SimPathQueue::new(Rc::clone(&world), 0, 0);
+        world.borrow_mut().set_mode(0, Mode::Hang, 0);
+        queue.submit(write(1, 5), 0);
+        let mut read = write(2, 0);
+        read.op = Op::Read;
+        queue.submit(read, 0);
+        world.borrow_mut().now_ns = 20_000;
+        assert!(queue.abort(1).is_none(), "refused: the connection is cut");
+        let lost = PathOutcome::Path(PathError::ConnectionLost);
+        assert_eq!(poll(&mut queue, 20_000), [(2, lost)], "the read at once");
+        assert_eq!(queue.held(), 1, "the write waits for its fence");
+        world.borrow_mut().set_mode(0, Mode::Disconnected, 30_000);
+        assert_eq!(poll(&mut queue, 30_000), [(1, lost)], "the server closed");
+    }
+
+    #[test]
+    fn an_abandoned_write_leaves_a_ghost_that_lands_when_the_hang_ends() {
+        let world = world(1000);
+        let mut queue = SimPathQueue::new(Rc::clone(&world), 0, 0);
+        world.borrow_mut().set_mode(0, Mode::Hang, 0);
+        queue.submit(write(1, 5), 0);
+        world.borrow_mut().now_ns = 50_000;
+        assert_eq!(queue.abandon(1).map(|io| io.tag), Some(1));
+        assert_eq!(queue.held(), 0);
+        assert!(poll(&mut queue, 60_000).is_empty());
+        assert_eq!(block_zero(&world), Some(0), "held while hung");
+        world.borrow_mut().set_mode(0, Mode::Healthy, 70_000);
+        assert!(poll(&mut queue, 70_000).is_empty(), "no completion");
+        assert_eq!(block_zero(&world), Some(5), "the ghost landed");
+        let landings = world.borrow_mut().take_ghost_landings();
+        assert_eq!(landings.len(), 1);
+        assert_eq!(landings[0].0, 0);
     }
 
     #[test]

@@ -40,7 +40,13 @@
 //! probes, and the I/O failures it reads from the map's counts,
 //! [`Map::path_transitions`], at each poll), of every probe result, and of
 //! `reinstate_path` messages (the map counts those too); a good probe
-//! reinstates a marginal path only once the tracker lets it.
+//! reinstates a marginal path only once the tracker lets it. A path whose
+//! reads keep needing hedges (sent down another path past its hedge delay,
+//! [`mpio_core::stall`]) counts too: a poll that finds the path's hedged
+//! reads grown since the last by at least [`HEDGED_SHARE_PER_MILLE`] (10 %) of
+//! the I/O sent to it meanwhile is one failure for its tracker, however
+//! many reads it hedged (one stall is one event; a read or two hedged on
+//! a loaded machine is noise, not a stall).
 //! [`PathCheck::marginal`] shows the state and when the path may return.
 //! Failures the map counted between two polls are dated at the poll that
 //! reads them; if both failures and a `reinstate_path` message came
@@ -265,6 +271,9 @@ struct Watched {
     marginal: Option<MarginalTracker>,
     /// The map's transition counts as last read.
     seen: PathTransitions,
+    /// The path's hedged reads (`PathLoad::hedged_reads`) and I/O sent
+    /// to it, as last read.
+    hedged_seen: (u64, u64),
 }
 
 /// Probes a map's paths and reinstates them; see the module docs.
@@ -434,6 +443,7 @@ impl Checker {
                             probe: Probe::new(handle),
                             marginal: self.options.marginal.map(MarginalTracker::new),
                             seen: transitions[index],
+                            hedged_seen: hedged_and_sent(&map, index),
                         },
                         PathCheck::default(),
                     )
@@ -471,13 +481,30 @@ impl Checker {
             return;
         }
         let transitions = self.map.path_transitions();
-        for ((path, check), now) in self.paths.iter_mut().zip(&mut self.checks).zip(transitions) {
+        for (index, ((path, check), now)) in self
+            .paths
+            .iter_mut()
+            .zip(&mut self.checks)
+            .zip(transitions)
+            .enumerate()
+        {
             let Some(tracker) = path.marginal.as_mut() else {
                 continue;
             };
+            let (hedged, sent) = hedged_and_sent(&self.map, index);
+            let (hedged_before, sent_before) = path.hedged_seen;
+            path.hedged_seen = (hedged, sent);
+            let new_hedged = hedged.saturating_sub(hedged_before);
+            let new_sent = sent.saturating_sub(sent_before);
+            let stalled = u64::from(
+                new_hedged > 0
+                    && new_hedged.saturating_mul(1000)
+                        >= new_sent.saturating_mul(HEDGED_SHARE_PER_MILLE),
+            );
             let failures = now
                 .failed_by_error
                 .saturating_sub(path.seen.failed_by_error)
+                .saturating_add(stalled)
                 .min(u64::from(tracker.policy().failures));
             let messages = now.reinstated_by_message != path.seen.reinstated_by_message;
             path.seen = now;
@@ -655,6 +682,17 @@ impl Checker {
             }
         }
     }
+}
+
+/// The share (per mille) of the I/O sent to a path between two polls that
+/// must have been hedged for the poll to count a failure toward marginal.
+pub const HEDGED_SHARE_PER_MILLE: u64 = 100;
+
+/// Path `index`'s hedged reads and dispatched I/O, summed over the map's
+/// queues.
+fn hedged_and_sent(map: &Map, index: usize) -> (u64, u64) {
+    let load = map.path_load(index);
+    (load.hedged_reads(), load.dispatched())
 }
 
 /// Tells `tracker` of a failure of path `word`, logging if that made it

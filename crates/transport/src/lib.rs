@@ -73,6 +73,15 @@ impl PathQueue for AnyQueue {
             AnyQueue::Nbd(queue) => queue.abort(tag),
         }
     }
+
+    fn abandon(&mut self, tag: u64) -> Option<PathIo> {
+        match self {
+            AnyQueue::Null(queue) => queue.abandon(tag),
+            AnyQueue::Memory(queue) => queue.abandon(tag),
+            AnyQueue::File(queue) => queue.abandon(tag),
+            AnyQueue::Nbd(queue) => queue.abandon(tag),
+        }
+    }
 }
 
 /// Why a map could not be set up over its transports.

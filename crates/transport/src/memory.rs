@@ -13,9 +13,14 @@
 //! - `disconnect`: everything in flight, and everything sent after, ends
 //!   with [`PathError::ConnectionLost`] without touching the disk.
 //!
+//! # Fencing
 //! A write takes effect at its completion, so an I/O that did not
-//! complete successfully never changed the disk; and a RAM disk has no
-//! cache to lose, so every completed write is as durable as it gets: FUA
+//! complete successfully never changed the disk: a held I/O is taken
+//! back whole by `abort`, and a disconnect ends what was in flight
+//! without effect. Every path error this transport reports is therefore
+//! fenced (the core may retry at once), and it never needs
+//! [`PathQueue::abandon`]. A RAM disk has no cache to lose, so every
+//! completed write is as durable as it gets: FUA
 //! ([`mpio_core::queue::PathIo::fua`]) and flush need nothing more. I/Os complete in the
 //! order they were submitted; a latency change applies to I/O submitted
 //! after it.

@@ -1,7 +1,8 @@
 //! The `null` transport: no data, completion at once or after a fixed
 //! latency (null_blk with `completion_nsec`). Reads leave the buffer as it
 //! was; writes go nowhere (so FUA has nothing to make durable). It is the
-//! baseline of `mpio bench`.
+//! baseline of `mpio bench`. Nothing lands anywhere, so nothing needs
+//! fencing: `abort` takes back anything not yet completed.
 
 use mpio_core::io::PathOutcome;
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};

@@ -1,16 +1,19 @@
 //! The path checker over NBD paths, on the real clock: a server that
 //! accepts and never answers does not hold a checker poll (the probe's
 //! connect runs in the background and counts against the probe timeout);
-//! a killed server's path is failed, and reinstated once it is back.
+//! a killed server's path is failed, and reinstated once it is back; a
+//! path whose reads keep needing hedges becomes marginal.
 
 mod support;
 
 use mpio_core::failback::Failback;
-use mpio_core::io::{PathError, PathOutcome};
+use mpio_core::io::{Buffer, Io, PathError, PathOutcome};
 use mpio_core::map::MapOptions;
+use mpio_core::marginal::MarginalPolicy;
+use mpio_core::queue::Queue;
 use mpio_core::status::PathState;
 use mpio_transport::checker::{Checker, CheckerOptions, ProbeState};
-use mpio_transport::{Device, Transports};
+use mpio_transport::{clock, AnyQueue, Device, Transports};
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 use support::{one_group_table, Server, TempDir};
@@ -103,4 +106,86 @@ fn a_killed_server_fails_its_path_and_is_reinstated_when_back() {
         state(&device, 0) == PathState::Active
     });
     assert!(checker.path_checks()[0].reinstated >= 1);
+}
+
+/// Reads through `queue` for `for_how_long`, as fast as it takes them.
+fn read_for(queue: &mut Queue<AnyQueue>, for_how_long: Duration) {
+    let start = Instant::now();
+    let mut free: Vec<Buffer> = (0..16).map(|_| Buffer::zeroed(4096)).collect();
+    let mut in_flight = 0;
+    while start.elapsed() < for_how_long || in_flight > 0 {
+        while start.elapsed() < for_how_long {
+            let Some(buf) = free.pop() else { break };
+            queue.submit(Io::read(0, 0, buf), clock::now_ns()).unwrap();
+            in_flight += 1;
+        }
+        queue.poll(clock::now_ns(), &mut |completion| {
+            assert_eq!(completion.result, Ok(()));
+            free.push(completion.buf);
+            in_flight -= 1;
+        });
+        assert!(start.elapsed() < for_how_long + Duration::from_secs(30));
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+#[test]
+fn a_path_whose_reads_keep_needing_hedges_becomes_marginal() {
+    let dir = TempDir::new("checker-nbd-hedges");
+    let disk = dir.join("disk.img");
+    std::fs::File::create(&disk)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let file = disk.display().to_string();
+    let control = dir.join("a.ctl");
+    let a = Server::nbdkit(
+        &dir.join("a.sock"),
+        &[
+            "--threads=1",
+            "--filter=pause",
+            "file",
+            &file,
+            &format!("pause-control={}", control.display()),
+        ],
+    );
+    let b = Server::nbdkit(&dir.join("b.sock"), &["file", &file]);
+    let table = one_group_table(1 << 20, &[a.uri(), b.uri()], false);
+    let device = Transports::new()
+        .build(&table, MapOptions::default())
+        .unwrap();
+    let mut queue = device.queue(16, 0);
+    let marginal = MarginalPolicy {
+        failures: 2,
+        window_ns: 600 * SECOND,
+        recovery_ns: SECOND,
+    };
+    // Probes that never time out here: only hedges may count.
+    let mut checker = Checker::new(
+        &device,
+        CheckerOptions {
+            marginal: Some(marginal),
+            ..options(600 * SECOND)
+        },
+    );
+    let start = Instant::now();
+    let poll = |checker: &mut Checker| checker.poll(start.elapsed().as_nanos() as u64);
+    poll(&mut checker);
+    read_for(&mut queue, Duration::from_millis(300));
+    poll(&mut checker);
+    assert!(!checker.path_checks()[0].marginal, "healthy");
+    for stall in 1..=2 {
+        support::pause_control(&control, b'p');
+        read_for(&mut queue, Duration::from_millis(200));
+        support::pause_control(&control, b'r');
+        assert!(queue.path_loads()[0].hedged_reads() >= stall, "no hedge");
+        poll(&mut checker);
+        assert_eq!(
+            checker.path_checks()[0].marginal,
+            stall == 2,
+            "after {stall} stall(s)"
+        );
+    }
+    assert_eq!(state(&device, 0), PathState::Active, "hedges fail no path");
+    assert!(!checker.path_checks()[1].marginal);
 }

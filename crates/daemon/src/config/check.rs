@@ -291,6 +291,11 @@ fn check_map(
         Some(ms) => Some(ns(ms)),
         None => map_defaults.io_timeout_ns,
     };
+    let fence_timeout_ns = match settings.fence_timeout_ms {
+        Some(0) => None,
+        Some(ms) => Some(ns(ms)),
+        None => map_defaults.fence_timeout_ns,
+    };
     if map.export.len() > MAX_EXPORTS {
         return Err(source.error(
             &Place::of(
@@ -312,6 +317,8 @@ fn check_map(
         table,
         paths: named,
         io_timeout_ns,
+        fence_timeout_ns,
+        hedge_reads: settings.hedge_reads.unwrap_or(map_defaults.hedge_reads),
         no_path_retry,
         max_attempts: settings.max_attempts.unwrap_or(map_defaults.max_attempts),
         checker,

@@ -25,6 +25,8 @@
 //! checker_interval_ms = 5000       # 1 ms to one hour
 //! checker_timeout_ms = 5000        # 1 ms to one day
 //! io_timeout_ms = 30000            # 0: never; at most one day
+//! fence_timeout_ms = 30000         # past io_timeout, a held write waits for its fence; 0: no limit
+//! hedge_reads = true               # a read held past its path's hedge delay goes down another
 //! max_attempts = 64                # 1 to 1024
 //! [defaults.marginal]              # marginal-path detection: on when the table is there
 //! failures = 3                     # 2 to 1000 failures ...
@@ -155,6 +157,11 @@ pub struct MapConfig {
     pub paths: Vec<NamedPath>,
     /// An I/O its path has not completed within this time fails the path.
     pub io_timeout_ns: Option<u64>,
+    /// A write its path holds past its I/O timeout waits this much longer
+    /// for the path to be fenced, then fails with EIO; `None`: no limit.
+    pub fence_timeout_ns: Option<u64>,
+    /// A read its path holds past its hedge delay is sent down another.
+    pub hedge_reads: bool,
     /// `no_path_retry`; the table's `queue_if_no_path` agrees with it.
     pub no_path_retry: NoPathRetry,
     /// Most attempts of one I/O over its paths.
@@ -234,7 +241,7 @@ impl DaemonConfig {
 }
 
 impl MapConfig {
-    /// The core's options for this map: its name, I/O timeout, the time
+    /// The core's options for this map: its name, I/O and fence timeouts, the time
     /// `no_path_retry = N` queues for (N checker intervals) and the attempt
     /// limit. The NUMA layout is left at its default for the daemon to fill.
     pub fn options(&self) -> MapOptions {
@@ -247,6 +254,8 @@ impl MapConfig {
         MapOptions {
             name: self.name.clone(),
             io_timeout_ns: self.io_timeout_ns,
+            fence_timeout_ns: self.fence_timeout_ns,
+            hedge_reads: self.hedge_reads,
             no_path_timeout_ns,
             max_attempts: self.max_attempts,
             ..MapOptions::default()

@@ -78,6 +78,8 @@ settings_keys! {
     checker_interval_ms: i64,
     checker_timeout_ms: i64,
     io_timeout_ms: i64,
+    fence_timeout_ms: i64,
+    hedge_reads: bool,
     max_attempts: i64,
     marginal: RawMarginal,
 }

@@ -60,6 +60,8 @@ pub(super) struct Settings {
     pub checker_interval_ms: Option<u64>,
     pub checker_timeout_ms: Option<u64>,
     pub io_timeout_ms: Option<u64>,
+    pub fence_timeout_ms: Option<u64>,
+    pub hedge_reads: Option<bool>,
     pub max_attempts: Option<u32>,
     pub marginal: MarginalSettings,
 }
@@ -122,6 +124,11 @@ impl Settings {
             .as_ref()
             .map(|value| milliseconds(source, value, key("io_timeout_ms"), 0, MAX_TIMEOUT_MS))
             .transpose()?;
+        let fence_timeout_ms = raw
+            .fence_timeout_ms
+            .as_ref()
+            .map(|value| milliseconds(source, value, key("fence_timeout_ms"), 0, MAX_TIMEOUT_MS))
+            .transpose()?;
         let max_attempts = raw
             .max_attempts
             .as_ref()
@@ -151,6 +158,8 @@ impl Settings {
             checker_interval_ms,
             checker_timeout_ms,
             io_timeout_ms,
+            fence_timeout_ms,
+            hedge_reads: raw.hedge_reads.map(|value| *value.get_ref()),
             max_attempts,
             marginal,
         })
@@ -188,6 +197,8 @@ impl Settings {
             checker_interval_ms: self.checker_interval_ms.or(defaults.checker_interval_ms),
             checker_timeout_ms: self.checker_timeout_ms.or(defaults.checker_timeout_ms),
             io_timeout_ms: self.io_timeout_ms.or(defaults.io_timeout_ms),
+            fence_timeout_ms: self.fence_timeout_ms.or(defaults.fence_timeout_ms),
+            hedge_reads: self.hedge_reads.or(defaults.hedge_reads),
             max_attempts: self.max_attempts.or(defaults.max_attempts),
             marginal,
         }

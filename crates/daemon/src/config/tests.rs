@@ -125,13 +125,15 @@ fn defaults_are_inherited_and_overridden() {
         [metrics]\nlisten = \"[::1]:9642\"\n\
         [defaults]\nselector = \"historical-service-time\"\nselector_args = [5]\n\
         failback = \"immediate\"\nno_path_retry = 6\nchecker_interval_ms = 1000\n\
-        checker_timeout_ms = 300\nio_timeout_ms = 0\nmax_attempts = 8\n\
+        checker_timeout_ms = 300\nio_timeout_ms = 0\nfence_timeout_ms = 0\nmax_attempts = 8\n\
+        hedge_reads = false\n\
         path_grouping_policy = \"multibus\"\n\
         [defaults.marginal]\nfailures = 5\n\
         [[map]]\nname = \"inherits\"\nsize = 4096\n\
         [[map.path]]\nname = \"a\"\nuri = \"null:4K\"\n\
         [[map]]\nname = \"overrides\"\nsize = \"8K\"\nselector = \"round-robin\"\n\
-        queue_if_no_path = false\nio_timeout_ms = 100\nfailback = 30\nmax_attempts = 2\n\
+        queue_if_no_path = false\nio_timeout_ms = 100\nfence_timeout_ms = 250\nfailback = 30\n\
+        max_attempts = 2\n\
         [map.marginal]\nenabled = false\n\
         [[map.path]]\nname = \"a\"\nuri = \"null:8K\"\n\
         [[map]]\nname = \"own-marginal\"\nsize = \"8K\"\nselector_args = [7]\n\
@@ -160,6 +162,8 @@ fn defaults_are_inherited_and_overridden() {
     assert_eq!(options.name, "inherits");
     assert_eq!(options.no_path_timeout_ns, Some(6_000_000_000));
     assert_eq!(options.io_timeout_ns, None);
+    assert_eq!(options.fence_timeout_ns, None, "0: no limit");
+    assert!(!options.hedge_reads);
     assert_eq!(options.max_attempts, 8);
 
     let overrides = config.map("overrides").unwrap();
@@ -171,6 +175,7 @@ fn defaults_are_inherited_and_overridden() {
     assert_eq!(overrides.no_path_retry, NoPathRetry::Fail);
     assert_eq!(overrides.options().no_path_timeout_ns, None);
     assert_eq!(overrides.io_timeout_ns, Some(100_000_000));
+    assert_eq!(overrides.options().fence_timeout_ns, Some(250_000_000));
     assert_eq!(
         overrides.checker.failback,
         Failback::Deferred { seconds: 30 }
@@ -205,6 +210,8 @@ fn bare_defaults() {
         mpio_transport::checker::CheckerOptions::default()
     );
     assert_eq!(map.io_timeout_ns, Some(30_000_000_000));
+    assert_eq!(map.fence_timeout_ns, Some(30_000_000_000));
+    assert!(map.hedge_reads);
     assert_eq!(map.max_attempts, 64);
     assert_eq!(map.checker.marginal, None);
     assert!(map.exports.is_empty());
@@ -391,6 +398,7 @@ fn every_refusal_names_its_line_and_key() {
         case(three_paths("checker_interval_ms = 0"), 4, "map \"m\": checker_interval_ms", "expected 1 to 3600000 ms"),
         case("[defaults]\nchecker_timeout_ms = 100000000\n", 2, "defaults: checker_timeout_ms", "at most one day"),
         case(three_paths("io_timeout_ms = -5"), 4, "map \"m\": io_timeout_ms", "(0: never)"),
+        case(three_paths("fence_timeout_ms = -5"), 4, "map \"m\": fence_timeout_ms", "(0: never)"),
         case(three_paths("max_attempts = 0"), 4, "map \"m\": max_attempts", "expected 1 to 1024"),
         case("[defaults.marginal]\nfailures = 1\n", 2, "defaults.marginal: failures", "expected 2 to 1000"),
         case(three_paths("[map.marginal]\nwindow_ms = 0"), 5, "map \"m\" marginal: window_ms", "expected 1 to"),

@@ -26,6 +26,11 @@
 //!   write, `IORING_OP_ASYNC_CANCEL` cannot promise it did not reach the
 //!   disk (a request already in the block layer is not cancellable), so
 //!   `abort` answers `None` and the I/O completes through `poll`.
+//! - Fencing: the kernel's completion is the fence. Every error `poll`
+//!   reports is a request the kernel handed back, which can no longer
+//!   reach the disk, so the core may retry it at once; `abandon` is left
+//!   at its default (`None`): the kernel holds the buffer until it hands
+//!   the request back, so a write is waited for, however long.
 //! - A queue whose ring could not be set up completes every I/O with
 //!   [`PathError::Transport`]: the path fails over like any broken route.
 //! - `EAGAIN` and `EINTR` completions are sent again at once, up to

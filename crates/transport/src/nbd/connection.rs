@@ -13,11 +13,17 @@
 //! reused (a server that sends a read's chunks out of order may grow one,
 //! once).
 //!
-//! # Errors
+//! # Errors and fencing
 //! A reply the protocol forbids (bad magic, unknown cookie, data outside
 //! the request, chunks that overlap, a length beyond what the request
 //! allows) ends the connection: nothing read after it could be trusted.
-//! The caller then fails every I/O in flight with a path error. A read
+//! How its I/O comes back depends on whether the server can still apply
+//! it: once the server's side is seen closed (end of file, a receive
+//! error) nothing can, and [`Connection::sever`] hands everything back as
+//! a path error; otherwise the caller [`Connection::cut`]s it — our
+//! sending side shut, reads handed back at once, every other request
+//! kept until its reply or the server's close (read, or after a protocol
+//! error read and dropped, by [`Connection::poll_cut`]). A read
 //! answered in structured chunks succeeds only when its chunks cover every
 //! byte of it exactly once: the connection tracks each read's covered
 //! ranges, so two chunks over the same half cannot pass for a whole read.
@@ -33,7 +39,7 @@
 use super::handshake::Export;
 use super::in_flight::InFlightTable;
 use super::stream::Stream;
-use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
+use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo};
 use mpio_nbd::consts::*;
 use mpio_nbd::reply::{header_len, Chunk, ChunkHeader, SimpleReply, MAX_ERROR_MESSAGE};
@@ -71,6 +77,10 @@ struct InFlight {
     /// the write succeeds, a flush goes out for it, and the I/O completes
     /// with the flush.
     flush_after: bool,
+    /// Given back to the core already (a read when the connection was
+    /// cut, or anything abandoned past the fence timeout): its buffer is
+    /// gone, its reply is read and dropped.
+    abandoned: bool,
 }
 
 /// Why a connection ended.
@@ -93,6 +103,14 @@ pub struct Connection {
     /// Emptied `covered` lists of finished reads, reused so that steady
     /// state allocates nothing.
     spare_covered: Vec<Vec<(u32, u32)>>,
+    /// The server's side was seen closed (end of file or a receive
+    /// error): nothing sent on this connection can take effect any more.
+    server_closed: bool,
+    /// Our sending side is shut down (see [`Connection::cut`]).
+    cut: bool,
+    /// The server broke the protocol after the cut: what it sends is read
+    /// and dropped until it closes.
+    discarding: bool,
 }
 
 /// What the server answers `error` with, classified: EIO and errors that
@@ -133,6 +151,9 @@ impl Connection {
             // made now: a new high of requests in flight later must not
             // allocate.
             spare_covered: (0..depth).map(|_| Vec::with_capacity(2)).collect(),
+            server_closed: false,
+            cut: false,
+            discarding: false,
         })
     }
 
@@ -146,9 +167,15 @@ impl Connection {
         self.in_flight.len()
     }
 
-    /// True if `tag` is waiting for its reply.
+    /// True if `tag` is waiting for its reply (and not abandoned).
     pub fn is_in_flight(&self, tag: u64) -> bool {
-        self.in_flight.any(|in_flight| in_flight.io.tag == tag)
+        self.in_flight
+            .any(|in_flight| in_flight.io.tag == tag && !in_flight.abandoned)
+    }
+
+    /// True once the server's side was seen closed.
+    pub fn server_closed(&self) -> bool {
+        self.server_closed
     }
 
     /// Queues `io` as command `command` and writes what the socket takes.
@@ -187,6 +214,7 @@ impl Connection {
                 .pop()
                 .unwrap_or_else(|| Vec::with_capacity(2)),
             error: None,
+            abandoned: false,
         });
         self.unsent.push_back(cookie);
         self.flush()
@@ -282,7 +310,10 @@ impl Connection {
                 self.make_room(self.recv.len() - self.recv_start + 1);
             }
             match self.stream.read(&mut self.recv[self.recv_end..]) {
-                Ok(0) => return Err(Broken("the server closed the connection".into())),
+                Ok(0) => {
+                    self.server_closed = true;
+                    return Err(Broken("the server closed the connection".into()));
+                }
                 Ok(read) => {
                     self.recv_end += read;
                     bytes += read;
@@ -290,7 +321,10 @@ impl Connection {
                 }
                 Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
-                Err(error) => return Err(Broken(format!("receiving: {error}"))),
+                Err(error) => {
+                    self.server_closed = true;
+                    return Err(Broken(format!("receiving: {error}")));
+                }
             }
         }
         Ok(())
@@ -307,6 +341,9 @@ impl Connection {
         outcome: PathOutcome,
         completions: &mut Vec<PathCompletion>,
     ) {
+        if in_flight.abandoned {
+            return;
+        }
         if in_flight.flush_after && outcome == PathOutcome::Ok {
             in_flight.flush_after = false;
             in_flight.command = CMD_FLUSH;
@@ -322,18 +359,137 @@ impl Connection {
         });
     }
 
-    /// Ends the connection (both directions, so a server that still holds
-    /// requests sees it go) and appends every I/O in flight to
-    /// `completions` as [`PathError::ConnectionLost`].
+    /// Ends the connection (both directions) and appends every I/O in
+    /// flight to `completions` as [`PathError::ConnectionLost`]. Only for
+    /// a connection whose server's side is closed ([`Connection::server_closed`]),
+    /// or that never carried a write: otherwise a write the server holds
+    /// could still land after its retry (see [`Connection::cut`]).
     pub fn sever(mut self, completions: &mut Vec<PathCompletion>) {
         self.stream.shutdown();
+        self.fail_all(completions);
+    }
+
+    /// Hands every I/O in flight, but those abandoned, to `completions`
+    /// as [`PathError::ConnectionLost`].
+    fn fail_all(&mut self, completions: &mut Vec<PathCompletion>) {
+        self.unsent.clear();
         self.in_flight.drain(|in_flight| {
-            completions.push(PathCompletion {
-                tag: in_flight.io.tag,
-                buf: in_flight.io.buf,
-                outcome: PathOutcome::Path(PathError::ConnectionLost),
-            });
+            if !in_flight.abandoned {
+                completions.push(PathCompletion {
+                    tag: in_flight.io.tag,
+                    buf: in_flight.io.buf,
+                    outcome: PathOutcome::Path(PathError::ConnectionLost),
+                });
+            }
         });
+    }
+
+    /// Cuts the connection from our side without letting go of what the
+    /// server may still apply: shuts our sending side down, hands back at
+    /// once (as `ConnectionLost`) what cannot take effect — requests never
+    /// written to the socket, and reads (their late replies are read and
+    /// dropped) — and keeps every other request until its reply comes
+    /// ([`Connection::poll_cut`] completes it normally) or the server's
+    /// side closes (the fence: then it comes back as `ConnectionLost`).
+    pub fn cut(&mut self, completions: &mut Vec<PathCompletion>) {
+        self.stream.shutdown_write();
+        self.cut = true;
+        while let Some(cookie) = self.unsent.pop_front() {
+            // Never written to the socket (a request, or a FUA write's
+            // follow-up flush): the server cannot hold it.
+            if let Some(mut in_flight) = self.in_flight.remove(cookie) {
+                let mut covered = std::mem::take(&mut in_flight.covered);
+                covered.clear();
+                self.spare_covered.push(covered);
+                if !in_flight.abandoned {
+                    completions.push(PathCompletion {
+                        tag: in_flight.io.tag,
+                        buf: in_flight.io.buf,
+                        outcome: PathOutcome::Path(PathError::ConnectionLost),
+                    });
+                }
+            }
+        }
+        self.in_flight.for_each_mut(|in_flight| {
+            if in_flight.io.op == Op::Read && !in_flight.abandoned {
+                in_flight.abandoned = true;
+                completions.push(PathCompletion {
+                    tag: in_flight.io.tag,
+                    buf: std::mem::replace(&mut in_flight.io.buf, Buffer::empty()),
+                    outcome: PathOutcome::Path(PathError::ConnectionLost),
+                });
+            }
+        });
+    }
+
+    /// True while the connection holds a request the server may still
+    /// apply (in flight and not abandoned).
+    pub fn holds_requests(&self) -> bool {
+        self.in_flight.any(|in_flight| !in_flight.abandoned)
+    }
+
+    /// Reads a cut connection ([`Connection::cut`]): replies still coming
+    /// complete their I/O normally; once the server's side closes, what is
+    /// left comes back as `ConnectionLost`. True when nothing is left to
+    /// wait for (the connection can be dropped).
+    pub fn poll_cut(&mut self, completions: &mut Vec<PathCompletion>) -> bool {
+        debug_assert!(self.cut);
+        let result = if self.discarding {
+            self.discard()
+        } else {
+            self.receive(completions)
+        };
+        if result.is_err() && !self.server_closed {
+            // A protocol error: nothing more can be parsed, but the server
+            // may still apply what it holds until it closes.
+            self.discarding = true;
+        }
+        if self.server_closed {
+            self.fail_all(completions);
+        }
+        !self.holds_requests()
+    }
+
+    /// Reads and drops what the server sends, until it closes.
+    fn discard(&mut self) -> Result<(), Broken> {
+        let mut bytes = 0;
+        while bytes < POLL_BUDGET_BYTES {
+            match self.stream.read(&mut self.recv) {
+                Ok(0) => {
+                    self.server_closed = true;
+                    return Err(Broken("the server closed the connection".into()));
+                }
+                Ok(read) => bytes += read,
+                Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(error) if error.kind() == ErrorKind::Interrupted => {}
+                Err(error) => {
+                    self.server_closed = true;
+                    return Err(Broken(format!("receiving: {error}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives back I/O `tag` if the connection still holds it, and drops
+    /// its reply if one ever comes (the core's last resort past its fence
+    /// timeout: the request may still take effect).
+    pub fn abandon(&mut self, tag: u64) -> Option<PathIo> {
+        let mut given = None;
+        self.in_flight.for_each_mut(|in_flight| {
+            if in_flight.io.tag == tag && !in_flight.abandoned {
+                in_flight.abandoned = true;
+                given = Some(PathIo {
+                    tag,
+                    op: in_flight.io.op,
+                    offset: in_flight.io.offset,
+                    len: in_flight.io.len,
+                    buf: std::mem::replace(&mut in_flight.io.buf, Buffer::empty()),
+                    fua: in_flight.io.fua,
+                });
+            }
+        });
+        given
     }
 
     /// Makes the receive buffer hold at least `need` bytes from
@@ -411,7 +567,7 @@ impl Connection {
         let mut in_flight =
             finish_in_flight(&mut self.in_flight, &mut self.spare_covered, reply.cookie)?;
         let outcome = if reply.error == 0 {
-            if data_len > 0 {
+            if data_len > 0 && !in_flight.abandoned {
                 in_flight
                     .io
                     .buf
@@ -485,12 +641,16 @@ impl Connection {
                 if header.reply_type & REPLY_TYPE_FLAG_ERROR == 0 => {}
             Chunk::OffsetData { offset, data } => {
                 let range = place(offset, data.len() as u64)?;
-                in_flight.io.buf.as_mut_slice()[range].copy_from_slice(data);
+                if !in_flight.abandoned {
+                    in_flight.io.buf.as_mut_slice()[range].copy_from_slice(data);
+                }
                 in_flight.received += data.len() as u64;
             }
             Chunk::OffsetHole { offset, length } => {
                 let range = place(offset, u64::from(length))?;
-                in_flight.io.buf.as_mut_slice()[range].fill(0);
+                if !in_flight.abandoned {
+                    in_flight.io.buf.as_mut_slice()[range].fill(0);
+                }
                 in_flight.received += u64::from(length);
             }
             Chunk::Error { error, .. } => {

@@ -91,6 +91,14 @@ impl<T> InFlightTable<T> {
             .any(predicate)
     }
 
+    /// Calls `each` on every held entry, writable.
+    pub fn for_each_mut(&mut self, each: impl FnMut(&mut T)) {
+        self.slots
+            .iter_mut()
+            .filter_map(|slot| slot.entry.as_mut())
+            .for_each(each);
+    }
+
     /// Takes every entry out, handing each to `sink`.
     pub fn drain(&mut self, mut sink: impl FnMut(T)) {
         for (index, slot) in self.slots.iter_mut().enumerate() {

@@ -37,26 +37,50 @@
 //! # Errors
 //! Server errors are classified by [`connection::classify`]: EIO (what
 //! `nbdkit --filter=error` injects), ENOMEM and ESHUTDOWN are path errors;
-//! ENOSPC, EINVAL, EOVERFLOW, ENOTSUP and EPERM are target errors. A lost
-//! connection or a reply that breaks the protocol ends the connection and
-//! every I/O in flight on it comes back as
-//! [`PathError::ConnectionLost`].
+//! ENOSPC, EINVAL, EOVERFLOW, ENOTSUP and EPERM are target errors. A
+//! connection the server closed (end of file, a receive error) fails
+//! every I/O in flight on it with [`PathError::ConnectionLost`]. A
+//! connection we end ourselves is *cut*, not closed: see below.
 //!
-//! # Timeouts and the write-ordering risk
+//! # Timeouts and fencing
 //! When an I/O outlives the map's I/O timeout, the core fails the path
 //! and calls [`PathQueue::abort`]. NBD has no way to cancel a request the
-//! server may already hold, so `abort` never hands the I/O back: it shuts
-//! the connection down instead, and every I/O in flight on it comes back
-//! at the next poll as `ConnectionLost`, to be retried on another path.
+//! server may already hold, and a write the server holds (a server paused
+//! by `nbdkit --filter=pause`, a stalled target) may still land after its
+//! retry on another path and after newer writes acknowledged there. So a
+//! write-class request (write, write-zeroes, trim, flush) is handed back
+//! only once the path is *fenced* for it, which for NBD is:
 //!
-//! The risk that remains: a write the server had already received (say,
-//! a server paused by `nbdkit --filter=pause`) may still land after the
-//! connection is gone, after its retry on another path completed, and
-//! after a newer write to the same blocks completed too, overwriting it
-//! with stale data. Nothing on the client side can rule this out; it is
-//! the same window as a SCSI or NVMe command aborted on a dead link. Keep
-//! the I/O timeout well above the server's worst honest latency, and
-//! prefer servers that drop a request when its connection closes.
+//! - its reply arrived: it completes normally, even after the timeout; or
+//! - the server's side of the connection is seen closed (end of file or a
+//!   reset): a server that closed the connection, or whose process is
+//!   gone, applies nothing more it received on it; the I/O then comes
+//!   back as `ConnectionLost` and the core retries it elsewhere.
+//!
+//! `abort`, a send error or a reply that breaks the protocol therefore
+//! *cut* the connection ([`connection::Connection::cut`]): our sending side is
+//! shut down (`shutdown(Write)`, a half-close) and the connection is kept
+//! and read until the server closes its side. Reads on it, and requests
+//! never written to the socket, come back at once as `ConnectionLost` (a
+//! read has no effect to fence; its late reply is read and dropped);
+//! everything else waits there for its reply or the server's close, while
+//! new I/O goes to a new connection. nbdkit, tried with a write held by
+//! its pause filter, keeps a half-closed connection open, answers the
+//! held write once resumed, then closes. (A two-way shutdown, as mpio did
+//! before, makes our own read side report end of file at once: the
+//! server's close can no longer be seen, and the held write still lands
+//! later.) Past the map's fence timeout the core gives up with
+//! [`PathQueue::abandon`]: the request is dropped from the connection
+//! (its reply, should it come, is read and dropped) and the core fails a
+//! write with EIO rather than retry it.
+//!
+//! A read held past its hedge delay is abandoned the same way, on the
+//! live connection, when the core sends it down another path (fast read
+//! failover, [`mpio_core::stall`]); its late reply is read and dropped.
+//!
+//! nbdkit 1.32 can abort (`raw_send_socket: Assertion 'sock >= 0'`) when
+//! a worker thread answers a held request after another thread saw the
+//! connection end; its process is then gone, which fences the path too.
 //!
 //! # Reconnect
 //! A queue starts connecting when it opens, and again at a submission
@@ -77,6 +101,7 @@
 //! [`PathQueue::submit`]: mpio_core::queue::PathQueue::submit
 //! [`PathQueue::poll`]: mpio_core::queue::PathQueue::poll
 //! [`PathQueue::abort`]: mpio_core::queue::PathQueue::abort
+//! [`PathQueue::abandon`]: mpio_core::queue::PathQueue::abandon
 //! [`TargetError::NotSupported`]: mpio_core::io::TargetError::NotSupported
 //! [`PathError::ConnectionLost`]: mpio_core::io::PathError::ConnectionLost
 

@@ -27,6 +27,10 @@ pub struct NbdQueue {
     target: Arc<NbdTarget>,
     depth: usize,
     connection: Option<Connection>,
+    /// Connections cut from our side that still hold requests the server
+    /// may apply: read until each reply comes or the server closes (the
+    /// fence; see the module docs of [`super`]).
+    cut: Vec<Connection>,
     /// The connect in progress, if any.
     connecting: Option<Connecting>,
     /// I/Os submitted while connecting, sent once connected.
@@ -49,6 +53,7 @@ impl NbdQueue {
             target,
             depth,
             connection: None,
+            cut: Vec::new(),
             connecting: None,
             waiting: Vec::with_capacity(depth),
             retry: None,
@@ -73,6 +78,12 @@ impl NbdQueue {
     /// I/Os sent on the live connection and not answered yet.
     pub fn in_flight(&self) -> usize {
         self.connection.as_ref().map_or(0, Connection::in_flight)
+    }
+
+    /// Connections cut from our side and not yet fenced (their server may
+    /// still apply a request they carried).
+    pub fn unfenced_connections(&self) -> usize {
+        self.cut.len()
     }
 
     /// Why the last connection ended or the last connect failed.
@@ -171,17 +182,28 @@ impl NbdQueue {
         match command_for(&io, connection.export()) {
             Ok(command) => {
                 if let Err(why) = connection.send(command, io) {
-                    self.sever(why);
+                    self.end_connection(why);
                 }
             }
             Err(outcome) => self.finish(io, outcome),
         }
     }
 
-    /// Ends the connection; its I/Os come back as `ConnectionLost`.
-    fn sever(&mut self, why: Broken) {
-        if let Some(connection) = self.connection.take() {
-            connection.sever(&mut self.done);
+    /// Ends the live connection. If its server's side is closed, its
+    /// I/Os come back as `ConnectionLost` at once; otherwise it is cut
+    /// ([`Connection::cut`]): reads come back at once, and what the server
+    /// may still apply waits on the cut connection for its reply or the
+    /// server's close.
+    fn end_connection(&mut self, why: Broken) {
+        if let Some(mut connection) = self.connection.take() {
+            if connection.server_closed() {
+                connection.sever(&mut self.done);
+            } else {
+                connection.cut(&mut self.done);
+                if connection.holds_requests() {
+                    self.cut.push(connection);
+                }
+            }
         }
         self.last_error = Some(why.0);
     }
@@ -255,16 +277,20 @@ impl PathQueue for NbdQueue {
         self.finish_connect();
         if let Some(connection) = self.connection.as_mut() {
             if let Err(why) = connection.poll(&mut self.done) {
-                self.sever(why);
+                self.end_connection(why);
             }
         }
+        // Cut connections are few and rare (one per timeout or broken
+        // connection): the check is a length test per poll otherwise.
+        let done = &mut self.done;
+        self.cut.retain_mut(|connection| !connection.poll_cut(done));
         completions.append(&mut self.done);
     }
 
     /// Hands back an I/O still waiting for the connect; otherwise never
-    /// hands the I/O back (see the module docs): severs the connection so
-    /// that it, and everything in flight with it, comes back through
-    /// `poll` as `ConnectionLost`.
+    /// hands the I/O back (see the module docs): cuts the connection, so
+    /// that reads come back through `poll` as `ConnectionLost` at once and
+    /// everything else when answered or fenced.
     fn abort(&mut self, tag: u64) -> Option<PathIo> {
         if let Some(at) = self.waiting.iter().position(|io| io.tag == tag) {
             return Some(self.waiting.swap_remove(at));
@@ -274,10 +300,25 @@ impl PathQueue for NbdQueue {
             .as_ref()
             .is_some_and(|connection| connection.is_in_flight(tag));
         if in_flight {
-            self.sever(Broken(format!(
-                "I/O {tag:#x} timed out: connection severed"
+            self.end_connection(Broken(format!(
+                "I/O {tag:#x} timed out: connection cut, waiting for the server to close it"
             )));
         }
         None
+    }
+
+    /// Gives back I/O `tag` from the live or a cut connection, which
+    /// drops its reply if one ever comes: a read the core hedges (sends
+    /// down another path past its hedge delay), or anything past the fence
+    /// timeout (a write may still take effect: the core fails a write so
+    /// given back, see [`PathQueue::abandon`]).
+    fn abandon(&mut self, tag: u64) -> Option<PathIo> {
+        let io = self
+            .connection
+            .iter_mut()
+            .chain(self.cut.iter_mut())
+            .find_map(|connection| connection.abandon(tag))?;
+        self.cut.retain(Connection::holds_requests);
+        Some(io)
     }
 }

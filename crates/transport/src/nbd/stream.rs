@@ -75,6 +75,17 @@ impl Stream {
             Stream::Unix(stream) => stream.shutdown(Shutdown::Both),
         };
     }
+
+    /// Shuts our sending side down only: the server reads end of file
+    /// after what we sent, and we go on reading what it still sends until
+    /// it closes its side (the fence, see [`super::queue`]).
+    pub fn shutdown_write(&self) {
+        // An error means the socket is already shut down or disconnected.
+        let _ = match self {
+            Stream::Tcp(stream) => stream.shutdown(Shutdown::Write),
+            Stream::Unix(stream) => stream.shutdown(Shutdown::Write),
+        };
+    }
 }
 
 impl Read for Stream {

@@ -479,3 +479,109 @@ proptest::proptest! {
         proptest::prop_assert_eq!(tags, vec![1, 2, 3, 4]);
     }
 }
+
+/// Polls a cut connection until it has nothing left to wait for.
+fn poll_cut_until_done(connection: &mut Connection, done: &mut Vec<PathCompletion>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !connection.poll_cut(done) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cut connection never ended"
+        );
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_cut_connection_hands_reads_back_at_once_and_holds_writes_until_answered() {
+    let (mut connection, mut server) = pair(false);
+    connection.send(CMD_READ, io(1, Op::Read, 0, 512)).unwrap();
+    connection
+        .send(CMD_WRITE, io(2, Op::Write, 512, 512))
+        .unwrap();
+    let read = read_request(&mut server);
+    let write = read_request(&mut server);
+    let mut done = Vec::new();
+    connection.cut(&mut done);
+    let lost = PathOutcome::Path(PathError::ConnectionLost);
+    assert_eq!(done.len(), 1, "the read at once");
+    assert_eq!(
+        (done[0].tag, done[0].outcome, done[0].buf.len()),
+        (1, lost, 512)
+    );
+    assert!(connection.holds_requests(), "the write waits");
+    // Our side is half-closed: the server reads end of file...
+    let mut byte = [0u8; 1];
+    assert_eq!(server.read(&mut byte).unwrap(), 0);
+    // ...and still answers: the read's reply is dropped, the write's
+    // completes it normally.
+    let mut replies = SimpleReply {
+        error: 0,
+        cookie: read.cookie,
+    }
+    .encode()
+    .to_vec();
+    replies.extend_from_slice(&[7; 512]);
+    replies.extend_from_slice(
+        &SimpleReply {
+            error: 0,
+            cookie: write.cookie,
+        }
+        .encode(),
+    );
+    server.write_all(&replies).unwrap();
+    done.clear();
+    poll_cut_until_done(&mut connection, &mut done);
+    assert_eq!(done.len(), 1);
+    assert_eq!((done[0].tag, done[0].outcome), (2, PathOutcome::Ok));
+}
+
+#[test]
+fn a_held_write_comes_back_only_when_the_server_closes() {
+    let (mut connection, mut server) = pair(true);
+    connection
+        .send(CMD_WRITE, io(1, Op::Write, 0, 512))
+        .unwrap();
+    read_request(&mut server);
+    let mut done = Vec::new();
+    connection.cut(&mut done);
+    assert!(done.is_empty());
+    assert!(!connection.poll_cut(&mut done), "held: not fenced yet");
+    assert!(done.is_empty());
+    drop(server);
+    poll_cut_until_done(&mut connection, &mut done);
+    let lost = PathOutcome::Path(PathError::ConnectionLost);
+    assert_eq!(
+        done.iter().map(|c| (c.tag, c.outcome)).collect::<Vec<_>>(),
+        [(1, lost)]
+    );
+    assert!(connection.server_closed());
+}
+
+#[test]
+fn an_abandoned_request_gives_its_buffer_back_and_its_reply_is_dropped() {
+    let (mut connection, mut server) = pair(true);
+    connection.send(CMD_READ, io(1, Op::Read, 0, 512)).unwrap();
+    let read = read_request(&mut server);
+    let given = connection.abandon(1).expect("held");
+    assert_eq!((given.tag, given.buf.len()), (1, 512));
+    assert!(connection.abandon(1).is_none(), "once");
+    assert!(!connection.is_in_flight(1));
+    let mut out = Vec::new();
+    Chunk::OffsetData {
+        offset: 0,
+        data: &[9; 512],
+    }
+    .encode(read.cookie, true, &mut out)
+    .unwrap();
+    server.write_all(&out).unwrap();
+    // The reply is parsed (the stream stays in step) and dropped.
+    let mut done = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while connection.in_flight() > 0 {
+        connection.poll(&mut done).unwrap();
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::yield_now();
+    }
+    assert!(done.is_empty());
+}

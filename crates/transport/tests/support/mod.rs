@@ -259,6 +259,13 @@ impl Server {
         }
     }
 
+    /// How the server process ended, if it did (without waiting): tells a
+    /// crash of the server itself (nbdkit 1.32's `raw_send_socket`
+    /// assertion, killed by SIGABRT) apart from what mpio did.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
     /// Starts the same command again, listening where it did.
     pub fn restart(&mut self) {
         self.kill();

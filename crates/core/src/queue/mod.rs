@@ -8,7 +8,23 @@
 //!   fails the path and retries the I/O on another usable path;
 //! - a target error goes back to the caller unchanged;
 //! - with no usable path, the I/O waits (`queue_if_no_path`, bounded by
-//!   [`MapOptions::no_path_timeout_ns`]) or fails with [`IoError::NoPath`].
+//!   [`MapOptions::no_path_timeout_ns`]) or fails with [`IoError::NoPath`];
+//! - a write, write-zeroes, discard or flush its path may still apply is
+//!   never retried elsewhere: an attempt past its I/O timeout that the
+//!   transport cannot take back waits for the path to be fenced (see
+//!   [`PathQueue`]), and past [`MapOptions::fence_timeout_ns`] it fails
+//!   with [`IoError::Unfenced`] (EIO); a read so held is retried;
+//! - a path busy without progress gets no new I/O, and a read held past
+//!   its path's hedge delay goes down another path ([`crate::stall`]).
+//!
+//! # Design of the fence
+//! The transport says only what it knows: a path error through `poll`
+//! means "fenced, it cannot land any more", `abort` gives back what never
+//! reached the storage, `abandon` lets go of what may still land. The
+//! decision to retry or fail stays here, in one place, where the
+//! simulator's canary (`--cfg mpio_canary_unfenced`) can break it and be
+//! caught. The fence deadline needs no state per I/O: it is the attempt's
+//! start plus the I/O and fence timeouts, checked by the timeout scan.
 //!
 //! # Concurrency
 //! A queue is used by one thread. Submit and completion touch no lock that
@@ -25,17 +41,28 @@
 //! with their I/Os.
 //!
 //! [`MapOptions::no_path_timeout_ns`]: crate::map::MapOptions::no_path_timeout_ns
+//! [`MapOptions::fence_timeout_ns`]: crate::map::MapOptions::fence_timeout_ns
 
 use crate::io::{Buffer, Completion, Io, IoError, Op, PathError, PathOutcome};
 use crate::load::PathLoad;
 use crate::map::Map;
 use crate::selector::{Pick, SelectorThreadState};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Route, Snapshot};
+use crate::stall::Stalls;
 use crate::sync::Arc;
 use std::collections::VecDeque;
 
+mod timers;
+
 /// Largest queue depth (I/Os in flight on one queue).
 pub const MAX_QUEUE_DEPTH: usize = 1 << 16;
+
+/// How often a queue looks for attempts past the I/O timeout `timeout_ns`:
+/// a sixteenth of it (so an I/O is failed at most 1/16 late), and not more
+/// often than every 100 µs.
+pub fn timeout_scan_period_ns(timeout_ns: u64) -> u64 {
+    (timeout_ns / 16).max(100_000)
+}
 
 /// An I/O moving from one map's queue to the next after a reload, with
 /// what it already went through there.
@@ -104,8 +131,25 @@ pub struct PathCompletion {
 ///   `abort`.
 /// - `abort` gives back an I/O that has not completed, if the transport
 ///   can guarantee it will never take effect (never reach the disk) nor
-///   complete later; otherwise it returns `None` and the I/O completes
-///   through `poll` in time.
+///   complete later; otherwise it returns `None`, starts fencing the path
+///   (making sure the I/O can no longer take effect), and the I/O
+///   completes through `poll` in time.
+/// - **Fencing.** A path error reported through `poll` for a write,
+///   write-zeroes, discard or flush promises that the attempt can no
+///   longer take effect: its path is *fenced* for it (the kernel handed
+///   the request back, the server's side of the connection is seen
+///   closed, the server is known gone). A transport that cut a connection
+///   on which such an attempt may still be held (a paused server) keeps
+///   the attempt until the fence, and completes it normally if its reply
+///   comes first. The queue retries a write elsewhere only on that
+///   promise: a retry racing a held copy could let the stale copy land
+///   after newer acknowledged data. Reads carry no such hazard.
+/// - `abandon` is the last resort, past the map's fence timeout: it
+///   gives back an I/O the transport still holds, which may yet take
+///   effect, and forgets it (its reply, if it ever comes, is dropped).
+///   The queue then fails a write with [`IoError::Unfenced`] and never
+///   retries it. A transport that cannot let go of the buffer (the kernel
+///   holds it) returns `None`, as the default does.
 pub trait PathQueue {
     /// Starts `io`. `now_ns` is the caller's clock.
     fn submit(&mut self, io: PathIo, now_ns: u64);
@@ -113,6 +157,12 @@ pub trait PathQueue {
     fn poll(&mut self, now_ns: u64, completions: &mut Vec<PathCompletion>);
     /// Takes back I/O `tag` if it can; see the trait docs.
     fn abort(&mut self, tag: u64) -> Option<PathIo>;
+    /// Gives back I/O `tag`, which may still take effect; see the trait
+    /// docs.
+    fn abandon(&mut self, tag: u64) -> Option<PathIo> {
+        let _ = tag;
+        None
+    }
 }
 
 /// What one queue counted over all paths.
@@ -124,6 +174,9 @@ pub struct QueueStats {
     pub queued_for_path: u64,
     /// Completions whose tag matched no I/O in flight (ignored).
     pub stray_completions: u64,
+    /// Reads taken back from a path past its hedge delay and sent down
+    /// another ([`crate::stall`]).
+    pub hedged_reads: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,6 +259,9 @@ pub struct Queue<P: PathQueue> {
     /// Set once the queue's map was replaced by a reload: an I/O that finds
     /// no route waits for [`Queue::take_waiting`], whatever this map says.
     hands_over: bool,
+    /// Paths holding an attempt far past their usual latency, kept out of
+    /// the route this queue dispatches with ([`crate::stall`]).
+    stalls: Stalls,
 }
 
 impl<P: PathQueue> Queue<P> {
@@ -248,6 +304,13 @@ impl<P: PathQueue> Queue<P> {
             .collect();
         let node = map.options().numa.node_of_cpu(cpu);
         let loads = map.register_queue_loads();
+        let largest_group = map
+            .groups()
+            .iter()
+            .map(|group| group.path_range().len())
+            .max()
+            .unwrap_or(0);
+        let stalls = Stalls::new(map.paths().len(), largest_group);
         Queue {
             size_bytes: map.size_bytes(),
             snapshot: map.snapshot(),
@@ -266,6 +329,7 @@ impl<P: PathQueue> Queue<P> {
             next_timeout_scan_ns: 0,
             earliest_wait_ns: u64::MAX,
             hands_over: false,
+            stalls,
         }
     }
 
@@ -414,6 +478,12 @@ impl<P: PathQueue> Queue<P> {
                 self.path_queues[source].poll(now_ns, &mut scratch);
             } else {
                 self.expire(now_ns);
+                if self.map.options().hedge_reads && self.stalls.hedge_scan_due(now_ns) {
+                    self.hedge_reads(now_ns);
+                }
+                let route = route_of(&self.map, &self.snapshot);
+                let timeout = self.map.options().io_timeout_ns;
+                self.stalls.check(now_ns, &self.loads, timeout, route);
                 std::mem::swap(&mut ready, &mut self.ready);
             }
             let finished = scratch
@@ -510,6 +580,8 @@ impl<P: PathQueue> Queue<P> {
     #[inline(never)]
     fn change_snapshot(&mut self, now_ns: u64) {
         self.snapshot = self.map.snapshot();
+        let route = route_of(&self.map, &self.snapshot);
+        self.stalls.rebuild(route);
         if self.waiting.is_empty() {
             return;
         }
@@ -557,21 +629,26 @@ impl<P: PathQueue> Queue<P> {
         let bytes = slot.io_bytes();
         let (loads, cpu, node) = (&self.loads, self.cpu, self.node);
         let group_loads = &loads[group.path_range()];
+        // Without the paths that stall, when some do (one branch per I/O).
+        let (candidates, usable, generation) =
+            self.stalls
+                .view()
+                .unwrap_or((&route.candidates, &route.usable, snapshot.generation));
         let position = usize::from(group.selector.select_and_start(
             &mut self.selector_states[route.group],
             || Pick {
-                candidates: &route.candidates,
-                usable: &route.usable,
+                candidates,
+                usable,
                 loads: group_loads,
                 bytes,
                 cpu,
                 node,
                 now_ns,
-                generation: snapshot.generation,
+                generation,
             },
             |position| {
                 assert!(
-                    route.usable[usize::from(position)],
+                    usable[usize::from(position)],
                     "selector picked a path that is not a candidate"
                 );
                 let load = &group_loads[usize::from(position)];
@@ -580,6 +657,10 @@ impl<P: PathQueue> Queue<P> {
             },
         ));
         let path = group.first_path + position;
+        if self.loads[path].in_flight() == 1 {
+            // Idle until now: its wait for progress starts here.
+            self.stalls.progress(path, now_ns);
+        }
         slot.state = SlotState::OnPath {
             path: path as u32,
             timed_out: false,
@@ -621,6 +702,7 @@ impl<P: PathQueue> Queue<P> {
             self.stats.stray_completions += 1;
             return None;
         }
+        self.stalls.progress(path, now_ns);
         self.end_attempt(index, path, now_ns);
         let result = match completion.outcome {
             PathOutcome::Ok => Ok(()),
@@ -683,81 +765,6 @@ impl<P: PathQueue> Queue<P> {
         self.redispatch(index, now_ns);
     }
 
-    /// Times out hung attempts and I/Os that waited too long for a path.
-    fn expire(&mut self, now_ns: u64) {
-        let no_path_limit = self.map.options().no_path_timeout_ns;
-        if let Some(limit) =
-            no_path_limit.filter(|limit| now_ns.saturating_sub(self.earliest_wait_ns) >= *limit)
-        {
-            self.earliest_wait_ns = u64::MAX;
-            // The whole list, not up to the first I/O still in time: an I/O
-            // that waits again goes to the back with the time of its first
-            // wait, so the list is not in order of those times (the
-            // simulator found an I/O held 37.6 ms past a 20 ms limit behind
-            // younger ones). Survivors keep their order.
-            let waiting = self.waiting.len();
-            for _ in 0..waiting {
-                let Some(index) = self.waiting.pop_front() else {
-                    break;
-                };
-                match self.slots[index as usize].state {
-                    SlotState::Waiting { since_ns } if now_ns.saturating_sub(since_ns) >= limit => {
-                        self.finish(index, Err(IoError::NoPathTimeout));
-                    }
-                    SlotState::Waiting { since_ns } => {
-                        self.earliest_wait_ns = self.earliest_wait_ns.min(since_ns);
-                        self.waiting.push_back(index);
-                    }
-                    _ => self.waiting.push_back(index),
-                }
-            }
-            // One event per scan that expired I/O, not one per I/O.
-            if self.waiting.len() < waiting {
-                let expired = waiting - self.waiting.len();
-                crate::events::queued_io_timed_out(self.map.name(), expired, limit);
-            }
-        }
-        let Some(timeout) = self.map.options().io_timeout_ns else {
-            return;
-        };
-        if now_ns < self.next_timeout_scan_ns {
-            return;
-        }
-        // Scanning costs one pass over the slots: do it a few times per
-        // timeout period, not on every poll.
-        self.next_timeout_scan_ns = now_ns.saturating_add((timeout / 4).max(1_000_000));
-        for index in 0..self.slots.len() as u32 {
-            let slot = &mut self.slots[index as usize];
-            let SlotState::OnPath { path, timed_out } = slot.state else {
-                continue;
-            };
-            if now_ns.saturating_sub(slot.start_ns) < timeout {
-                continue;
-            }
-            let path = path as usize;
-            // A timed-out attempt the transport could not give back is
-            // asked for again on every scan; the path is failed once.
-            if !timed_out {
-                self.loads[path].path_error();
-                self.map.fail_path(path, PathError::Timeout);
-            }
-            let tag = self.slots[index as usize].tag(index);
-            match self.path_queues[path].abort(tag) {
-                Some(io) => {
-                    self.slots[index as usize].buf = io.buf;
-                    self.end_attempt(index, path, now_ns);
-                    self.retry(index, now_ns);
-                }
-                None => {
-                    self.slots[index as usize].state = SlotState::OnPath {
-                        path: path as u32,
-                        timed_out: true,
-                    };
-                }
-            }
-        }
-    }
-
     /// Completes slot `index` with `result`; its completion waits in
     /// `ready` for the next poll.
     fn finish(&mut self, index: u32, result: Result<(), IoError>) {
@@ -780,4 +787,10 @@ impl<P: PathQueue> Queue<P> {
             result,
         }
     }
+}
+
+/// The route of `snapshot` and the map index of its group's first path.
+pub(crate) fn route_of<'a>(map: &Map, snapshot: &'a Snapshot) -> Option<(&'a Route, usize)> {
+    let route = snapshot.route.as_ref()?;
+    Some((route, map.groups()[route.group].first_path))
 }
