@@ -7,7 +7,9 @@
 //! - [`control`]: the control socket and its protocol, for the CLI verbs.
 //! - [`view`]: what the read verbs show (status, table, topology, paths).
 //! - [`metrics`]: Prometheus text format of the maps, and its loopback HTTP server.
+//! - [`clients`]: the accepting thread both servers share, a thread per client.
 
+pub mod clients;
 pub mod config;
 pub mod control;
 pub mod daemon;
