@@ -355,6 +355,8 @@ fn start_map(
     for export in &config.exports {
         let server_config = ServerConfig {
             unix_socket: export.socket.clone(),
+            socket_mode: export.socket_mode,
+            socket_group: export.socket_group,
             tcp: export.tcp,
             export_name: export.name.clone(),
             read_only: export.read_only,

@@ -164,6 +164,8 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
             exports: vec![ExportConfig {
                 name: args.name.clone(),
                 socket,
+                socket_mode: mpio_daemon::config::DEFAULT_SOCKET_MODE,
+                socket_group: None,
                 tcp: args.tcp,
                 read_only: args.read_only,
             }],

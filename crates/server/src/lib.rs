@@ -74,6 +74,12 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 pub struct ServerConfig {
     /// Listen on this unix socket (created; must not exist).
     pub unix_socket: Option<PathBuf>,
+    /// The unix socket's permission bits (default 0600: whoever can
+    /// connect can write the disk).
+    pub socket_mode: u32,
+    /// The unix socket's group (by id), to let its members connect with a
+    /// `socket_mode` such as 0660; `None`: ours.
+    pub socket_group: Option<u32>,
     /// Listen on this TCP address (port 0: any free port).
     pub tcp: Option<SocketAddr>,
     /// The export's name.
@@ -98,6 +104,8 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             unix_socket: None,
+            socket_mode: 0o600,
+            socket_group: None,
             tcp: None,
             export_name: "mpio".into(),
             read_only: false,
@@ -229,6 +237,12 @@ impl Server {
                 mpio_core::queue::MAX_QUEUE_DEPTH
             )));
         }
+        if config.socket_mode & !0o777 != 0 {
+            return Err(ServerError::Invalid(format!(
+                "socket mode {:o} (permission bits 0 to 777 only)",
+                config.socket_mode
+            )));
+        }
         if config.max_connections == 0 {
             return Err(ServerError::Invalid("max connections 0".into()));
         }
@@ -254,8 +268,10 @@ impl Server {
                 source,
             };
             unix_socket::claim(path).map_err(listen_error)?;
-            let listener = mio::net::UnixListener::bind(path).map_err(listen_error)?;
-            listeners.push(Listener::Unix(listener));
+            let listener = unix_socket::bind(path, config.socket_mode, config.socket_group)
+                .map_err(listen_error)?;
+            listener.set_nonblocking(true)?;
+            listeners.push(Listener::Unix(mio::net::UnixListener::from_std(listener)));
         }
         let map = device.map();
         let export = Arc::new(Export {

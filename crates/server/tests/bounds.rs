@@ -161,3 +161,25 @@ fn a_client_that_never_reads_cannot_pin_unbounded_memory() {
         "a client that never reads got {completed} READs of 1 MiB completed (bound {bound})"
     );
 }
+
+/// Whoever can connect to an export can write the disk: its unix socket
+/// gets mode 0600 whatever the umask (it once got the umask's 0755, or
+/// 0777 under umask 0), or the mode and group configured.
+#[test]
+fn the_unix_socket_gets_its_mode_not_the_umask() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let server = one_loop();
+    let metadata = std::fs::metadata(server.socket()).unwrap();
+    assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
+    let our_group = metadata.gid();
+    let shared = TestServer::start(ServerConfig {
+        loops: 1,
+        socket_mode: 0o660,
+        socket_group: Some(our_group),
+        ..ServerConfig::default()
+    });
+    let metadata = std::fs::metadata(shared.socket()).unwrap();
+    assert_eq!(metadata.permissions().mode() & 0o777, 0o660);
+    assert_eq!(metadata.gid(), our_group);
+    still_serves(shared.socket());
+}

@@ -3,7 +3,7 @@
 
 use super::check::MAX_EXPORT_NAME_BYTES;
 use super::error::{quoted, Place, Source};
-use super::raw::RawExport;
+use super::raw::{RawExport, Scalar};
 use super::{ConfigError, ExportConfig};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -63,11 +63,72 @@ pub(super) fn check_export(
         }
         None => None,
     };
+    let socket_mode = match &raw.socket_mode {
+        Some(mode) => {
+            let place = Place::of(mode, format!("{label}: socket_mode"));
+            let text = mode.get_ref();
+            u32::from_str_radix(text, 8)
+                .ok()
+                .filter(|bits| *bits <= 0o777)
+                .ok_or_else(|| {
+                    source.error(
+                        &place,
+                        quoted(text),
+                        "expected octal permission bits, 0 to 777 (\"0660\")",
+                    )
+                })?
+        }
+        None => DEFAULT_SOCKET_MODE,
+    };
+    let socket_group = match &raw.socket_group {
+        Some(group) => {
+            let place = Place::of(group, format!("{label}: socket_group"));
+            let id = match group.get_ref() {
+                Scalar::Integer(id) => u32::try_from(*id).ok(),
+                Scalar::Text(name) => group_id(name),
+            };
+            Some(id.ok_or_else(|| {
+                source.error(
+                    &place,
+                    Some(group.get_ref().toml()),
+                    "expected a group name of /etc/group or a group id",
+                )
+            })?)
+        }
+        None => None,
+    };
+    if raw.socket.is_none() && (raw.socket_mode.is_some() || raw.socket_group.is_some()) {
+        return Err(source.error(
+            &Place::of(export, label),
+            None,
+            "socket_mode and socket_group need a socket",
+        ));
+    }
     Ok(ExportConfig {
         name,
         socket,
+        socket_mode,
+        socket_group,
         tcp,
         read_only: raw.read_only,
+    })
+}
+
+/// An export socket's mode unless the config says otherwise: only its
+/// owner may connect, since whoever connects can write the disk.
+pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
+
+/// The id of group `name` in `/etc/group` (`name:password:id:members`),
+/// or of a group written as its id.
+fn group_id(name: &str) -> Option<u32> {
+    if let Ok(id) = name.parse() {
+        return Some(id);
+    }
+    let groups = std::fs::read_to_string("/etc/group").ok()?;
+    groups.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        (fields.next()? == name).then_some(())?;
+        fields.nth(1)?.parse().ok()
     })
 }
 

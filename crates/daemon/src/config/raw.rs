@@ -118,6 +118,8 @@ pub(super) struct RawExport {
     pub name: Option<Spanned<String>>,
     pub socket: Option<Spanned<String>>,
     pub tcp: Option<Spanned<String>>,
+    pub socket_mode: Option<Spanned<String>>,
+    pub socket_group: Option<Spanned<Scalar>>,
     #[serde(default)]
     pub read_only: bool,
 }

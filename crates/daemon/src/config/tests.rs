@@ -232,12 +232,16 @@ fn exports_are_read() {
             ExportConfig {
                 name: "m".into(),
                 socket: Some("/run/m.sock".into()),
+                socket_mode: 0o600,
+                socket_group: None,
                 tcp: None,
                 read_only: false,
             },
             ExportConfig {
                 name: "other".into(),
                 socket: None,
+                socket_mode: 0o600,
+                socket_group: None,
                 tcp: Some("0.0.0.0:10809".parse().unwrap()),
                 read_only: true,
             },
@@ -529,4 +533,35 @@ proptest! {
             check_any(&text);
         }
     }
+}
+
+#[test]
+fn an_export_socket_gets_the_mode_and_group_configured() {
+    let map = |export: &str| {
+        format!(
+            "[[map]]\nname = \"m\"\ntable = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 null:4K 1\"\n\
+             [[map.export]]\n{export}\n"
+        )
+    };
+    let config = parse(&map("socket = \"/run/m.sock\""));
+    assert_eq!(config.maps[0].exports[0].socket_mode, 0o600);
+    assert_eq!(config.maps[0].exports[0].socket_group, None);
+    let config = parse(&map(
+        "socket = \"/run/m.sock\"\nsocket_mode = \"0660\"\nsocket_group = \"root\"",
+    ));
+    assert_eq!(config.maps[0].exports[0].socket_mode, 0o660);
+    assert_eq!(config.maps[0].exports[0].socket_group, Some(0));
+    let config = parse(&map("socket = \"/run/m.sock\"\nsocket_group = 6"));
+    assert_eq!(config.maps[0].exports[0].socket_group, Some(6));
+    let error = refused(&map("socket = \"/run/m.sock\"\nsocket_mode = \"1777\""));
+    assert!(
+        error.to_string().contains("octal permission bits"),
+        "{error}"
+    );
+    let error = refused(&map(
+        "socket = \"/run/m.sock\"\nsocket_group = \"no such group\"",
+    ));
+    assert!(error.to_string().contains("group name"), "{error}");
+    let error = refused(&map("tcp = \"127.0.0.1:0\"\nsocket_mode = \"0660\""));
+    assert!(error.to_string().contains("need a socket"), "{error}");
 }
