@@ -77,7 +77,10 @@ fn a_loop_device_carries_data_discard_and_write_zeroes() {
         "{error:?}"
     );
     let device = Transports::new()
-        .build(&table(BYTES, &[word.clone(), word]), MapOptions::default())
+        .build(
+            &table(BYTES, &[format!("{word}#a"), format!("{word}#b")]),
+            MapOptions::default(),
+        )
         .unwrap();
     assert!(file_of(&device.paths[0]).is_block_device());
     let block = u64::from(BLOCK);

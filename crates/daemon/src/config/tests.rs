@@ -371,7 +371,7 @@ fn every_refusal_names_its_line_and_key() {
         case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 a 1\"\nselector = \"round-robin\""), 4, "map \"m\": selector", "a table names each group's selector"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 a 1\"").replace("prio = 50", "args = [1]"), 11, "map \"m\" path \"b\": args", "a table gives each path's arguments"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 zz 1\""), 3, "map \"m\": table", "word 12 (\"zz\"): neither a [[map.path]] name"),
-        case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 2 1 a 1 a 1\""), 3, "map \"m\": table", "the same path as word 12"),
+        case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 2 1 a 1 a 1\""), 3, "map \"m\": table", "a path not in the table yet (word 12 names it): a path is in a table once"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 roundrobin 0 1 1 a 1\""), 3, "map \"m\": table", "word 8"),
         case(table_map("table = \"0 8 multipath 0 0 2 1 round-robin 0 1 1 a 1\""), 3, "map \"m\": table", "end of table"),
         // Timing and limits.
