@@ -131,7 +131,7 @@ impl Clients {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             // A panic on the thread has been reported by the panic hook
-            // (see `crate::fail_fast`).
+            // (see [`crate::fail_fast`]).
             let _ = thread.join();
         }
     }

@@ -4,6 +4,9 @@
 //! exports them over NBD, prints the URIs to give an NBD client, and
 //! answers the control verbs on its control socket.
 //!
+//! A panic on any of its threads aborts it, logged
+//! ([`mpio_daemon::fail_fast`]), for its supervisor to restart it.
+//!
 //! It runs until SIGTERM or SIGINT. The first shuts it down cleanly
 //! ([`Daemon::shutdown`]): no new connection or request, every request
 //! read is answered, a FLUSH goes through each map, then it exits: 0 when
@@ -100,6 +103,8 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+    // A panic on any thread ends the daemon (see the module docs).
+    mpio_daemon::fail_fast::install();
     let config = match &args.config {
         Some(path) => DaemonConfig::load(path).map_err(|error| error.to_string())?,
         None => flag_config(args)?,

@@ -128,14 +128,18 @@ pub enum SetupError {
     },
 }
 
-/// Takes `mutex`, poisoned or not: a thread that panicked holding it has
-/// been reported already, and what these locks guard (registries, memory
-/// chunks, the checker's records, the daemon's maps) is never left half
-/// changed. Shared by the transports and the daemon.
+/// Takes `mutex`. Shared by the transports and the daemon.
+///
+/// # Panics
+/// If a thread panicked holding it: what it guards (registries, memory
+/// chunks, the checker's records, the daemon's maps) may be half changed,
+/// and the daemon's policy is to end on the first panic (see
+/// `mpio_daemon::fail_fast`), never to run on over state it cannot trust.
 pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(_) => panic!("a lock was poisoned: a thread panicked holding it"),
+    }
 }
 
 /// Path names a table may use in place of transport URIs, each with the

@@ -55,6 +55,27 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// What to change when the kernel refuses to set up an io_uring, by the
+/// error it gave: for the user, beside the error itself.
+pub fn ring_setup_hint(error: &std::io::Error) -> &'static str {
+    match error.raw_os_error() {
+        Some(libc::ENOMEM) => {
+            "the locked-memory limit (RLIMIT_MEMLOCK) may be too low for io_uring's rings: \
+             raise it (ulimit -l, or LimitMEMLOCK= in the systemd unit), or lower the queue \
+             depth"
+        }
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            "io_uring is not allowed here: the sysctl kernel.io_uring_disabled (set it to 0), \
+             a seccomp filter or a container runtime forbids it"
+        }
+        Some(libc::ENOSYS) => "this kernel has no io_uring (Linux 5.6 or later is needed)",
+        Some(libc::EMFILE) | Some(libc::ENFILE) => {
+            "out of file descriptors: raise the limit (ulimit -n, or LimitNOFILE=)"
+        }
+        _ => "file paths need io_uring",
+    }
+}
+
 /// Why a file path could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
@@ -82,8 +103,9 @@ pub enum FileError {
         path: PathBuf,
     },
     /// io_uring is not available to this process (disabled by the
-    /// `kernel.io_uring_disabled` sysctl, seccomp, or an old kernel).
-    #[error("{path}: io_uring is unavailable here: {source}")]
+    /// `kernel.io_uring_disabled` sysctl, seccomp, or an old kernel), or
+    /// a ring cannot be had (RLIMIT_MEMLOCK): see [`ring_setup_hint`].
+    #[error("{path}: cannot set up io_uring: {source}; {}", ring_setup_hint(.source))]
     Ring {
         /// The file.
         path: PathBuf,
@@ -272,6 +294,30 @@ pub(crate) fn pipe() -> (File, File) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ring the kernel refuses reaches the user with what to change
+    /// (the hint is all a test can check here: this kernel charges rings
+    /// to the memory cgroup, not to RLIMIT_MEMLOCK, and disabling io_uring
+    /// host-wide would disturb other users).
+    #[test]
+    fn a_refused_ring_says_what_to_change() {
+        let refused = |errno| {
+            FileError::Ring {
+                path: "/dev/sdz".into(),
+                source: std::io::Error::from_raw_os_error(errno),
+            }
+            .to_string()
+        };
+        let message = refused(libc::ENOMEM);
+        assert!(
+            message.starts_with("/dev/sdz: cannot set up io_uring: "),
+            "{message}"
+        );
+        assert!(message.contains("ulimit -l"), "{message}");
+        assert!(refused(libc::EPERM).contains("kernel.io_uring_disabled"));
+        assert!(refused(libc::ENOSYS).contains("Linux 5.6"));
+        assert!(refused(libc::EMFILE).contains("ulimit -n"));
+    }
 
     #[test]
     fn errnos_split_as_blk_path_error_does() {

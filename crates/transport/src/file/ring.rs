@@ -122,7 +122,17 @@ impl FileQueue {
                 ring.submitter().register_files(&[path.file.as_raw_fd()])?;
                 Ok(Box::new(ring))
             })
-            .map_err(|error| format!("io_uring setup for {}: {error}", path.path().display()));
+            .map_err(|error| {
+                let message = format!(
+                    "io_uring setup for {}: {error}; {}",
+                    path.path().display(),
+                    super::ring_setup_hint(&error)
+                );
+                // Every I/O on this queue fails over to another path: say
+                // why once, with what to change.
+                tracing::error!("{message}");
+                message
+            });
         let max_in_kernel = match &mut ring {
             Ok(ring) => ring.completion().capacity(),
             Err(_) => 0,
