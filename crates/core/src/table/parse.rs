@@ -727,8 +727,9 @@ fn error(position: usize, word: &str, expected: impl Into<String>) -> TableError
     }
 }
 
-/// `word` quoted for a message; a very long word is cut, with its length.
-fn quote(word: &str) -> String {
+/// `word` quoted for a message; a very long word is cut, with its length
+/// (for any text from outside that a message or a log line repeats).
+pub fn quote(word: &str) -> String {
     match word.char_indices().nth(QUOTE_CHARS) {
         None => format!("{word:?}"),
         Some((cut, _)) => format!("{:?}... ({} bytes)", &word[..cut], word.len()),
