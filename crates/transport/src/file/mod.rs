@@ -17,14 +17,23 @@
 //! |---|---|---|
 //! | read, write | `IORING_OP_READ`/`WRITE` at the offset; a short transfer is continued | same |
 //! | flush | `fdatasync` (`IORING_OP_FSYNC`, `DATASYNC`) | same: the device's cache flush |
-//! | discard | `fallocate(PUNCH_HOLE \| KEEP_SIZE)`: reads back zeroes | same call: the kernel zeroes by unmapping, or answers `EOPNOTSUPP` |
+//! | discard | `fallocate(PUNCH_HOLE \| KEEP_SIZE)`: reads back zeroes | the device's own discard: io_uring's `BLOCK_URING_CMD_DISCARD` (`BLKDISCARD` without blocking the thread; Linux 6.12) |
 //! | write-zeroes | `fallocate(ZERO_RANGE \| KEEP_SIZE)` | same: the kernel's zero-out |
 //! | FUA | a write with `RWF_DSYNC`; a discard or write-zeroes followed by `fdatasync` before it completes | same (`RWF_DSYNC` on O_DIRECT is the device's FUA write) |
+//!
+//! (A punch-hole `fallocate` on a block device is a write-zeroes that
+//! must unmap, which a device without write-zeroes refuses even where it
+//! discards: `blkdiscard` over null_blk failed so.)
 //!
 //! Where the file system or device cannot do an operation (tmpfs has no
 //! `ZERO_RANGE`), the kernel's `EOPNOTSUPP` becomes
 //! [`TargetError::NotSupported`]: every path to the same storage would
-//! answer the same, so the path is not failed.
+//! answer the same, so the path is not failed. A discard is the
+//! exception ([`outcome_of_errno`]): it is a hint (NBD's TRIM: the client
+//! may assume nothing of the range until it writes it again; the block
+//! layer's discard likewise), so one the storage cannot do (a device
+//! without discard, a kernel without the io_uring command, a file system
+//! without holes) completes as done, having changed nothing.
 //!
 //! # Errors
 //! Each errno is classified once, by [`classify_errno`], as dm classifies
@@ -47,7 +56,7 @@
 
 mod ring;
 
-use mpio_core::io::{Buffer, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
+use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
 pub use ring::FileQueue;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
@@ -247,6 +256,16 @@ impl FilePath {
     }
 }
 
+/// How an errno that ended an `op` is reported: as [`classify_errno`]
+/// says, except that a discard the storage cannot do (`EOPNOTSUPP`) is the
+/// hint it is, done (see the module docs).
+pub fn outcome_of_errno(op: Op, errno: i32) -> PathOutcome {
+    match (op, errno) {
+        (Op::Discard, libc::EOPNOTSUPP) => PathOutcome::Ok,
+        _ => classify_errno(errno),
+    }
+}
+
 /// How an errno from a file operation is reported; see the module docs.
 pub fn classify_errno(errno: i32) -> PathOutcome {
     match errno {
@@ -294,6 +313,31 @@ pub(crate) fn pipe() -> (File, File) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A discard the storage cannot do is the hint NBD's TRIM is: done,
+    /// with nothing changed (it once went back as an error, and the NBD
+    /// client saw EOPNOTSUPP); any other operation it cannot do is still
+    /// the target's refusal, and a discard's other errors keep their
+    /// class.
+    #[test]
+    fn a_discard_the_storage_cannot_do_is_a_hint_done() {
+        assert_eq!(
+            outcome_of_errno(Op::Discard, libc::EOPNOTSUPP),
+            PathOutcome::Ok
+        );
+        assert_eq!(
+            outcome_of_errno(Op::WriteZeroes, libc::EOPNOTSUPP),
+            PathOutcome::Target(TargetError::NotSupported)
+        );
+        assert_eq!(
+            outcome_of_errno(Op::Discard, libc::EIO),
+            PathOutcome::Path(PathError::Transport)
+        );
+        assert_eq!(
+            outcome_of_errno(Op::Discard, libc::EINVAL),
+            PathOutcome::Target(TargetError::Invalid)
+        );
+    }
 
     /// A ring the kernel refuses reaches the user with what to change
     /// (the hint is all a test can check here: this kernel charges rings
