@@ -373,7 +373,7 @@ fn start_map(
             read_only: export.read_only,
             loops: settings.loops,
             queue_depth: settings.queue_depth,
-            max_connections: settings.max_connections,
+            max_connections: export.max_connections.unwrap_or(settings.max_connections),
             idle_spin_us: settings.idle_spin_us,
             ..ServerConfig::default()
         };

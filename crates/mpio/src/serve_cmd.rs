@@ -77,7 +77,8 @@ pub struct ServeArgs {
     /// Queue depth of each event loop.
     #[arg(long, default_value_t = ServerConfig::default().queue_depth)]
     queue_depth: usize,
-    /// Most client connections at once.
+    /// Most client connections at once, per export; at the cap a new
+    /// client replaces the connection idle the longest, or is refused.
     #[arg(long, default_value_t = ServerConfig::default().max_connections)]
     max_connections: usize,
     /// After work, how long (µs) each event loop polls before sleeping
@@ -172,6 +173,7 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
                 socket_mode: mpio_daemon::config::DEFAULT_SOCKET_MODE,
                 socket_group: None,
                 tcp: args.tcp,
+                max_connections: None,
                 read_only: args.read_only,
             }],
         }],

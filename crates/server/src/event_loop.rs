@@ -25,8 +25,10 @@
 //! old map's I/O finishing beside up to `depth` new ones; see
 //! [`mpio_core::reload`]); the connections' bounds still hold.
 //! A connection still in its handshake [`LoopSettings::handshake_timeout_ms`]
-//! after it arrived is closed (checked every 100 ms while any is), so idle
-//! clients cannot hold the server's connection slots.
+//! after it arrived is closed (checked every 100 ms while any is), and at
+//! the server's maximum a new connection takes the place of the loop's
+//! connection idle the longest ([`crate::acceptor`]), so idle clients
+//! cannot hold the server's connection slots.
 //!
 //! # Draining
 //! When the server shuts down ([`crate::Server::shutdown`]) a loop stops
@@ -42,6 +44,7 @@
 //! slot's generation moves on, so completions of its I/O still in flight
 //! find no connection and are dropped (their buffers reused).
 
+use crate::acceptor::Arrival;
 use crate::connection::{Connection, Ending, Incoming};
 use crate::export::{nbd_error, Export};
 use crate::log_limit::LimitedLog;
@@ -49,7 +52,6 @@ use crate::pool::BufferPool;
 use crate::reply::ReplyHeader;
 use crate::shutdown::{DrainProgress, LoopExit};
 use crate::stats::Counters;
-use crate::stream::Stream;
 use crate::Shared;
 use mio::{Events, Interest, Poll, Token};
 use mpio_core::io::{Completion, Io, Op};
@@ -70,6 +72,11 @@ const SPIN_TURNS: u32 = 64;
 const BUSY_SLEEP: Duration = Duration::from_micros(100);
 /// How often a loop with connections in their handshake checks their age.
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
+/// How long a connection must have been idle (nothing in flight, nothing
+/// to send, no byte from its client) to be closed for a new one at the
+/// server's maximum ([`crate::acceptor`]): long enough that a client
+/// between two requests is never taken for idle.
+pub const EVICT_IDLE_AFTER: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 struct Slot {
@@ -78,6 +85,8 @@ struct Slot {
     active: bool,
     /// When the connection arrived (for the handshake timeout).
     arrived_ns: u64,
+    /// When its client last sent something (or it arrived).
+    heard_ns: u64,
 }
 
 /// A request at the map.
@@ -118,7 +127,7 @@ pub struct EventLoop {
     queue: DeviceQueue,
     export: Arc<Export>,
     shared: Arc<Shared>,
-    incoming: Receiver<Stream>,
+    incoming: Receiver<Arrival>,
     slots: Vec<Slot>,
     free_slots: Vec<usize>,
     requests: Vec<InFlight>,
@@ -163,7 +172,7 @@ impl EventLoop {
         settings: LoopSettings,
         export: Arc<Export>,
         shared: Arc<Shared>,
-        incoming: Receiver<Stream>,
+        incoming: Receiver<Arrival>,
     ) -> Self {
         let depth = settings.queue_depth;
         let progress = Arc::clone(&shared.drain[settings.index]);
@@ -233,11 +242,13 @@ impl EventLoop {
                     continue;
                 }
                 let index = event.token().0;
-                let Some(connection) = self.slots[index].connection.as_mut() else {
+                let slot = &mut self.slots[index];
+                let Some(connection) = slot.connection.as_mut() else {
                     continue;
                 };
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     connection.readable = true;
+                    slot.heard_ns = now;
                 }
                 if event.is_read_closed() || event.is_error() {
                     connection.peer_closed = true;
@@ -257,7 +268,7 @@ impl EventLoop {
                 if !self.draining && self.shared.draining.load(Ordering::Acquire) {
                     self.start_draining();
                 }
-                self.adopt();
+                self.adopt(now);
             }
             if self.handshaking && now >= self.next_scan_ns {
                 self.next_scan_ns = now + SCAN_INTERVAL.as_nanos() as u64;
@@ -365,9 +376,28 @@ impl EventLoop {
         }
     }
 
-    /// Takes the connections the acceptor handed over.
-    fn adopt(&mut self) {
-        while let Ok(mut stream) = self.incoming.try_recv() {
+    /// Takes the connections the acceptor handed over (at `now`), making
+    /// room for those it says the server is full for.
+    fn adopt(&mut self, now: u64) {
+        while let Ok(Arrival {
+            mut stream,
+            make_room,
+        }) = self.incoming.try_recv()
+        {
+            if make_room && !self.draining && !self.evict_longest_idle(now) {
+                // Counted before the client can see the close.
+                Counters::add(&self.shared.counters.refused);
+                drop(stream);
+                self.shared.release_connection();
+                self.closes_log.note(|| {
+                    format!(
+                        "connection refused: the server holds its maximum of {} connections, \
+                         none idle for {EVICT_IDLE_AFTER:?}",
+                        self.shared.max_connections
+                    )
+                });
+                continue;
+            }
             if self.draining {
                 // Accepted just before the listeners closed: not served.
                 drop(stream);
@@ -381,6 +411,7 @@ impl EventLoop {
                     generation: 0,
                     active: false,
                     arrived_ns: 0,
+                    heard_ns: 0,
                 });
                 self.slots.len() - 1
             });
@@ -398,10 +429,44 @@ impl EventLoop {
             let mut connection = Connection::new(stream);
             connection.writable = true;
             self.slots[index].connection = Some(connection);
-            self.slots[index].arrived_ns = now_ns();
+            self.slots[index].arrived_ns = now;
+            self.slots[index].heard_ns = now;
             self.handshaking = true;
             mark_active(&mut self.slots, &mut self.active, index);
         }
+    }
+
+    /// Closes this loop's connection idle the longest, if one has been
+    /// idle for [`EVICT_IDLE_AFTER`] at `now` (see [`crate::acceptor`]);
+    /// says whether it did.
+    fn evict_longest_idle(&mut self, now: u64) -> bool {
+        let idle_ns = EVICT_IDLE_AFTER.as_nanos() as u64;
+        let longest = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| {
+                slot.connection.as_ref().is_some_and(|connection| {
+                    connection.unanswered() == 0 && !connection.has_output()
+                }) && now.saturating_sub(slot.heard_ns) >= idle_ns
+            })
+            .min_by_key(|(_, slot)| slot.heard_ns)
+            .map(|(index, slot)| (index, now.saturating_sub(slot.heard_ns)));
+        let Some((index, idle_ns)) = longest else {
+            return false;
+        };
+        // Counted before the client can see the close.
+        Counters::add(&self.shared.counters.evicted);
+        self.close(index);
+        self.closes_log.note(|| {
+            format!(
+                "closed a connection idle for {:?} to make room: the server holds its maximum \
+                 of {} connections",
+                Duration::from_nanos(idle_ns),
+                self.shared.max_connections
+            )
+        });
+        true
     }
 
     /// Reads connection `index` and submits its requests at `now`.

@@ -15,8 +15,9 @@
 //! new map at its next request (I/O in flight finishes on the old one).
 //!
 //! # Design
-//! - The acceptor hands connections to the loops round-robin and refuses
-//!   any beyond [`ServerConfig::max_connections`].
+//! - The acceptor hands connections to the loops round-robin; at
+//!   [`ServerConfig::max_connections`] a new one takes the place of the
+//!   longest-idle connection of its loop, or is refused (see [`acceptor`]).
 //! - Each loop ([`event_loop`]) is one thread with its own `mio` poller
 //!   (epoll), its own connections and its own [`mpio_core::queue::Queue`]
 //!   over the map: loops share nothing on the I/O path.
@@ -90,7 +91,8 @@ pub struct ServerConfig {
     pub loops: usize,
     /// Depth of each loop's queue over the map.
     pub queue_depth: usize,
-    /// Most connections open at once; more are closed as they arrive.
+    /// Most connections open at once; at the maximum a new one replaces
+    /// an idle one, or is closed (see [`acceptor`]).
     pub max_connections: usize,
     /// After work, how long (µs) an event loop polls before sleeping;
     /// 0: sleep at once. See [`event_loop`].
@@ -188,6 +190,17 @@ impl Shared {
         self.connections
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |open| {
                 (open < self.max_connections).then_some(open + 1)
+            })
+            .is_ok()
+    }
+
+    /// Counts a new connection beyond the maximum, while fewer than
+    /// `slack` are (see [`acceptor`]: one making room per loop).
+    fn claim_beyond_max(&self, slack: usize) -> bool {
+        // Relaxed: as in `claim_connection`.
+        self.connections
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |open| {
+                (open < self.max_connections + slack).then_some(open + 1)
             })
             .is_ok()
     }

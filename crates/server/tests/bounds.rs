@@ -183,3 +183,41 @@ fn the_unix_socket_gets_its_mode_not_the_umask() {
     assert_eq!(metadata.gid(), our_group);
     still_serves(shared.socket());
 }
+
+/// Clients that finish the handshake and then say nothing once filled
+/// the connection cap and locked out every new client. At the cap a new
+/// client now takes the place of the connection idle the longest; idle
+/// clients stay while there is room, and a client whose request is in
+/// flight is never taken for idle.
+#[test]
+fn idle_clients_at_the_cap_make_room_for_a_new_one() {
+    use mpio_server::event_loop::EVICT_IDLE_AFTER;
+    let server = TestServer::start(ServerConfig {
+        loops: 1,
+        max_connections: 3,
+        ..ServerConfig::default()
+    });
+    let mut oldest = RawClient::ready(server.socket());
+    std::thread::sleep(Duration::from_millis(50));
+    let mut idle: Vec<RawClient> = (0..2).map(|_| RawClient::ready(server.socket())).collect();
+    // Under the cap nobody is closed, however long idle.
+    std::thread::sleep(EVICT_IDLE_AFTER + Duration::from_millis(200));
+    assert_eq!(server.server.stats().connections_evicted, 0);
+    // At the cap: the new client is served...
+    let mut newcomer = RawClient::ready(server.socket());
+    newcomer.request(CMD_READ, 7, 0, 4096, &[]);
+    let (error, cookie, _) = newcomer.simple_reply(4096);
+    assert_eq!((error, cookie), (0, 7));
+    // ...in place of the connection idle the longest.
+    assert!(oldest.closed_by_server(), "the longest-idle client stays");
+    assert_eq!(server.server.stats().connections_evicted, 1);
+    // The others still work.
+    for (cookie, client) in idle.iter_mut().enumerate() {
+        client.request(CMD_READ, cookie as u64, 0, 4096, &[]);
+        assert_eq!(client.simple_reply(4096).0, 0);
+    }
+    // Nobody idle long enough now: the next client is refused.
+    let mut refused = RawClient::connect(server.socket());
+    assert!(refused.closed_by_server());
+    assert_eq!(server.server.stats().connections_refused, 1);
+}

@@ -104,15 +104,37 @@ pub(super) fn check_export(
             "socket_mode and socket_group need a socket",
         ));
     }
+    let max_connections = match &raw.max_connections {
+        Some(count) => {
+            let place = Place::of(count, format!("{label}: max_connections"));
+            let value = usize::try_from(*count.get_ref())
+                .ok()
+                .filter(|value| (1..=MAX_CONNECTIONS).contains(value))
+                .ok_or_else(|| {
+                    source.error(
+                        &place,
+                        Some(count.get_ref().to_string()),
+                        format!("expected 1 to {MAX_CONNECTIONS} connections"),
+                    )
+                })?;
+            Some(value)
+        }
+        None => None,
+    };
     Ok(ExportConfig {
         name,
         socket,
         socket_mode,
         socket_group,
         tcp,
+        max_connections,
         read_only: raw.read_only,
     })
 }
+
+/// Most connections an export may be given (each holds buffers and a
+/// descriptor; see docs/SECURITY.md).
+pub const MAX_CONNECTIONS: usize = 65_536;
 
 /// An export socket's mode unless the config says otherwise: only its
 /// owner may connect, since whoever connects can write the disk.

@@ -188,6 +188,9 @@ pub struct ExportConfig {
     pub socket_group: Option<u32>,
     /// Listen on this TCP address.
     pub tcp: Option<SocketAddr>,
+    /// Most client connections at once; `None`: the daemon's
+    /// `--max-connections`.
+    pub max_connections: Option<usize>,
     /// Refuse writes.
     pub read_only: bool,
 }

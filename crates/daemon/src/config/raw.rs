@@ -120,6 +120,7 @@ pub(super) struct RawExport {
     pub tcp: Option<Spanned<String>>,
     pub socket_mode: Option<Spanned<String>>,
     pub socket_group: Option<Spanned<Scalar>>,
+    pub max_connections: Option<Spanned<i64>>,
     #[serde(default)]
     pub read_only: bool,
 }

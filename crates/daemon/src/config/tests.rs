@@ -235,6 +235,7 @@ fn exports_are_read() {
                 socket_mode: 0o600,
                 socket_group: None,
                 tcp: None,
+                max_connections: None,
                 read_only: false,
             },
             ExportConfig {
@@ -243,6 +244,7 @@ fn exports_are_read() {
                 socket_mode: 0o600,
                 socket_group: None,
                 tcp: Some("0.0.0.0:10809".parse().unwrap()),
+                max_connections: None,
                 read_only: true,
             },
         ]
@@ -564,4 +566,23 @@ fn an_export_socket_gets_the_mode_and_group_configured() {
     assert!(error.to_string().contains("group name"), "{error}");
     let error = refused(&map("tcp = \"127.0.0.1:0\"\nsocket_mode = \"0660\""));
     assert!(error.to_string().contains("need a socket"), "{error}");
+}
+
+#[test]
+fn an_export_may_set_its_connection_cap() {
+    let map = |export: &str| {
+        format!(
+            "[[map]]\nname = \"m\"\ntable = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 null:4K 1\"\n\
+             [[map.export]]\nsocket = \"/run/m.sock\"\n{export}\n"
+        )
+    };
+    assert_eq!(parse(&map("")).maps[0].exports[0].max_connections, None);
+    assert_eq!(
+        parse(&map("max_connections = 16")).maps[0].exports[0].max_connections,
+        Some(16)
+    );
+    for bad in ["0", "-1", "65537"] {
+        let error = refused(&map(&format!("max_connections = {bad}")));
+        assert!(error.to_string().contains("expected 1 to 65536"), "{error}");
+    }
 }
