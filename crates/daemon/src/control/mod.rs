@@ -4,8 +4,10 @@
 //! - [`protocol`]: the request and response types (JSON lines).
 //! - [`server`]: the daemon's listener thread.
 //! - [`client`]: the CLI's side.
+//! - [`fuzz`]: the control fuzzer's check (any bytes from a client).
 
 pub mod client;
+pub mod fuzz;
 pub mod protocol;
 pub mod server;
 

@@ -140,7 +140,7 @@ impl Drop for ControlServer {
 }
 
 /// Reads one request line from `stream`, answers it, and closes.
-fn answer(stream: &UnixStream, handler: &Mutex<Handler>) {
+pub(super) fn answer(stream: &UnixStream, handler: &Mutex<Handler>) {
     let deadline = Deadline::after(CONNECTION_TIMEOUT);
     let (response, unread) = match read_request(stream, deadline) {
         Ok(request) => (lock(handler)(request), false),
