@@ -86,6 +86,9 @@ pub struct ServerSettings {
     pub max_connections: usize,
     /// How long (µs) an event loop polls after work before sleeping.
     pub idle_spin_us: u64,
+    /// Most request and reply buffer bytes each export holds past its
+    /// connections' first small requests ([`mpio_server::budget`]).
+    pub max_buffered_bytes: usize,
 }
 
 impl Default for ServerSettings {
@@ -96,6 +99,7 @@ impl Default for ServerSettings {
             queue_depth: server.queue_depth,
             max_connections: server.max_connections,
             idle_spin_us: server.idle_spin_us,
+            max_buffered_bytes: server.max_buffered_bytes,
         }
     }
 }
@@ -375,6 +379,7 @@ fn start_map(
             queue_depth: settings.queue_depth,
             max_connections: export.max_connections.unwrap_or(settings.max_connections),
             idle_spin_us: settings.idle_spin_us,
+            max_buffered_bytes: settings.max_buffered_bytes,
             ..ServerConfig::default()
         };
         let server = Server::start(&server_config, Arc::clone(&slot)).map_err(|source| {

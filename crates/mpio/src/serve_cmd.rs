@@ -85,6 +85,11 @@ pub struct ServeArgs {
     /// (0: sleep at once; saves CPU, costs latency).
     #[arg(long, default_value_t = ServerConfig::default().idle_spin_us)]
     idle_spin_us: u64,
+    /// Most request and reply buffer bytes each export holds at once,
+    /// past each connection's first request of up to 1 MiB (suffixes K,
+    /// M, G; default: an eighth of the host's memory, 256M to 16G).
+    #[arg(long, value_name = "SIZE", value_parser = parse_buffered)]
+    max_buffered: Option<usize>,
     /// On SIGTERM or SIGINT, how long (seconds) to wait for requests in
     /// flight and the final flush before giving up on them.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
@@ -115,6 +120,9 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         queue_depth: args.queue_depth,
         max_connections: args.max_connections,
         idle_spin_us: args.idle_spin_us,
+        max_buffered_bytes: args
+            .max_buffered
+            .unwrap_or_else(mpio_server::budget::default_max_buffered_bytes),
     };
     let daemon = Daemon::start(config, args.control.as_deref(), server_settings)
         .map_err(|error| error.to_string())?;
@@ -139,6 +147,16 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
     } else {
         Err("the shutdown abandoned work (see the reports above)".into())
     }
+}
+
+/// `--max-buffered`: a size of at least one largest request.
+fn parse_buffered(text: &str) -> Result<usize, String> {
+    let bytes = mpio_transport::uri::parse_size(text)?;
+    let least = mpio_server::export::MAX_PAYLOAD as u64;
+    if bytes < least {
+        return Err(format!("at least {least} bytes (one largest request)"));
+    }
+    usize::try_from(bytes).map_err(|_| format!("{text}: too large"))
 }
 
 /// The one-map config the command-line flags describe.

@@ -45,6 +45,7 @@
 //! find no connection and are dropped (their buffers reused).
 
 use crate::acceptor::Arrival;
+use crate::budget::Hold;
 use crate::connection::{Connection, Ending, Incoming};
 use crate::export::{nbd_error, Export};
 use crate::log_limit::LimitedLog;
@@ -77,6 +78,9 @@ const SCAN_INTERVAL: Duration = Duration::from_millis(100);
 /// server's maximum ([`crate::acceptor`]): long enough that a client
 /// between two requests is never taken for idle.
 pub const EVICT_IDLE_AFTER: Duration = Duration::from_secs(1);
+/// How often a connection whose next request waits for room in the
+/// server's budget ([`crate::budget`]) tries again.
+pub const STARVED_RETRY: Duration = Duration::from_millis(1);
 
 #[derive(Debug)]
 struct Slot {
@@ -99,8 +103,8 @@ struct InFlight {
     length: u32,
     op: Op,
     structured: bool,
-    /// Buffer bytes counted against the connection's bound.
-    held_bytes: usize,
+    /// What its buffer holds of the connection's bound and the budget.
+    hold: Hold,
 }
 
 /// How one loop runs.
@@ -136,6 +140,9 @@ pub struct EventLoop {
     arrivals: Vec<Incoming>,
     completions: Vec<Completion>,
     active: Vec<usize>,
+    /// Connections whose next request waits for room in the budget: read
+    /// again every [`STARVED_RETRY`].
+    starved: Vec<usize>,
     /// The list `active` is swapped with while a turn sends (see `turn`).
     sending: Vec<usize>,
     /// Requests refused and connections closed for their clients' faults,
@@ -191,6 +198,7 @@ impl EventLoop {
             arrivals: Vec::with_capacity(64),
             completions: Vec::with_capacity(depth),
             active: Vec::with_capacity(64),
+            starved: Vec::new(),
             sending: Vec::with_capacity(64),
             refusals_log: LimitedLog::default(),
             closes_log: LimitedLog::default(),
@@ -215,6 +223,8 @@ impl EventLoop {
             let timeout = match (busy, self.idle_turns < SPIN_TURNS) {
                 // Connections to read on (room freed by replies sent).
                 _ if !self.active.is_empty() => Some(Duration::ZERO),
+                // Connections waiting for room in the budget.
+                _ if !self.starved.is_empty() => Some(STARVED_RETRY),
                 (false, _) if now_ns().saturating_sub(self.last_work_ns) < self.idle_spin_ns => {
                     Some(Duration::ZERO)
                 }
@@ -269,6 +279,9 @@ impl EventLoop {
                     self.start_draining();
                 }
                 self.adopt(now);
+            }
+            for index in std::mem::take(&mut self.starved) {
+                mark_active(&mut self.slots, &mut self.active, index);
             }
             if self.handshaking && now >= self.next_scan_ns {
                 self.next_scan_ns = now + SCAN_INTERVAL.as_nanos() as u64;
@@ -426,7 +439,7 @@ impl EventLoop {
                 self.shared.release_connection();
                 continue;
             }
-            let mut connection = Connection::new(stream);
+            let mut connection = Connection::new(stream, Arc::clone(&self.shared.budget));
             connection.writable = true;
             self.slots[index].connection = Some(connection);
             self.slots[index].arrived_ns = now;
@@ -491,6 +504,9 @@ impl EventLoop {
                 refusals.note(|| format!("request refused: {reason}"));
             },
         );
+        if connection.is_starved() {
+            self.starved.push(index);
+        }
         let structured = connection.is_structured();
         let generation = self.slots[index].generation;
         let mut arrivals = std::mem::take(&mut self.arrivals);
@@ -503,7 +519,7 @@ impl EventLoop {
                 length: incoming.length,
                 op: incoming.op,
                 structured,
-                held_bytes: incoming.buf.len(),
+                hold: incoming.hold,
             };
             let user_data = match self.free_requests.pop() {
                 Some(free) => {
@@ -582,6 +598,7 @@ impl EventLoop {
             Some(connection) if slot.generation == request.generation => connection,
             _ => {
                 Counters::add(&self.shared.counters.replies_dropped);
+                self.shared.budget.release(request.hold);
                 self.pool.give(completion.buf);
                 return;
             }
@@ -611,7 +628,7 @@ impl EventLoop {
                 )
             }
         };
-        connection.reply(header, data, request.held_bytes, &mut self.pool);
+        connection.reply(header, data, request.hold, &mut self.pool);
         mark_active(&mut self.slots, &mut self.active, request.slot as usize);
     }
 

@@ -23,6 +23,9 @@
 //!   over the map: loops share nothing on the I/O path.
 //! - The handshake ([`handshake`]) and the judgement of each request
 //!   ([`request`]) are pure functions of bytes, fuzzed in `fuzz/`.
+//! - Buffers are bounded over the whole server: each connection's, and
+//!   all of them together by [`ServerConfig::max_buffered_bytes`]
+//!   ([`budget`]).
 //! - Many requests per connection are in flight at once and are answered
 //!   as they complete, in any order; replies are batched into vectored
 //!   writes and buffers are pooled per loop ([`pool`]).
@@ -34,6 +37,7 @@
 //! for its ordering.
 
 pub mod acceptor;
+pub mod budget;
 pub mod connection;
 pub mod event_loop;
 pub mod export;
@@ -100,6 +104,10 @@ pub struct ServerConfig {
     /// A client that has not chosen the export this long (ms) after it
     /// connected is disconnected.
     pub handshake_timeout_ms: u64,
+    /// Most request and reply buffer bytes held at once over every
+    /// connection, past each one's first small request ([`budget`]);
+    /// default: an eighth of the host's memory, 256 MiB to 16 GiB.
+    pub max_buffered_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -116,6 +124,7 @@ impl Default for ServerConfig {
             max_connections: 128,
             idle_spin_us: 25,
             handshake_timeout_ms: 30_000,
+            max_buffered_bytes: budget::default_max_buffered_bytes(),
         }
     }
 }
@@ -179,6 +188,8 @@ pub struct Shared {
     waiting_for_path: Vec<AtomicUsize>,
     connections: AtomicUsize,
     max_connections: usize,
+    /// Buffered bytes over every loop ([`budget`]).
+    budget: Arc<budget::Budget>,
     counters: Counters,
 }
 
@@ -256,6 +267,14 @@ impl Server {
                 config.socket_mode
             )));
         }
+        if config.max_buffered_bytes < export::MAX_PAYLOAD as usize {
+            // A request larger than the budget would wait for ever.
+            return Err(ServerError::Invalid(format!(
+                "max buffered bytes {} (at least one largest request, {})",
+                config.max_buffered_bytes,
+                export::MAX_PAYLOAD
+            )));
+        }
         if config.max_connections == 0 {
             return Err(ServerError::Invalid("max connections 0".into()));
         }
@@ -301,6 +320,7 @@ impl Server {
             waiting_for_path: (0..loop_count).map(|_| AtomicUsize::new(0)).collect(),
             connections: AtomicUsize::new(0),
             max_connections: config.max_connections,
+            budget: Arc::new(budget::Budget::new(config.max_buffered_bytes)),
             counters: Counters::default(),
         });
         let mut server = Server {
@@ -437,6 +457,12 @@ impl Server {
             // Relaxed: see `Shared::waiting_for_path`.
             .map(|waiting| waiting.load(Ordering::Relaxed) as u64)
             .sum()
+    }
+
+    /// Request and reply buffer bytes taken from the server's budget now
+    /// ([`budget`]; each connection's first small request is outside it).
+    pub fn buffered_bytes(&self) -> usize {
+        self.shared.budget.used()
     }
 
     /// Connections open now.
