@@ -4,7 +4,8 @@
 //!
 //! Reading turns bytes into [`Incoming`] requests for the loop to submit
 //! to the map (a WRITE's payload is read straight into the I/O's buffer
-//! once its header is parsed). Replies queue as a header and, for reads,
+//! once its header is parsed; the buffer starts at [`PAYLOAD_STEP`] and
+//! grows as the payload arrives, so a header alone commits no more). Replies queue as a header and, for reads,
 //! the I/O's own buffer, and go out many at a time in one vectored write:
 //! no payload is copied on the way out.
 //!
@@ -46,6 +47,10 @@ pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 /// Bytes of input buffered ahead of parsing: an option header with the
 /// largest payload fits, and so do many request headers at once.
 pub const INPUT_LEN: usize = 2 * MAX_OPTION_LEN as usize;
+/// A WRITE's buffer starts this large (or at its length, if smaller)
+/// and doubles as its payload arrives (1 MiB: what the buffer pool
+/// keeps).
+pub const PAYLOAD_STEP: usize = crate::pool::MAX_POOLED_BYTES;
 /// Most slices gathered into one vectored write.
 const MAX_SLICES: usize = 64;
 
@@ -275,6 +280,7 @@ impl Connection {
             }
             let (result, requested) = match &mut self.receiving {
                 Receiving::Payload { incoming, filled } => {
+                    grow_payload(incoming, *filled + 1);
                     let space = &mut incoming.buf.as_mut_slice()[*filled..];
                     let requested = space.len();
                     let result = self.stream.read(space);
@@ -390,6 +396,7 @@ impl Connection {
                 Receiving::Payload { incoming, filled } => {
                     let want = incoming.length as usize - *filled;
                     let count = want.min(available.len());
+                    grow_payload(incoming, *filled + count);
                     incoming.buf.as_mut_slice()[*filled..*filled + count]
                         .copy_from_slice(&available[..count]);
                     *filled += count;
@@ -439,7 +446,8 @@ impl Connection {
         match verdict {
             Verdict::Io { op, fua } => {
                 let buf = match op {
-                    Op::Read | Op::Write => pool.take(hold.bytes),
+                    Op::Read => pool.take(hold.bytes),
+                    Op::Write => pool.take(hold.bytes.min(PAYLOAD_STEP)),
                     _ => Buffer::empty(),
                 };
                 let incoming = Incoming {
@@ -623,5 +631,16 @@ impl Connection {
             self.budget.release(incoming.hold);
             pool.give(incoming.buf);
         }
+    }
+}
+
+/// Grows a WRITE's buffer to hold at least `end` bytes of its payload
+/// (doubling, never past the request's length): memory follows the
+/// payload as it arrives, not the header's claim.
+fn grow_payload(incoming: &mut Incoming, end: usize) {
+    let length = incoming.length as usize;
+    let current = incoming.buf.len();
+    if current < end.min(length) {
+        incoming.buf.resize(end.max(current * 2).min(length));
     }
 }
