@@ -21,6 +21,7 @@
 //! socket file (which may have been removed or replaced). Stopping cuts
 //! every client and joins every thread.
 
+use mpio_server::log_limit::LimitedLog;
 use mpio_transport::lock;
 use std::io;
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -153,6 +154,9 @@ fn accept<L: Listen>(
     let live: Arc<Live<L::Stream>> = Arc::new(Mutex::new(Vec::new()));
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     let mut next_id = 0u64;
+    // Clients can cause these as fast as they connect: at most one a
+    // second each.
+    let (mut busy_log, mut failed_log) = (LimitedLog::default(), LimitedLog::default());
     // Relaxed: see `Clients::stop`.
     while !stop.load(Ordering::Relaxed) {
         let stream = match listener.accept_client() {
@@ -164,14 +168,15 @@ fn accept<L: Listen>(
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => {
                 // Out of file descriptors, say: try again later.
-                tracing::warn!(%error, "{name}: accept failed; retrying");
+                failed_log.note(|| format!("{name}: accept failed ({error}); retrying"));
                 std::thread::sleep(ACCEPT_INTERVAL);
                 continue;
             }
         };
         threads.retain(|thread| !thread.is_finished());
         if threads.len() >= MAX_THREADS {
-            tracing::warn!("{name}: {MAX_THREADS} client threads busy; a client is closed");
+            busy_log
+                .note(|| format!("{name}: {MAX_THREADS} client threads busy; a client is closed"));
             continue;
         }
         {
@@ -183,7 +188,9 @@ fn accept<L: Listen>(
             match L::handle(&stream) {
                 Ok(handle) => live.push((next_id, handle)),
                 Err(error) => {
-                    tracing::warn!(%error, "{name}: cannot keep a client's handle; closed");
+                    failed_log.note(|| {
+                        format!("{name}: cannot keep a client's handle ({error}); closed")
+                    });
                     continue;
                 }
             }
@@ -200,7 +207,8 @@ fn accept<L: Listen>(
         match spawned {
             Ok(thread) => threads.push(thread),
             Err(error) => {
-                tracing::warn!(%error, "{name}: cannot start a client thread; closed");
+                failed_log
+                    .note(|| format!("{name}: cannot start a client thread ({error}); closed"));
                 lock(&live).retain(|(client, _)| *client != id);
             }
         }
