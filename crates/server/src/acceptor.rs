@@ -9,7 +9,7 @@
 //! connection is handed over anyway, marked [`Arrival::make_room`]: its
 //! event loop closes its own connection idle the longest (nothing in
 //! flight, nothing to send, no byte from its client for
-//! [`crate::event_loop::EVICT_IDLE_AFTER`]) to make room, as a web
+//! [`crate::ServerConfig::evict_idle_ms`], a second by default) to make room, as a web
 //! server closes its oldest keep-alive connection; with none idle that
 //! long, it closes the new one instead (counted as refused). Idle clients
 //! are thus closed only when the server is full: set `max_connections`

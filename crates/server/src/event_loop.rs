@@ -73,11 +73,6 @@ const SPIN_TURNS: u32 = 64;
 const BUSY_SLEEP: Duration = Duration::from_micros(100);
 /// How often a loop with connections in their handshake checks their age.
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
-/// How long a connection must have been idle (nothing in flight, nothing
-/// to send, no byte from its client) to be closed for a new one at the
-/// server's maximum ([`crate::acceptor`]): long enough that a client
-/// between two requests is never taken for idle.
-pub const EVICT_IDLE_AFTER: Duration = Duration::from_secs(1);
 /// How often a connection whose next request waits for room in the
 /// server's budget ([`crate::budget`]) tries again.
 pub const STARVED_RETRY: Duration = Duration::from_millis(1);
@@ -122,6 +117,9 @@ pub struct LoopSettings {
     /// A connection still in the handshake this long after it arrived
     /// is closed.
     pub handshake_timeout_ms: u64,
+    /// How long a connection must have been idle to be closed for a new
+    /// one at the server's maximum ([`crate::ServerConfig::evict_idle_ms`]).
+    pub evict_idle_ms: u64,
 }
 
 /// One loop's state. See the module docs.
@@ -155,6 +153,8 @@ pub struct EventLoop {
     idle_spin_ns: u64,
     last_work_ns: u64,
     handshake_timeout_ms: u64,
+    /// See [`LoopSettings::evict_idle_ms`].
+    evict_idle_ms: u64,
     /// Some connection was in the handshake at the last scan (or arrived
     /// since): the loop wakes to scan again.
     handshaking: bool,
@@ -207,6 +207,7 @@ impl EventLoop {
             idle_spin_ns: settings.idle_spin_ns,
             last_work_ns: 0,
             handshake_timeout_ms: settings.handshake_timeout_ms,
+            evict_idle_ms: settings.evict_idle_ms,
             handshaking: false,
             next_scan_ns: 0,
             draining: false,
@@ -405,8 +406,8 @@ impl EventLoop {
                 self.closes_log.note(|| {
                     format!(
                         "connection refused: the server holds its maximum of {} connections, \
-                         none idle for {EVICT_IDLE_AFTER:?}",
-                        self.shared.max_connections
+                         none idle for {} ms",
+                        self.shared.max_connections, self.evict_idle_ms
                     )
                 });
                 continue;
@@ -450,10 +451,10 @@ impl EventLoop {
     }
 
     /// Closes this loop's connection idle the longest, if one has been
-    /// idle for [`EVICT_IDLE_AFTER`] at `now` (see [`crate::acceptor`]);
-    /// says whether it did.
+    /// idle for [`LoopSettings::evict_idle_ms`] at `now` (see
+    /// [`crate::acceptor`]); says whether it did.
     fn evict_longest_idle(&mut self, now: u64) -> bool {
-        let idle_ns = EVICT_IDLE_AFTER.as_nanos() as u64;
+        let idle_ns = self.evict_idle_ms.saturating_mul(1_000_000);
         let longest = self
             .slots
             .iter()

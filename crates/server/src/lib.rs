@@ -104,6 +104,11 @@ pub struct ServerConfig {
     /// A client that has not chosen the export this long (ms) after it
     /// connected is disconnected.
     pub handshake_timeout_ms: u64,
+    /// How long (ms) a connection must have been idle (nothing in flight,
+    /// nothing to send, no byte from its client) to be closed for a new
+    /// one at the maximum ([`acceptor`]): long enough that a client
+    /// between two requests is never taken for idle.
+    pub evict_idle_ms: u64,
     /// Most request and reply buffer bytes held at once over every
     /// connection, past each one's first small request ([`budget`]);
     /// default: an eighth of the host's memory, 256 MiB to 16 GiB.
@@ -124,6 +129,7 @@ impl Default for ServerConfig {
             max_connections: 128,
             idle_spin_us: 25,
             handshake_timeout_ms: 30_000,
+            evict_idle_ms: 1_000,
             max_buffered_bytes: budget::default_max_buffered_bytes(),
         }
     }
@@ -348,6 +354,7 @@ impl Server {
                 queue_depth: config.queue_depth,
                 idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
                 handshake_timeout_ms: config.handshake_timeout_ms,
+                evict_idle_ms: config.evict_idle_ms,
             };
             let thread = std::thread::Builder::new()
                 .name(format!("mpio-serve-{index}"))

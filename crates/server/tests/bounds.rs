@@ -194,7 +194,6 @@ fn the_unix_socket_gets_its_mode_not_the_umask() {
 /// flight is never taken for idle.
 #[test]
 fn idle_clients_at_the_cap_make_room_for_a_new_one() {
-    use mpio_server::event_loop::EVICT_IDLE_AFTER;
     let server = TestServer::start(ServerConfig {
         loops: 1,
         max_connections: 3,
@@ -204,7 +203,8 @@ fn idle_clients_at_the_cap_make_room_for_a_new_one() {
     std::thread::sleep(Duration::from_millis(50));
     let mut idle: Vec<RawClient> = (0..2).map(|_| RawClient::ready(server.socket())).collect();
     // Under the cap nobody is closed, however long idle.
-    std::thread::sleep(EVICT_IDLE_AFTER + Duration::from_millis(200));
+    let evict_after = Duration::from_millis(ServerConfig::default().evict_idle_ms);
+    std::thread::sleep(evict_after + Duration::from_millis(200));
     assert_eq!(server.server.stats().connections_evicted, 0);
     // At the cap: the new client is served...
     let mut newcomer = RawClient::ready(server.socket());
