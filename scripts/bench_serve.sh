@@ -45,7 +45,7 @@ start() {
       local spin=25
       [[ $1 == mpio-nospin ]] && spin=0
       "$mpio" serve --socket "$socket" --idle-spin-us "$spin" \
-        --table "0 $sectors multipath 0 0 1 1 round-robin 0 2 1 null:$size 1 null:$size 1" >/dev/null &
+        --table "0 $sectors multipath 0 0 1 1 round-robin 0 2 1 null:$size#1 1 null:$size#2 1" >/dev/null &
       ;;
     nbdkit) nbdkit --foreground --unix "$socket" --exportname mpio null "$size" & ;;
     qemu-nbd)

@@ -16,18 +16,15 @@ pub(crate) use std::sync::{
     Arc, Mutex, MutexGuard,
 };
 
-/// Locks `mutex`, recovering the data if a panicking thread poisoned it: the
-/// state it guards is rebuilt from scratch on every change, so a panic mid
-/// update leaves nothing half-written that a later reader could trust.
+/// Locks `mutex`.
+///
+/// # Panics
+/// If a thread panicked holding it: whatever it was changing cannot be
+/// trusted, and the process is meant to end on the first panic anyway
+/// (the daemon aborts from its panic hook, so a supervisor restarts it).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    #[cfg(loom)]
-    {
-        mutex.lock().unwrap()
-    }
-    #[cfg(not(loom))]
-    {
-        mutex
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(_) => panic!("a lock was poisoned: a thread panicked holding it"),
     }
 }

@@ -6,9 +6,10 @@
 //! [`Daemon::start`] builds every map (a map that cannot be built stops the
 //! start, naming the map and why), starts its checker thread and its NBD
 //! servers, then opens the control socket. Control requests are answered
-//! one at a time by [`Daemon`]'s handler under the maps' lock, so a reload
-//! and a message never interleave; the I/O path takes no part in that lock
-//! (each NBD event loop follows its map's [`DeviceSlot`]).
+//! one at a time by [`Daemon`]'s handler, so a reload and a message never
+//! interleave; a reload builds its map without holding the list of maps,
+//! so a metrics scrape never waits behind it. The I/O path takes no part
+//! in either lock (each NBD event loop follows its map's [`DeviceSlot`]).
 //!
 //! # Reload
 //! A reload builds the new map from a dm table or a config section and
@@ -87,6 +88,9 @@ pub struct ServerSettings {
     pub max_connections: usize,
     /// How long (µs) an event loop polls after work before sleeping.
     pub idle_spin_us: u64,
+    /// Most request and reply buffer bytes each export holds past its
+    /// connections' first small requests ([`mpio_server::budget`]).
+    pub max_buffered_bytes: usize,
 }
 
 impl Default for ServerSettings {
@@ -97,6 +101,7 @@ impl Default for ServerSettings {
             queue_depth: server.queue_depth,
             max_connections: server.max_connections,
             idle_spin_us: server.idle_spin_us,
+            max_buffered_bytes: server.max_buffered_bytes,
         }
     }
 }
@@ -178,10 +183,19 @@ impl std::fmt::Display for ExportReport {
     }
 }
 
-/// What the daemon shares between the control thread and its owner.
+/// What the daemon shares between the control threads, the metrics
+/// endpoint and its owner.
+///
+/// # Locks
+/// `control` is held for a whole control request, so verbs run one at a
+/// time; `maps` only while a request or a scrape reads or changes the
+/// list, never across a map's build (a reload may connect to NBD servers
+/// for seconds), so a scrape never waits behind a reload. Order: `control`
+/// before `maps`.
 #[derive(Debug)]
 struct State {
     transports: Transports,
+    control: Mutex<()>,
     maps: Mutex<Vec<RunningMap>>,
     ublk: UblkExports,
 }
@@ -219,6 +233,7 @@ impl Daemon {
         }
         let state = Arc::new(State {
             transports,
+            control: Mutex::new(()),
             maps: Mutex::new(maps),
             ublk,
         });
@@ -442,13 +457,16 @@ fn start_map(
         }
         let server_config = ServerConfig {
             unix_socket: export.socket.clone(),
+            socket_mode: export.socket_mode,
+            socket_group: export.socket_group,
             tcp: export.tcp,
             export_name: export.name.clone(),
             read_only: export.read_only,
             loops: settings.loops,
             queue_depth: settings.queue_depth,
-            max_connections: settings.max_connections,
+            max_connections: export.max_connections.unwrap_or(settings.max_connections),
             idle_spin_us: settings.idle_spin_us,
+            max_buffered_bytes: settings.max_buffered_bytes,
             ..ServerConfig::default()
         };
         let server = Server::start(&server_config, Arc::clone(&slot)).map_err(|source| {
@@ -470,26 +488,31 @@ fn start_map(
     })
 }
 
-/// Answers one control request under the maps' lock.
+/// Answers one control request, one at a time (under `control`).
 fn handle(state: &State, request: Request) -> Response {
-    let mut maps = lock(&state.maps);
+    let _control = lock(&state.control);
     let outcome = match request {
         Request::Status { map } => {
+            let maps = lock(&state.maps);
             select(&maps, map.as_deref()).map(|chosen| view::status(&chosen, map.is_some()))
         }
         Request::Table { map } => {
+            let maps = lock(&state.maps);
             select(&maps, map.as_deref()).map(|chosen| view::table(&chosen, map.is_some()))
         }
         Request::Topology { map } => {
+            let maps = lock(&state.maps);
             select(&maps, map.as_deref()).map(|chosen| view::topology(&chosen))
         }
-        Request::Paths { map } => select(&maps, map.as_deref()).map(|chosen| view::paths(&chosen)),
+        Request::Paths { map } => {
+            let maps = lock(&state.maps);
+            select(&maps, map.as_deref()).map(|chosen| view::paths(&chosen))
+        }
         Request::Message { map, message } => {
+            let mut maps = lock(&state.maps);
             find(&mut maps, &map).and_then(|running| send_message(running, &message))
         }
-        Request::Reload { map, source } => {
-            find(&mut maps, &map).and_then(|running| reload(&state.transports, running, source))
-        }
+        Request::Reload { map, source } => reload(state, &map, source),
     };
     outcome.unwrap_or_else(|message| Response::Error { message })
 }
@@ -532,65 +555,29 @@ fn send_message(running: &RunningMap, text: &str) -> Result<Response, String> {
     })
 }
 
-fn reload(
-    transports: &Transports,
-    running: &mut RunningMap,
-    source: ReloadSource,
-) -> Result<Response, String> {
-    let name = running.config.name.clone();
-    let (new_config, kind) = match source {
-        ReloadSource::Table(text) => {
-            let table = Table::parse(&text).map_err(|error| format!("table: {error}"))?;
-            let mut config = running.config.clone();
-            config.table = table;
-            (config, "table")
-        }
-        ReloadSource::Config { origin, text } => {
-            let daemon_config =
-                DaemonConfig::parse(&text).map_err(|error| format!("{origin}: {error}"))?;
-            let config = daemon_config
-                .map(&name)
-                .cloned()
-                .ok_or_else(|| format!("{origin}: no map named {name:?}"))?;
-            (config, "config")
-        }
+/// Reloads map `name` from `source`. The caller holds `control`; `maps`
+/// is taken to read the map's config and slot, released while the new
+/// map is built and installed, and taken again to record it.
+fn reload(state: &State, name: &str, source: ReloadSource) -> Result<Response, String> {
+    let (new_config, kind, slot, notes) = {
+        let mut maps = lock(&state.maps);
+        let running = find(&mut maps, name)?;
+        let (new_config, kind) = reload_config(running, source)?;
+        let notes = reload_notes(running, &new_config)?;
+        (new_config, kind, Arc::clone(&running.slot), notes)
     };
-    // Path state, counters and the checker's records follow the path word
-    // across a reload: a word must keep leading where it led.
-    let old_map = running.map();
-    for path in &new_config.paths {
-        let before = running.config.uri_of(&path.name);
-        let in_use = (0..old_map.paths().len()).any(|index| old_map.path_name(index) == path.name);
-        if in_use && before != path.uri {
-            return Err(format!(
-                "map {name:?}: path {:?} leads to {before:?}; the reload points it at {:?}: a path \
-                 keeps its endpoint across a reload (give the new endpoint a new name); the map \
-                 keeps its table",
-                path.name, path.uri
-            ));
-        }
-    }
-    let mut notes = Vec::new();
-    if new_config.exports != running.config.exports {
-        notes.push("the exports differ and stay as started (restart the daemon to change them)");
-    }
-    if new_config.checker != running.config.checker {
-        notes.push("the checker settings differ and stay as started");
-    }
-    // Clients were told the export's size at their handshake.
-    if let Some(server) = running.servers.first() {
-        server
-            .check_size(&new_config.table)
-            .map_err(|error| format!("map {name:?}: {error}; the map keeps its table"))?;
-    }
-    let old = transports
+    let old = state
+        .transports
         .reload_named(
-            &running.slot,
+            &slot,
             &new_config.table,
             map_options(&new_config),
             &names_of(&new_config),
         )
         .map_err(|error| format!("map {name:?}: {error}; the map keeps its table"))?;
+    let mut maps = lock(&state.maps);
+    // Only a shutdown removes maps, and it stops the control socket first.
+    let running = find(&mut maps, name)?;
     // Idle event loops move to the new map now (dropping their queues to
     // paths it removed), not at their next request.
     for server in &running.servers {
@@ -620,4 +607,65 @@ fn reload(
             "notes": notes,
         }),
     })
+}
+
+/// The config a reload of `running` from `source` gives the map, and
+/// which kind of source it was.
+fn reload_config(
+    running: &RunningMap,
+    source: ReloadSource,
+) -> Result<(MapConfig, &'static str), String> {
+    let name = &running.config.name;
+    match source {
+        ReloadSource::Table(text) => {
+            let table = Table::parse(&text).map_err(|error| format!("table: {error}"))?;
+            let mut config = running.config.clone();
+            config.table = table;
+            Ok((config, "table"))
+        }
+        ReloadSource::Config { origin, text } => {
+            let daemon_config =
+                DaemonConfig::parse(&text).map_err(|error| format!("{origin}: {error}"))?;
+            let config = daemon_config
+                .map(name)
+                .cloned()
+                .ok_or_else(|| format!("{origin}: no map named {name:?}"))?;
+            Ok((config, "config"))
+        }
+    }
+}
+
+/// Refuses a reload of `running` to `new_config` that would move a path
+/// word or resize the export; else the notes for what it leaves as is.
+fn reload_notes(running: &RunningMap, new_config: &MapConfig) -> Result<Vec<&'static str>, String> {
+    let name = &running.config.name;
+    // Path state, counters and the checker's records follow the path word
+    // across a reload: a word must keep leading where it led.
+    let old_map = running.map();
+    for path in &new_config.paths {
+        let before = running.config.uri_of(&path.name);
+        let in_use = (0..old_map.paths().len()).any(|index| old_map.path_name(index) == path.name);
+        if in_use && before != path.uri {
+            return Err(format!(
+                "map {name:?}: path {:?} leads to {before:?}; the reload points it at {:?}: a path \
+                 keeps its endpoint across a reload (give the new endpoint a new name); the map \
+                 keeps its table",
+                path.name, path.uri
+            ));
+        }
+    }
+    let mut notes = Vec::new();
+    if new_config.exports != running.config.exports {
+        notes.push("the exports differ and stay as started (restart the daemon to change them)");
+    }
+    if new_config.checker != running.config.checker {
+        notes.push("the checker settings differ and stay as started");
+    }
+    // Clients were told the export's size at their handshake.
+    if let Some(server) = running.servers.first() {
+        server
+            .check_size(&new_config.table)
+            .map_err(|error| format!("map {name:?}: {error}; the map keeps its table"))?;
+    }
+    Ok(notes)
 }

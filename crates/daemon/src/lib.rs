@@ -7,11 +7,15 @@
 //! - [`control`]: the control socket and its protocol, for the CLI verbs.
 //! - [`view`]: what the read verbs show (status, table, topology, paths).
 //! - [`metrics`]: Prometheus text format of the maps, and its loopback HTTP server.
+//! - [`fail_fast`]: the failure policy: a panic anywhere aborts the daemon.
+//! - [`clients`]: the accepting thread both servers share, a thread per client.
 
+pub mod clients;
 pub mod config;
 pub mod control;
 pub mod daemon;
 mod deadline;
+pub mod fail_fast;
 pub mod metrics;
 pub mod ublk;
 pub mod view;

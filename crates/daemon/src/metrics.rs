@@ -5,8 +5,7 @@
 //! Per map (label `map`): path failures (failovers), the current group,
 //! whether I/O is held for lack of a path, and (where the caller knows it:
 //! the NBD server counts it per event loop) how many I/Os wait for one.
-//! Per path (labels `map`, `path` = the path word (`word (2)` for the
-//! second path with a word another path has), `group` = its 1-based
+//! Per path (labels `map`, `path` = the path word, `group` = its 1-based
 //! priority group): whether it is in use, how often it was failed, I/Os in
 //! flight, attempts and bytes sent, path errors, reads hedged away from it
 //! (`mpio_path_hedged_reads_total`), and a latency histogram
@@ -86,20 +85,11 @@ pub fn render(maps: &[MapMetrics<'_>]) -> String {
     for source in maps {
         let map_label = format!("map=\"{}\"", escape(source.name));
         let status = source.map.status();
-        let mut seen: Vec<&str> = Vec::new();
         for (group, group_status) in source.map.groups().iter().zip(&status.groups) {
             for (index, path_status) in group.path_range().zip(&group_status.paths) {
-                // A word several paths share (two connections to one
-                // endpoint) would give two samples of one series: the
-                // second path is `word (2)`, and so on.
-                let name = path_status.name.as_str();
-                let nth = seen.iter().filter(|word| **word == name).count();
-                seen.push(name);
-                let label = if nth == 0 {
-                    escape(name)
-                } else {
-                    escape(&format!("{name} ({})", nth + 1))
-                };
+                // A path word is in a table once (`Table::canonical`), so
+                // each path's labels are a series of its own.
+                let label = escape(&path_status.name);
                 path_samples.push(PathSample {
                     labels: format!(
                         "{map_label},path=\"{label}\",group=\"{}\"",

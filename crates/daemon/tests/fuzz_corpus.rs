@@ -1,10 +1,30 @@
-//! Replays the config fuzzer's corpus (`fuzz/corpus/config`) through the
-//! fuzz target's own check, and every truncation of each committed seed,
-//! so what the corpus holds stays covered on stable.
+//! Replays the config and control fuzzers' corpora (`fuzz/corpus/config`,
+//! `fuzz/corpus/control`) through each fuzz target's own check, and every
+//! truncation of each committed seed, so what the corpora hold stays
+//! covered on stable.
 
 #[test]
 fn config_corpus_replays() {
-    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/config");
+    replay("config", mpio_daemon::config::fuzz::check);
+}
+
+#[test]
+fn control_corpus_replays() {
+    replay("control", mpio_daemon::control::fuzz::check);
+    // Past the size bound, with and without a newline after it.
+    let mut long = br#"{"verb":"status","map":""#.to_vec();
+    long.resize(
+        mpio_daemon::control::protocol::MAX_REQUEST_BYTES as usize + 10,
+        b'x',
+    );
+    mpio_daemon::control::fuzz::check(&long);
+    long.extend_from_slice(b"\"}\n");
+    mpio_daemon::control::fuzz::check(&long);
+}
+
+/// Runs `check` over fuzzer `name`'s corpus (see the module docs).
+fn replay(name: &str, check: fn(&[u8])) {
+    let corpus = format!("{}/../../fuzz/corpus/{name}", env!("CARGO_MANIFEST_DIR"));
     let mut inputs = 0;
     for entry in std::fs::read_dir(corpus).expect("the corpus is in the repo") {
         let path = entry.unwrap().path();
@@ -20,7 +40,7 @@ fn config_corpus_replays() {
             data.len()..=data.len()
         };
         for end in ends {
-            mpio_daemon::config::fuzz::check(&data[..end]);
+            check(&data[..end]);
         }
         inputs += 1;
     }

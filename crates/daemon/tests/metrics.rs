@@ -10,7 +10,8 @@ use mpio_core::io::{Buffer, Io, PathError, PathOutcome};
 use mpio_core::map::{Map, MapOptions};
 use mpio_core::queue::Queue;
 use mpio_core::table::Table;
-use mpio_daemon::metrics::http::{MetricsError, MetricsServer};
+use mpio_daemon::clients::MAX_CLIENTS;
+use mpio_daemon::metrics::http::{MetricsError, MetricsServer, CLIENT_TIMEOUT};
 use mpio_daemon::metrics::{render, MapMetrics, CONTENT_TYPE};
 use mpio_transport::{AnyQueue, Transports};
 use std::collections::{BTreeMap, HashMap};
@@ -396,17 +397,47 @@ fn other_paths_and_bad_requests_are_refused() {
 }
 
 #[test]
-fn a_silent_client_cannot_hold_the_server() {
+fn silent_clients_cannot_hold_the_server() {
     let (server, _map, _queue, _transports) = serve_map();
-    let _silent = TcpStream::connect(server.local_addr()).unwrap();
+    // Once one thread answered every client in turn: ten silent clients
+    // delayed a scrape by ten client timeouts.
+    let _silent: Vec<TcpStream> = (0..10)
+        .map(|_| TcpStream::connect(server.local_addr()).unwrap())
+        .collect();
     let started = Instant::now();
     let answer = http(server.local_addr(), b"GET /metrics HTTP/1.1\r\n\r\n");
     assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"));
     assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "answered after {:?}",
+        started.elapsed() < CLIENT_TIMEOUT,
+        "answered after {:?}, behind silent clients",
         started.elapsed()
     );
+}
+
+#[test]
+fn a_flood_of_silent_clients_makes_room_for_the_next() {
+    let (server, _map, _queue, _transports) = serve_map();
+    let silent: Vec<TcpStream> = (0..MAX_CLIENTS + 8)
+        .map(|_| TcpStream::connect(server.local_addr()).unwrap())
+        .collect();
+    let answer = http(server.local_addr(), b"GET /metrics HTTP/1.1\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    // The longest-connected were cut to make room: reading gives EOF (or
+    // a reset), not a wait for the client timeout.
+    // (Half the client timeout: not the timeout closing it.)
+    let mut first = &silent[0];
+    first.set_read_timeout(Some(CLIENT_TIMEOUT / 2)).unwrap();
+    let mut byte = [0u8];
+    let read = first.read(&mut byte);
+    let cut = match &read {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(error) => !matches!(
+            error.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    assert!(cut, "the oldest silent client was not cut: {read:?}");
 }
 
 #[test]

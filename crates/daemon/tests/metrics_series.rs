@@ -1,5 +1,4 @@
-//! Prometheus exposition must never hold two samples of one
-//! series, and a counter must not go backwards while the process lives
+//! A Prometheus counter must not go backwards while the process lives
 //! (a reload is not a restart: `rate()` reads any drop as a reset and
 //! counts the whole new value as increase).
 
@@ -8,15 +7,7 @@ use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
 use mpio_daemon::metrics::{render, MapMetrics};
 use mpio_transport::{device_queue, Transports};
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
-
-fn series(text: &str) -> Vec<String> {
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-        .map(|line| line.rsplit_once(' ').unwrap().0.to_string())
-        .collect()
-}
 
 fn sample(text: &str, prefix: &str) -> u64 {
     text.lines()
@@ -27,26 +18,6 @@ fn sample(text: &str, prefix: &str) -> u64 {
         .1
         .parse()
         .unwrap()
-}
-
-#[test]
-fn no_duplicate_series_when_a_word_repeats() {
-    // Accepted by the table parser (`mpio table check` prints it back):
-    // two paths through one endpoint, as the checker docs describe.
-    let transports = Transports::new();
-    let table =
-        Table::parse("0 2048 multipath 0 0 1 1 round-robin 0 2 1 memory:m#a 1 memory:m#a 1")
-            .unwrap();
-    let device = transports.build(&table, MapOptions::default()).unwrap();
-    let text = render(&[MapMetrics::new("m", &device.map)]);
-    assert!(text.contains(r#"path="memory:m#a (2)""#), "{text}");
-    let all = series(&text);
-    let unique: HashSet<&String> = all.iter().collect();
-    assert_eq!(
-        all.len(),
-        unique.len(),
-        "duplicate series (a scraper rejects them):\n{text}"
-    );
 }
 
 #[test]

@@ -4,6 +4,9 @@
 //! exports them over NBD, prints the URIs to give an NBD client, and
 //! answers the control verbs on its control socket.
 //!
+//! A panic on any of its threads aborts it, logged
+//! ([`mpio_daemon::fail_fast`]), for its supervisor to restart it.
+//!
 //! It runs until SIGTERM or SIGINT. The first shuts it down cleanly
 //! ([`Daemon::shutdown`]): no new connection or request, every request
 //! read is answered, a FLUSH goes through each map, then it exits: 0 when
@@ -80,13 +83,19 @@ pub struct ServeArgs {
     /// Queue depth of each event loop.
     #[arg(long, default_value_t = ServerConfig::default().queue_depth)]
     queue_depth: usize,
-    /// Most client connections at once.
+    /// Most client connections at once, per export; at the cap a new
+    /// client replaces the connection idle the longest, or is refused.
     #[arg(long, default_value_t = ServerConfig::default().max_connections)]
     max_connections: usize,
     /// After work, how long (µs) each event loop polls before sleeping
     /// (0: sleep at once; saves CPU, costs latency).
     #[arg(long, default_value_t = ServerConfig::default().idle_spin_us)]
     idle_spin_us: u64,
+    /// Most request and reply buffer bytes each export holds at once,
+    /// past each connection's first request of up to 1 MiB (suffixes K,
+    /// M, G; default: an eighth of the host's memory, 256M to 16G).
+    #[arg(long, value_name = "SIZE", value_parser = parse_buffered)]
+    max_buffered: Option<usize>,
     /// On SIGTERM or SIGINT, how long (seconds) to wait for requests in
     /// flight and the final flush before giving up on them.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
@@ -106,6 +115,8 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+    // A panic on any thread ends the daemon (see the module docs).
+    mpio_daemon::fail_fast::install();
     let config = match &args.config {
         Some(path) => DaemonConfig::load(path).map_err(|error| error.to_string())?,
         None => flag_config(args)?,
@@ -115,6 +126,9 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         queue_depth: args.queue_depth,
         max_connections: args.max_connections,
         idle_spin_us: args.idle_spin_us,
+        max_buffered_bytes: args
+            .max_buffered
+            .unwrap_or_else(mpio_server::budget::default_max_buffered_bytes),
     };
     let daemon = Daemon::start(config, args.control.as_deref(), server_settings)
         .map_err(|error| error.to_string())?;
@@ -139,6 +153,16 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
     } else {
         Err("the shutdown abandoned work (see the reports above)".into())
     }
+}
+
+/// `--max-buffered`: a size of at least one largest request.
+fn parse_buffered(text: &str) -> Result<usize, String> {
+    let bytes = mpio_transport::uri::parse_size(text)?;
+    let least = mpio_server::export::MAX_PAYLOAD as u64;
+    if bytes < least {
+        return Err(format!("at least {least} bytes (one largest request)"));
+    }
+    usize::try_from(bytes).map_err(|_| format!("{text}: too large"))
 }
 
 /// The one-map config the command-line flags describe.
@@ -172,10 +196,13 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
             exports: vec![ExportConfig {
                 name: args.name.clone(),
                 socket,
+                socket_mode: mpio_daemon::config::DEFAULT_SOCKET_MODE,
+                socket_group: None,
                 tcp: args.tcp,
                 ublk: args
                     .ublk
                     .map(|number| number.map_or(UblkNumber::Any, UblkNumber::Fixed)),
+                max_connections: None,
                 read_only: args.read_only,
             }],
         }],

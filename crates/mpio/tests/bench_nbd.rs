@@ -13,7 +13,7 @@ fn bench_runs_over_nbdkit_and_refuses_a_missing_server() {
     let dir = TempDir::new("bench-nbd");
     let server = Server::nbdkit(&dir.join("m.sock"), &["memory", "size=16M"]);
     let table = format!(
-        "0 32768 multipath 0 0 1 1 queue-length 0 2 0 {} {}",
+        "0 32768 multipath 0 0 1 1 queue-length 0 2 0 {}#a {}#b",
         server.uri(),
         server.uri()
     );

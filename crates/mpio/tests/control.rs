@@ -502,3 +502,28 @@ fn metrics_follow_io_and_failures() {
     let (status, _) = http_get(&url.replace("/metrics", "/other"));
     assert_eq!(status, "HTTP/1.1 404 Not Found");
 }
+
+/// The config refused a path named twice, but a `--table`, a `reload`
+/// and `table check` took it: one rule everywhere now, with one text.
+#[test]
+fn a_path_named_twice_is_refused_everywhere() {
+    const TWICE: &str = "0 8192 multipath 0 0 2 1 round-robin 0 2 1 memory:d#a 1 memory:d#b 1 \
+                         round-robin 0 1 1 memory:d#a 1";
+    const RULE: &str = "(word 12 names it): a path is in a table once";
+    let daemon = Daemon::with_table("twice", TABLE);
+    let error = daemon.error(&["reload", "mpatha", TWICE]);
+    assert!(error.contains(RULE), "{error}");
+    let output = mpio(&["table", "check", TWICE]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains(RULE), "{}", stderr(&output));
+    let dir = daemon::test_dir("twice-serve");
+    let output = Command::new(env!("CARGO_BIN_EXE_mpio"))
+        .args(["serve", "--table", TWICE, "--socket"])
+        .arg(dir.join("nbd.sock"))
+        .arg("--control")
+        .arg(dir.join("control.sock"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains(RULE), "{}", stderr(&output));
+}

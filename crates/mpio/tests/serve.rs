@@ -170,6 +170,39 @@ fn sigterm_drains_flushes_and_exits_0_removing_the_socket() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// SIGTERM once never ended a daemon whose control socket file was
+/// removed or replaced: stopping woke the control thread by connecting
+/// to that path. It must exit whatever happened to the file.
+#[test]
+fn sigterm_ends_the_daemon_whose_control_socket_file_is_gone() {
+    for replace in [false, true] {
+        let dir = tempfile_dir(if replace {
+            "control-replaced"
+        } else {
+            "control-removed"
+        });
+        let control = dir.join("control.sock");
+        let (mut child, _uri, errors) = serve(&[
+            "--socket",
+            dir.join("s.sock").to_str().unwrap(),
+            "--control",
+            control.to_str().unwrap(),
+        ]);
+        std::fs::remove_file(&control).unwrap();
+        let _other = replace.then(|| std::os::unix::net::UnixListener::bind(&control).unwrap());
+        signal(&child.0, "TERM");
+        let status = exit_within(&mut child.0, Duration::from_secs(30));
+        let errors = errors.join().unwrap();
+        assert_eq!(status.code(), Some(0), "{errors}");
+        assert_eq!(
+            control.exists(),
+            replace,
+            "a socket not the daemon's own stays"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 #[test]
 fn a_second_signal_exits_at_once() {
     let dir = tempfile_dir("two-signals");

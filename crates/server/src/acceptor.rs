@@ -1,6 +1,20 @@
 //! The acceptor: one thread that accepts on every listener and hands each
-//! new connection to an event loop, round-robin, refusing connections
-//! beyond the server's maximum.
+//! new connection to an event loop, round-robin.
+//!
+//! # At the maximum
+//! Idle clients must not lock out real ones (the cap was once filled by
+//! clients that finished the handshake and said nothing more), and an
+//! honest client may idle for hours (the kernel's nbd client). So while
+//! the server holds [`crate::ServerConfig::max_connections`], a new
+//! connection is handed over anyway, marked [`Arrival::make_room`]: its
+//! event loop closes its own connection idle the longest (nothing in
+//! flight, nothing to send, no byte from its client for
+//! [`crate::ServerConfig::evict_idle_ms`], a second by default) to make room, as a web
+//! server closes its oldest keep-alive connection; with none idle that
+//! long, it closes the new one instead (counted as refused). Idle clients
+//! are thus closed only when the server is full: set `max_connections`
+//! above the clients it must serve at once. At most one such connection
+//! per loop is in transit beyond the maximum.
 
 use crate::log_limit::LimitedLog;
 use crate::stats::Counters;
@@ -42,11 +56,21 @@ impl Listener {
     }
 }
 
+/// A connection handed to an event loop.
+#[derive(Debug)]
+pub struct Arrival {
+    /// The client's socket.
+    pub stream: Stream,
+    /// The server is full: the loop closes its longest-idle connection
+    /// for this one, or this one (see the module docs).
+    pub make_room: bool,
+}
+
 /// An event loop as the acceptor sees it.
 #[derive(Debug)]
 pub struct LoopInbox {
     /// Where new connections go.
-    pub sender: Sender<Stream>,
+    pub sender: Sender<Arrival>,
     /// Wakes the loop to take them.
     pub waker: Arc<Waker>,
 }
@@ -104,7 +128,8 @@ pub fn run(
                         break;
                     }
                 };
-                if !shared.claim_connection() {
+                let make_room = !shared.claim_connection();
+                if make_room && !shared.claim_beyond_max(loops.len()) {
                     Counters::add(&shared.counters.refused);
                     refusals_log.note(|| {
                         format!(
@@ -116,7 +141,7 @@ pub fn run(
                 }
                 let inbox = &loops[next_loop % loops.len()];
                 next_loop += 1;
-                if inbox.sender.send(stream).is_err() {
+                if inbox.sender.send(Arrival { stream, make_room }).is_err() {
                     tracing::error!("an event loop is gone; connection dropped");
                     shared.release_connection();
                     continue;

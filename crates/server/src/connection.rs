@@ -4,7 +4,8 @@
 //!
 //! Reading turns bytes into [`Incoming`] requests for the loop to submit
 //! to the map (a WRITE's payload is read straight into the I/O's buffer
-//! once its header is parsed). Replies queue as a header and, for reads,
+//! once its header is parsed; the buffer starts at [`PAYLOAD_STEP`] and
+//! grows as the payload arrives, so a header alone commits no more). Replies queue as a header and, for reads,
 //! the I/O's own buffer, and go out many at a time in one vectored write:
 //! no payload is copied on the way out.
 //!
@@ -14,13 +15,18 @@
 //! written back (a request counts from its parsing until its reply has
 //! left in full, refused ones too: a client that never reads its replies
 //! cannot make the server hold more); it reads on when replies go out
-//! ([`Connection::wants_to_read`] tells the loop to come back). Its input buffer holds [`INPUT_LEN`] bytes, enough for
-//! the largest option the handshake accepts.
+//! ([`Connection::wants_to_read`] tells the loop to come back). Each
+//! READ or WRITE buffer is reserved from the server's shared
+//! [`Budget`] before its header is consumed; a request the budget has no
+//! room for waits unparsed ([`Connection::is_starved`]). Its input
+//! buffer holds [`INPUT_LEN`] bytes, enough for the largest option the
+//! handshake accepts.
 //!
 //! # Errors
 //! A protocol error, a read or write error, or the client closing its
 //! side ends reading; see [`Connection::receive`] for what each means.
 
+use crate::budget::{Budget, Hold};
 use crate::export::Export;
 use crate::handshake::{Handshake, HandshakeError, Step};
 use crate::pool::BufferPool;
@@ -32,6 +38,7 @@ use mpio_nbd::consts::{CMD_READ, MAX_OPTION_LEN};
 use mpio_nbd::request::Request;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read, Write};
+use std::sync::Arc;
 
 /// Most requests one connection may have at the map.
 pub const MAX_IN_FLIGHT: usize = 512;
@@ -40,6 +47,10 @@ pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 /// Bytes of input buffered ahead of parsing: an option header with the
 /// largest payload fits, and so do many request headers at once.
 pub const INPUT_LEN: usize = 2 * MAX_OPTION_LEN as usize;
+/// A WRITE's buffer starts this large (or at its length, if smaller)
+/// and doubles as its payload arrives (1 MiB: what the buffer pool
+/// keeps).
+pub const PAYLOAD_STEP: usize = crate::pool::MAX_POOLED_BYTES;
 /// Most slices gathered into one vectored write.
 const MAX_SLICES: usize = 64;
 
@@ -58,6 +69,8 @@ pub struct Incoming {
     pub length: u32,
     /// The data (a write's) or the space (a read's); empty otherwise.
     pub buf: Buffer,
+    /// What the buffer holds of the connection's bound and the budget.
+    pub hold: Hold,
 }
 
 /// Why a connection stops reading.
@@ -105,8 +118,9 @@ enum Outgoing {
     Reply {
         header: ReplyHeader,
         data: Option<Buffer>,
-        /// Bytes counted against the connection's bound until it is sent.
-        held: usize,
+        /// Counted against the connection's bound and the budget until it
+        /// is sent.
+        hold: Hold,
     },
 }
 
@@ -149,11 +163,16 @@ pub struct Connection {
     in_flight: usize,
     in_flight_bytes: usize,
     ending: Option<Ending>,
+    /// The server's shared budget of buffered bytes.
+    budget: Arc<Budget>,
+    /// A request header waits for room in the budget.
+    starved: bool,
 }
 
 impl Connection {
-    /// A new connection; the greeting is queued to send.
-    pub fn new(stream: Stream) -> Self {
+    /// A new connection drawing on `budget`; the greeting is queued to
+    /// send.
+    pub fn new(stream: Stream, budget: Arc<Budget>) -> Self {
         let mut greeting = Vec::new();
         let handshake = Handshake::new(&mut greeting);
         let mut output = VecDeque::with_capacity(64);
@@ -173,12 +192,21 @@ impl Connection {
             in_flight: 0,
             in_flight_bytes: 0,
             ending: None,
+            budget,
+            starved: false,
         }
     }
 
     /// True while the map holds fewer than the connection's bounds.
     fn has_room(&self) -> bool {
         self.in_flight < MAX_IN_FLIGHT && self.in_flight_bytes < MAX_IN_FLIGHT_BYTES
+    }
+
+    /// True while a request header waits for room in the server's
+    /// budget: the loop tries it again later, as no event of this
+    /// connection's will announce the room.
+    pub fn is_starved(&self) -> bool {
+        self.starved
     }
 
     /// True until the client chose the export.
@@ -252,6 +280,7 @@ impl Connection {
             }
             let (result, requested) = match &mut self.receiving {
                 Receiving::Payload { incoming, filled } => {
+                    grow_payload(incoming, *filled + 1);
                     let space = &mut incoming.buf.as_mut_slice()[*filled..];
                     let requested = space.len();
                     let result = self.stream.read(space);
@@ -343,12 +372,31 @@ impl Connection {
                     }
                     let request = Request::decode(available)
                         .map_err(|error| Ending::Protocol(error.to_string()))?;
+                    let verdict = judge(&request, export);
+                    let hold = match verdict {
+                        Verdict::Io {
+                            op: Op::Read | Op::Write,
+                            ..
+                        } => {
+                            let bytes = request.length as usize;
+                            match self.budget.reserve(self.in_flight_bytes, bytes) {
+                                Some(hold) => hold,
+                                None => {
+                                    self.starved = true;
+                                    return Ok(());
+                                }
+                            }
+                        }
+                        _ => Hold::default(),
+                    };
+                    self.starved = false;
                     self.head += Request::LEN;
-                    self.judged(export, pool, sink, refused, request, structured)?;
+                    self.judged(pool, sink, refused, request, verdict, hold, structured)?;
                 }
                 Receiving::Payload { incoming, filled } => {
                     let want = incoming.length as usize - *filled;
                     let count = want.min(available.len());
+                    grow_payload(incoming, *filled + count);
                     incoming.buf.as_mut_slice()[*filled..*filled + count]
                         .copy_from_slice(&available[..count]);
                     *filled += count;
@@ -382,20 +430,24 @@ impl Connection {
         }
     }
 
-    /// Acts on one decoded request header.
+    /// Acts on one decoded request header, judged `verdict`, its buffer
+    /// reserved as `hold`.
+    #[allow(clippy::too_many_arguments)]
     fn judged(
         &mut self,
-        export: &Export,
         pool: &mut BufferPool,
         sink: &mut impl FnMut(Incoming),
         refused: &mut impl FnMut(&'static str),
         request: Request,
+        verdict: Verdict,
+        hold: Hold,
         structured: bool,
     ) -> Result<(), Ending> {
-        match judge(&request, export) {
+        match verdict {
             Verdict::Io { op, fua } => {
                 let buf = match op {
-                    Op::Read | Op::Write => pool.take(request.length as usize),
+                    Op::Read => pool.take(hold.bytes),
+                    Op::Write => pool.take(hold.bytes.min(PAYLOAD_STEP)),
                     _ => Buffer::empty(),
                 };
                 let incoming = Incoming {
@@ -405,6 +457,7 @@ impl Connection {
                     offset: request.offset,
                     length: request.length,
                     buf,
+                    hold,
                 };
                 if op == Op::Write && request.length > 0 {
                     self.receiving = Receiving::Payload {
@@ -447,39 +500,38 @@ impl Connection {
         self.output.push_back(Outgoing::Reply {
             header,
             data: None,
-            held: 0,
+            hold: Hold::default(),
         });
     }
 
     fn hand(&mut self, incoming: Incoming, sink: &mut impl FnMut(Incoming)) {
         self.in_flight += 1;
-        self.in_flight_bytes += incoming.buf.len();
+        self.in_flight_bytes += incoming.hold.bytes;
         sink(incoming);
     }
 
-    /// Queues the reply to a request handed out by `receive`; `data` is
-    /// sent after the header (a read's), or given back to `pool`.
+    /// Queues the reply to a request handed out by `receive` (which held
+    /// `hold`); `data` is sent after the header (a read's), or given back
+    /// to `pool`.
     pub fn reply(
         &mut self,
         header: ReplyHeader,
         data: Option<Buffer>,
-        held_bytes: usize,
+        hold: Hold,
         pool: &mut BufferPool,
     ) {
         debug_assert!(self.in_flight > 0);
         if self.is_broken() {
             self.in_flight -= 1;
-            self.in_flight_bytes -= held_bytes;
+            self.in_flight_bytes -= hold.bytes;
+            self.budget.release(hold);
             if let Some(buffer) = data {
                 pool.give(buffer);
             }
             return;
         }
-        self.output.push_back(Outgoing::Reply {
-            header,
-            data,
-            held: held_bytes,
-        });
+        self.output
+            .push_back(Outgoing::Reply { header, data, hold });
     }
 
     /// True when the connection has more to read than it read so far:
@@ -497,6 +549,7 @@ impl Connection {
         self.ending.is_none()
             && matches!(self.phase, Phase::Transmission { .. })
             && self.has_room()
+            && !self.starved
             && (self.readable || parsable)
     }
 
@@ -544,9 +597,10 @@ impl Connection {
                             break;
                         }
                         written -= len;
-                        if let Some(Outgoing::Reply { data, held, .. }) = self.output.pop_front() {
+                        if let Some(Outgoing::Reply { data, hold, .. }) = self.output.pop_front() {
                             self.in_flight -= 1;
-                            self.in_flight_bytes -= held;
+                            self.in_flight_bytes -= hold.bytes;
+                            self.budget.release(hold);
                             if let Some(buffer) = data {
                                 pool.give(buffer);
                             }
@@ -561,18 +615,32 @@ impl Connection {
         }
     }
 
-    /// Gives every buffer the connection still holds back to `pool`.
+    /// Gives every buffer the connection still holds back to `pool`, and
+    /// its bytes back to the budget. (Requests at the map give theirs
+    /// back as they complete.)
     pub fn recycle(self, pool: &mut BufferPool) {
         for item in self.output {
-            if let Outgoing::Reply {
-                data: Some(buffer), ..
-            } = item
-            {
-                pool.give(buffer);
+            if let Outgoing::Reply { data, hold, .. } = item {
+                self.budget.release(hold);
+                if let Some(buffer) = data {
+                    pool.give(buffer);
+                }
             }
         }
         if let Receiving::Payload { incoming, .. } = self.receiving {
+            self.budget.release(incoming.hold);
             pool.give(incoming.buf);
         }
+    }
+}
+
+/// Grows a WRITE's buffer to hold at least `end` bytes of its payload
+/// (doubling, never past the request's length): memory follows the
+/// payload as it arrives, not the header's claim.
+fn grow_payload(incoming: &mut Incoming, end: usize) {
+    let length = incoming.length as usize;
+    let current = incoming.buf.len();
+    if current < end.min(length) {
+        incoming.buf.resize(end.max(current * 2).min(length));
     }
 }

@@ -25,8 +25,10 @@
 //! old map's I/O finishing beside up to `depth` new ones; see
 //! [`mpio_core::reload`]); the connections' bounds still hold.
 //! A connection still in its handshake [`LoopSettings::handshake_timeout_ms`]
-//! after it arrived is closed (checked every 100 ms while any is), so idle
-//! clients cannot hold the server's connection slots.
+//! after it arrived is closed (checked every 100 ms while any is), and at
+//! the server's maximum a new connection takes the place of the loop's
+//! connection idle the longest ([`crate::acceptor`]), so idle clients
+//! cannot hold the server's connection slots.
 //!
 //! # Draining
 //! When the server shuts down ([`crate::Server::shutdown`]) a loop stops
@@ -42,6 +44,8 @@
 //! slot's generation moves on, so completions of its I/O still in flight
 //! find no connection and are dropped (their buffers reused).
 
+use crate::acceptor::Arrival;
+use crate::budget::Hold;
 use crate::connection::{Connection, Ending, Incoming};
 use crate::export::{nbd_error, Export};
 use crate::log_limit::LimitedLog;
@@ -49,7 +53,6 @@ use crate::pool::BufferPool;
 use crate::reply::ReplyHeader;
 use crate::shutdown::{DrainProgress, LoopExit};
 use crate::stats::Counters;
-use crate::stream::Stream;
 use crate::Shared;
 use mio::{Events, Interest, Poll, Token};
 use mpio_core::io::{Completion, Io, Op};
@@ -70,6 +73,9 @@ const SPIN_TURNS: u32 = 64;
 const BUSY_SLEEP: Duration = Duration::from_micros(100);
 /// How often a loop with connections in their handshake checks their age.
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a connection whose next request waits for room in the
+/// server's budget ([`crate::budget`]) tries again.
+pub const STARVED_RETRY: Duration = Duration::from_millis(1);
 
 #[derive(Debug)]
 struct Slot {
@@ -78,6 +84,8 @@ struct Slot {
     active: bool,
     /// When the connection arrived (for the handshake timeout).
     arrived_ns: u64,
+    /// When its client last sent something (or it arrived).
+    heard_ns: u64,
 }
 
 /// A request at the map.
@@ -90,8 +98,8 @@ struct InFlight {
     length: u32,
     op: Op,
     structured: bool,
-    /// Buffer bytes counted against the connection's bound.
-    held_bytes: usize,
+    /// What its buffer holds of the connection's bound and the budget.
+    hold: Hold,
 }
 
 /// How one loop runs.
@@ -109,6 +117,9 @@ pub struct LoopSettings {
     /// A connection still in the handshake this long after it arrived
     /// is closed.
     pub handshake_timeout_ms: u64,
+    /// How long a connection must have been idle to be closed for a new
+    /// one at the server's maximum ([`crate::ServerConfig::evict_idle_ms`]).
+    pub evict_idle_ms: u64,
 }
 
 /// One loop's state. See the module docs.
@@ -118,7 +129,7 @@ pub struct EventLoop {
     queue: DeviceQueue,
     export: Arc<Export>,
     shared: Arc<Shared>,
-    incoming: Receiver<Stream>,
+    incoming: Receiver<Arrival>,
     slots: Vec<Slot>,
     free_slots: Vec<usize>,
     requests: Vec<InFlight>,
@@ -127,6 +138,9 @@ pub struct EventLoop {
     arrivals: Vec<Incoming>,
     completions: Vec<Completion>,
     active: Vec<usize>,
+    /// Connections whose next request waits for room in the budget: read
+    /// again every [`STARVED_RETRY`].
+    starved: Vec<usize>,
     /// The list `active` is swapped with while a turn sends (see `turn`).
     sending: Vec<usize>,
     /// Requests refused and connections closed for their clients' faults,
@@ -139,6 +153,8 @@ pub struct EventLoop {
     idle_spin_ns: u64,
     last_work_ns: u64,
     handshake_timeout_ms: u64,
+    /// See [`LoopSettings::evict_idle_ms`].
+    evict_idle_ms: u64,
     /// Some connection was in the handshake at the last scan (or arrived
     /// since): the loop wakes to scan again.
     handshaking: bool,
@@ -163,7 +179,7 @@ impl EventLoop {
         settings: LoopSettings,
         export: Arc<Export>,
         shared: Arc<Shared>,
-        incoming: Receiver<Stream>,
+        incoming: Receiver<Arrival>,
     ) -> Self {
         let depth = settings.queue_depth;
         let progress = Arc::clone(&shared.drain[settings.index]);
@@ -182,6 +198,7 @@ impl EventLoop {
             arrivals: Vec::with_capacity(64),
             completions: Vec::with_capacity(depth),
             active: Vec::with_capacity(64),
+            starved: Vec::new(),
             sending: Vec::with_capacity(64),
             refusals_log: LimitedLog::default(),
             closes_log: LimitedLog::default(),
@@ -190,6 +207,7 @@ impl EventLoop {
             idle_spin_ns: settings.idle_spin_ns,
             last_work_ns: 0,
             handshake_timeout_ms: settings.handshake_timeout_ms,
+            evict_idle_ms: settings.evict_idle_ms,
             handshaking: false,
             next_scan_ns: 0,
             draining: false,
@@ -206,6 +224,8 @@ impl EventLoop {
             let timeout = match (busy, self.idle_turns < SPIN_TURNS) {
                 // Connections to read on (room freed by replies sent).
                 _ if !self.active.is_empty() => Some(Duration::ZERO),
+                // Connections waiting for room in the budget.
+                _ if !self.starved.is_empty() => Some(STARVED_RETRY),
                 (false, _) if now_ns().saturating_sub(self.last_work_ns) < self.idle_spin_ns => {
                     Some(Duration::ZERO)
                 }
@@ -233,11 +253,13 @@ impl EventLoop {
                     continue;
                 }
                 let index = event.token().0;
-                let Some(connection) = self.slots[index].connection.as_mut() else {
+                let slot = &mut self.slots[index];
+                let Some(connection) = slot.connection.as_mut() else {
                     continue;
                 };
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     connection.readable = true;
+                    slot.heard_ns = now;
                 }
                 if event.is_read_closed() || event.is_error() {
                     connection.peer_closed = true;
@@ -257,7 +279,10 @@ impl EventLoop {
                 if !self.draining && self.shared.draining.load(Ordering::Acquire) {
                     self.start_draining();
                 }
-                self.adopt();
+                self.adopt(now);
+            }
+            for index in std::mem::take(&mut self.starved) {
+                mark_active(&mut self.slots, &mut self.active, index);
             }
             if self.handshaking && now >= self.next_scan_ns {
                 self.next_scan_ns = now + SCAN_INTERVAL.as_nanos() as u64;
@@ -365,9 +390,28 @@ impl EventLoop {
         }
     }
 
-    /// Takes the connections the acceptor handed over.
-    fn adopt(&mut self) {
-        while let Ok(mut stream) = self.incoming.try_recv() {
+    /// Takes the connections the acceptor handed over (at `now`), making
+    /// room for those it says the server is full for.
+    fn adopt(&mut self, now: u64) {
+        while let Ok(Arrival {
+            mut stream,
+            make_room,
+        }) = self.incoming.try_recv()
+        {
+            if make_room && !self.draining && !self.evict_longest_idle(now) {
+                // Counted before the client can see the close.
+                Counters::add(&self.shared.counters.refused);
+                drop(stream);
+                self.shared.release_connection();
+                self.closes_log.note(|| {
+                    format!(
+                        "connection refused: the server holds its maximum of {} connections, \
+                         none idle for {} ms",
+                        self.shared.max_connections, self.evict_idle_ms
+                    )
+                });
+                continue;
+            }
             if self.draining {
                 // Accepted just before the listeners closed: not served.
                 drop(stream);
@@ -381,6 +425,7 @@ impl EventLoop {
                     generation: 0,
                     active: false,
                     arrived_ns: 0,
+                    heard_ns: 0,
                 });
                 self.slots.len() - 1
             });
@@ -395,13 +440,47 @@ impl EventLoop {
                 self.shared.release_connection();
                 continue;
             }
-            let mut connection = Connection::new(stream);
+            let mut connection = Connection::new(stream, Arc::clone(&self.shared.budget));
             connection.writable = true;
             self.slots[index].connection = Some(connection);
-            self.slots[index].arrived_ns = now_ns();
+            self.slots[index].arrived_ns = now;
+            self.slots[index].heard_ns = now;
             self.handshaking = true;
             mark_active(&mut self.slots, &mut self.active, index);
         }
+    }
+
+    /// Closes this loop's connection idle the longest, if one has been
+    /// idle for [`LoopSettings::evict_idle_ms`] at `now` (see
+    /// [`crate::acceptor`]); says whether it did.
+    fn evict_longest_idle(&mut self, now: u64) -> bool {
+        let idle_ns = self.evict_idle_ms.saturating_mul(1_000_000);
+        let longest = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| {
+                slot.connection.as_ref().is_some_and(|connection| {
+                    connection.unanswered() == 0 && !connection.has_output()
+                }) && now.saturating_sub(slot.heard_ns) >= idle_ns
+            })
+            .min_by_key(|(_, slot)| slot.heard_ns)
+            .map(|(index, slot)| (index, now.saturating_sub(slot.heard_ns)));
+        let Some((index, idle_ns)) = longest else {
+            return false;
+        };
+        // Counted before the client can see the close.
+        Counters::add(&self.shared.counters.evicted);
+        self.close(index);
+        self.closes_log.note(|| {
+            format!(
+                "closed a connection idle for {:?} to make room: the server holds its maximum \
+                 of {} connections",
+                Duration::from_nanos(idle_ns),
+                self.shared.max_connections
+            )
+        });
+        true
     }
 
     /// Reads connection `index` and submits its requests at `now`.
@@ -426,6 +505,9 @@ impl EventLoop {
                 refusals.note(|| format!("request refused: {reason}"));
             },
         );
+        if connection.is_starved() {
+            self.starved.push(index);
+        }
         let structured = connection.is_structured();
         let generation = self.slots[index].generation;
         let mut arrivals = std::mem::take(&mut self.arrivals);
@@ -438,7 +520,7 @@ impl EventLoop {
                 length: incoming.length,
                 op: incoming.op,
                 structured,
-                held_bytes: incoming.buf.len(),
+                hold: incoming.hold,
             };
             let user_data = match self.free_requests.pop() {
                 Some(free) => {
@@ -517,6 +599,7 @@ impl EventLoop {
             Some(connection) if slot.generation == request.generation => connection,
             _ => {
                 Counters::add(&self.shared.counters.replies_dropped);
+                self.shared.budget.release(request.hold);
                 self.pool.give(completion.buf);
                 return;
             }
@@ -546,7 +629,7 @@ impl EventLoop {
                 )
             }
         };
-        connection.reply(header, data, request.held_bytes, &mut self.pool);
+        connection.reply(header, data, request.hold, &mut self.pool);
         mark_active(&mut self.slots, &mut self.active, request.slot as usize);
     }
 

@@ -7,7 +7,9 @@
 //! the connection hands out at once. It panics if the connection breaks
 //! a contract: a request handed to the map that the map must never see
 //! (outside the export, a buffer that does not match, a payload over the
-//! limit), or a session that does not end once the client's bytes end.
+//! limit), a session that does not end once the client's bytes end, or
+//! one that keeps bytes of the server's budget ([`crate::budget`]) after
+//! it closed.
 
 use crate::connection::{Connection, Incoming};
 use crate::export::{Export, MAX_PAYLOAD};
@@ -21,6 +23,9 @@ use std::io::{self, Read, Write};
 pub const MAX_INPUT: usize = 64 * 1024;
 /// Size of the export the session talks to (1 MiB).
 pub const EXPORT_BYTES: u64 = 1 << 20;
+/// The session's budget of buffered bytes: room for a few requests past
+/// the first, so that sessions also wait for room.
+const BUDGET_BYTES: usize = 4 * MAX_PAYLOAD as usize;
 /// Most turns a session may take to end.
 const MAX_TURNS: usize = 10_000;
 
@@ -51,7 +56,8 @@ pub fn session(bytes: &[u8]) -> usize {
         // An odd-length input talks to a read-only export.
         read_only: input.len() % 2 == 1,
     };
-    let mut connection = Connection::new(Stream::Unix(server));
+    let budget = std::sync::Arc::new(crate::budget::Budget::new(BUDGET_BYTES));
+    let mut connection = Connection::new(Stream::Unix(server), std::sync::Arc::clone(&budget));
     connection.readable = true;
     connection.writable = true;
     // The client's side is shut, as the poller would report.
@@ -70,7 +76,7 @@ pub fn session(bytes: &[u8]) -> usize {
         for request in incoming.drain(..) {
             check(&request, &export);
             handed += 1;
-            let held = request.buf.len();
+            let held = request.hold;
             if request.op == Op::Read {
                 let header =
                     ReplyHeader::read(request.cookie, false, request.offset, request.length);
@@ -85,6 +91,10 @@ pub fn session(bytes: &[u8]) -> usize {
         // Drain what the server sent, so its writes never block.
         while matches!(client.read(&mut sink), Ok(count) if count > 0) {}
         if connection.is_done() || connection.is_broken() {
+            // Every request was answered at once: closing gives back all
+            // the budget it took.
+            connection.recycle(&mut pool);
+            assert_eq!(budget.used(), 0, "the session kept budget bytes");
             return handed;
         }
         // The client's bytes are all there: only the bounds stop a turn.

@@ -42,8 +42,10 @@ pub enum HandshakeError {
     /// The client does not speak fixed newstyle, the only style served.
     #[error("handshake: client flags {0:#x} lack FIXED_NEWSTYLE")]
     NotFixedNewstyle(u32),
-    /// `EXPORT_NAME` named an export that does not exist.
-    #[error("handshake: EXPORT_NAME for unknown export {0:?}")]
+    /// `EXPORT_NAME` named an export that does not exist: the name as
+    /// quoted for the log, cut if long ([`mpio_core::table::quote`]: a
+    /// client may send 64 KiB of it).
+    #[error("handshake: EXPORT_NAME for unknown export {0}")]
     UnknownExport(String),
     /// The client sent more than [`MAX_OPTIONS`] options.
     #[error("handshake: more than {MAX_OPTIONS} options")]
@@ -230,7 +232,7 @@ impl Handshake {
             OPT_EXPORT_NAME => {
                 let name = std::str::from_utf8(payload).unwrap_or("\u{fffd}");
                 if !export.answers_to(name) {
-                    return Err(HandshakeError::UnknownExport(name.to_string()));
+                    return Err(HandshakeError::UnknownExport(mpio_core::table::quote(name)));
                 }
                 ExportNameReply {
                     size: export.size_bytes,

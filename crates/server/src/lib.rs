@@ -15,13 +15,17 @@
 //! new map at its next request (I/O in flight finishes on the old one).
 //!
 //! # Design
-//! - The acceptor hands connections to the loops round-robin and refuses
-//!   any beyond [`ServerConfig::max_connections`].
+//! - The acceptor hands connections to the loops round-robin; at
+//!   [`ServerConfig::max_connections`] a new one takes the place of the
+//!   longest-idle connection of its loop, or is refused (see [`acceptor`]).
 //! - Each loop ([`event_loop`]) is one thread with its own `mio` poller
 //!   (epoll), its own connections and its own [`mpio_core::queue::Queue`]
 //!   over the map: loops share nothing on the I/O path.
 //! - The handshake ([`handshake`]) and the judgement of each request
 //!   ([`request`]) are pure functions of bytes, fuzzed in `fuzz/`.
+//! - Buffers are bounded over the whole server: each connection's, and
+//!   all of them together by [`ServerConfig::max_buffered_bytes`]
+//!   ([`budget`]).
 //! - Many requests per connection are in flight at once and are answered
 //!   as they complete, in any order; replies are batched into vectored
 //!   writes and buffers are pooled per loop ([`pool`]).
@@ -33,6 +37,7 @@
 //! for its ordering.
 
 pub mod acceptor;
+pub mod budget;
 pub mod connection;
 pub mod event_loop;
 pub mod export;
@@ -74,6 +79,12 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 pub struct ServerConfig {
     /// Listen on this unix socket (created; must not exist).
     pub unix_socket: Option<PathBuf>,
+    /// The unix socket's permission bits (default 0600: whoever can
+    /// connect can write the disk).
+    pub socket_mode: u32,
+    /// The unix socket's group (by id), to let its members connect with a
+    /// `socket_mode` such as 0660; `None`: ours.
+    pub socket_group: Option<u32>,
     /// Listen on this TCP address (port 0: any free port).
     pub tcp: Option<SocketAddr>,
     /// The export's name.
@@ -84,7 +95,8 @@ pub struct ServerConfig {
     pub loops: usize,
     /// Depth of each loop's queue over the map.
     pub queue_depth: usize,
-    /// Most connections open at once; more are closed as they arrive.
+    /// Most connections open at once; at the maximum a new one replaces
+    /// an idle one, or is closed (see [`acceptor`]).
     pub max_connections: usize,
     /// After work, how long (µs) an event loop polls before sleeping;
     /// 0: sleep at once. See [`event_loop`].
@@ -92,12 +104,23 @@ pub struct ServerConfig {
     /// A client that has not chosen the export this long (ms) after it
     /// connected is disconnected.
     pub handshake_timeout_ms: u64,
+    /// How long (ms) a connection must have been idle (nothing in flight,
+    /// nothing to send, no byte from its client) to be closed for a new
+    /// one at the maximum ([`acceptor`]): long enough that a client
+    /// between two requests is never taken for idle.
+    pub evict_idle_ms: u64,
+    /// Most request and reply buffer bytes held at once over every
+    /// connection, past each one's first small request ([`budget`]);
+    /// default: an eighth of the host's memory, 256 MiB to 16 GiB.
+    pub max_buffered_bytes: usize,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             unix_socket: None,
+            socket_mode: 0o600,
+            socket_group: None,
             tcp: None,
             export_name: "mpio".into(),
             read_only: false,
@@ -106,6 +129,8 @@ impl Default for ServerConfig {
             max_connections: 128,
             idle_spin_us: 25,
             handshake_timeout_ms: 30_000,
+            evict_idle_ms: 1_000,
+            max_buffered_bytes: budget::default_max_buffered_bytes(),
         }
     }
 }
@@ -169,6 +194,8 @@ pub struct Shared {
     waiting_for_path: Vec<AtomicUsize>,
     connections: AtomicUsize,
     max_connections: usize,
+    /// Buffered bytes over every loop ([`budget`]).
+    budget: Arc<budget::Budget>,
     counters: Counters,
 }
 
@@ -180,6 +207,17 @@ impl Shared {
         self.connections
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |open| {
                 (open < self.max_connections).then_some(open + 1)
+            })
+            .is_ok()
+    }
+
+    /// Counts a new connection beyond the maximum, while fewer than
+    /// `slack` are (see [`acceptor`]: one making room per loop).
+    fn claim_beyond_max(&self, slack: usize) -> bool {
+        // Relaxed: as in `claim_connection`.
+        self.connections
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |open| {
+                (open < self.max_connections + slack).then_some(open + 1)
             })
             .is_ok()
     }
@@ -229,6 +267,20 @@ impl Server {
                 mpio_core::queue::MAX_QUEUE_DEPTH
             )));
         }
+        if config.socket_mode & !0o777 != 0 {
+            return Err(ServerError::Invalid(format!(
+                "socket mode {:o} (permission bits 0 to 777 only)",
+                config.socket_mode
+            )));
+        }
+        if config.max_buffered_bytes < export::MAX_PAYLOAD as usize {
+            // A request larger than the budget would wait for ever.
+            return Err(ServerError::Invalid(format!(
+                "max buffered bytes {} (at least one largest request, {})",
+                config.max_buffered_bytes,
+                export::MAX_PAYLOAD
+            )));
+        }
         if config.max_connections == 0 {
             return Err(ServerError::Invalid("max connections 0".into()));
         }
@@ -254,8 +306,10 @@ impl Server {
                 source,
             };
             unix_socket::claim(path).map_err(listen_error)?;
-            let listener = mio::net::UnixListener::bind(path).map_err(listen_error)?;
-            listeners.push(Listener::Unix(listener));
+            let listener = unix_socket::bind(path, config.socket_mode, config.socket_group)
+                .map_err(listen_error)?;
+            listener.set_nonblocking(true)?;
+            listeners.push(Listener::Unix(mio::net::UnixListener::from_std(listener)));
         }
         let map = device.map();
         let export = Arc::new(Export {
@@ -272,6 +326,7 @@ impl Server {
             waiting_for_path: (0..loop_count).map(|_| AtomicUsize::new(0)).collect(),
             connections: AtomicUsize::new(0),
             max_connections: config.max_connections,
+            budget: Arc::new(budget::Budget::new(config.max_buffered_bytes)),
             counters: Counters::default(),
         });
         let mut server = Server {
@@ -299,6 +354,7 @@ impl Server {
                 queue_depth: config.queue_depth,
                 idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
                 handshake_timeout_ms: config.handshake_timeout_ms,
+                evict_idle_ms: config.evict_idle_ms,
             };
             let thread = std::thread::Builder::new()
                 .name(format!("mpio-serve-{index}"))
@@ -408,6 +464,12 @@ impl Server {
             // Relaxed: see `Shared::waiting_for_path`.
             .map(|waiting| waiting.load(Ordering::Relaxed) as u64)
             .sum()
+    }
+
+    /// Request and reply buffer bytes taken from the server's budget now
+    /// ([`budget`]; each connection's first small request is outside it).
+    pub fn buffered_bytes(&self) -> usize {
+        self.shared.budget.used()
     }
 
     /// Connections open now.

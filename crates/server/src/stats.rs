@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Counters {
     pub(crate) accepted: AtomicU64,
     pub(crate) refused: AtomicU64,
+    pub(crate) evicted: AtomicU64,
     pub(crate) closed: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
     pub(crate) requests_refused: AtomicU64,
@@ -34,6 +35,7 @@ impl Counters {
         ServerStats {
             connections_accepted: read(&self.accepted),
             connections_refused: read(&self.refused),
+            connections_evicted: read(&self.evicted),
             connections_closed: read(&self.closed),
             protocol_errors: read(&self.protocol_errors),
             requests_refused: read(&self.requests_refused),
@@ -48,8 +50,12 @@ impl Counters {
 pub struct ServerStats {
     /// Connections handed to an event loop.
     pub connections_accepted: u64,
-    /// Connections closed at once because the server held its maximum.
+    /// Connections closed at once because the server held its maximum
+    /// and no connection was idle enough to make room.
     pub connections_refused: u64,
+    /// Idle connections closed to make room for a new one at the maximum
+    /// ([`crate::acceptor`]).
+    pub connections_evicted: u64,
     /// Accepted connections that have since closed.
     pub connections_closed: u64,
     /// Connections closed for breaking the protocol (bad magic, a

@@ -1,7 +1,10 @@
 //! A connection's bounds, as a client that pushes them sees them: every
 //! request past the in-flight bounds is still answered once room frees; a
 //! client that never reads cannot make the server hold more than the
-//! bounds; FUA is accepted on every command (proto.md).
+//! bounds; FUA is accepted on every command (proto.md); the unix socket
+//! gets its mode, not the umask's; idle clients at the connection cap
+//! make room for a new one. (What the whole server holds is measured in
+//! `memory_bounds.rs`.)
 
 mod support;
 
@@ -160,4 +163,64 @@ fn a_client_that_never_reads_cannot_pin_unbounded_memory() {
         completed <= bound,
         "a client that never reads got {completed} READs of 1 MiB completed (bound {bound})"
     );
+}
+
+/// Whoever can connect to an export can write the disk: its unix socket
+/// gets mode 0600 whatever the umask (it once got the umask's 0755, or
+/// 0777 under umask 0), or the mode and group configured.
+#[test]
+fn the_unix_socket_gets_its_mode_not_the_umask() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let server = one_loop();
+    let metadata = std::fs::metadata(server.socket()).unwrap();
+    assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
+    let our_group = metadata.gid();
+    let shared = TestServer::start(ServerConfig {
+        loops: 1,
+        socket_mode: 0o660,
+        socket_group: Some(our_group),
+        ..ServerConfig::default()
+    });
+    let metadata = std::fs::metadata(shared.socket()).unwrap();
+    assert_eq!(metadata.permissions().mode() & 0o777, 0o660);
+    assert_eq!(metadata.gid(), our_group);
+    still_serves(shared.socket());
+}
+
+/// Clients that finish the handshake and then say nothing once filled
+/// the connection cap and locked out every new client. At the cap a new
+/// client now takes the place of the connection idle the longest; idle
+/// clients stay while there is room, and a client whose request is in
+/// flight is never taken for idle.
+#[test]
+fn idle_clients_at_the_cap_make_room_for_a_new_one() {
+    let server = TestServer::start(ServerConfig {
+        loops: 1,
+        max_connections: 3,
+        ..ServerConfig::default()
+    });
+    let mut oldest = RawClient::ready(server.socket());
+    std::thread::sleep(Duration::from_millis(50));
+    let mut idle: Vec<RawClient> = (0..2).map(|_| RawClient::ready(server.socket())).collect();
+    // Under the cap nobody is closed, however long idle.
+    let evict_after = Duration::from_millis(ServerConfig::default().evict_idle_ms);
+    std::thread::sleep(evict_after + Duration::from_millis(200));
+    assert_eq!(server.server.stats().connections_evicted, 0);
+    // At the cap: the new client is served...
+    let mut newcomer = RawClient::ready(server.socket());
+    newcomer.request(CMD_READ, 7, 0, 4096, &[]);
+    let (error, cookie, _) = newcomer.simple_reply(4096);
+    assert_eq!((error, cookie), (0, 7));
+    // ...in place of the connection idle the longest.
+    assert!(oldest.closed_by_server(), "the longest-idle client stays");
+    assert_eq!(server.server.stats().connections_evicted, 1);
+    // The others still work.
+    for (cookie, client) in idle.iter_mut().enumerate() {
+        client.request(CMD_READ, cookie as u64, 0, 4096, &[]);
+        assert_eq!(client.simple_reply(4096).0, 0);
+    }
+    // Nobody idle long enough now: the next client is refused.
+    let mut refused = RawClient::connect(server.socket());
+    assert!(refused.closed_by_server());
+    assert_eq!(server.server.stats().connections_refused, 1);
 }

@@ -784,7 +784,7 @@ impl CheckerThread {
                         control = shared
                             .wake
                             .wait_timeout(control, wait)
-                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .expect("a lock was poisoned: a thread panicked holding it")
                             .0;
                     }
                 }

@@ -1,6 +1,8 @@
 //! What the host looks like to the selectors: its NUMA layout, read from
 //! sysfs (`/sys/devices/system/node`). Where sysfs has no node directory
-//! (containers, non-NUMA kernels) the host is one node.
+//! (containers, non-NUMA kernels) the host is one node. And how much
+//! memory it has ([`memory_bytes`]), which bounds memory disks and the
+//! NBD server's buffers.
 //!
 //! The parsing takes text, not files, so tests inject any layout.
 
@@ -79,9 +81,32 @@ pub fn host_topology() -> NumaTopology {
     read_topology(Path::new("/sys/devices/system/node"))
 }
 
+/// The host's memory in bytes: `MemTotal` in `/proc/meminfo`, or `None`
+/// where it cannot be read.
+pub fn memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_mem_total(&text)
+}
+
+/// `MemTotal` (given in KiB) of a `/proc/meminfo` text, in bytes.
+pub fn parse_mem_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|line| line.starts_with("MemTotal:"))?;
+    let mut words = line["MemTotal:".len()..].split_whitespace();
+    let kib: u64 = words.next()?.parse().ok()?;
+    (words.next() == Some("kB")).then(|| kib.saturating_mul(1024))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mem_total_is_read_in_bytes() {
+        let text = "MemTotal:       24684084 kB\nMemFree:        17073352 kB\n";
+        assert_eq!(parse_mem_total(text), Some(24_684_084 * 1024));
+        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
+        assert_eq!(parse_mem_total("MemTotal: x kB\n"), None);
+    }
 
     #[test]
     fn parses_cpu_lists() {

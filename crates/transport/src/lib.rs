@@ -125,6 +125,19 @@ pub enum SetupError {
         /// What differs.
         what: String,
     },
+    /// A memory disk larger than the host's memory.
+    #[error(
+        "path {word:?}: a memory disk of {size_bytes} bytes cannot be held by this host \
+         ({host_bytes} bytes of memory)"
+    )]
+    MemoryTooLarge {
+        /// The path word.
+        word: String,
+        /// The disk's size.
+        size_bytes: u64,
+        /// The host's memory ([`host::memory_bytes`]).
+        host_bytes: u64,
+    },
     /// A path is smaller than the map.
     #[error("path {word:?} holds {path_bytes} bytes but the map needs {map_bytes}")]
     TooSmall {
@@ -137,14 +150,18 @@ pub enum SetupError {
     },
 }
 
-/// Takes `mutex`, poisoned or not: a thread that panicked holding it has
-/// been reported already, and what these locks guard (registries, memory
-/// chunks, the checker's records, the daemon's maps) is never left half
-/// changed. Shared by the transports and the daemon.
+/// Takes `mutex`. Shared by the transports and the daemon.
+///
+/// # Panics
+/// If a thread panicked holding it: what it guards (registries, memory
+/// chunks, the checker's records, the daemon's maps) may be half changed,
+/// and the daemon's policy is to end on the first panic (see
+/// `mpio_daemon::fail_fast`), never to run on over state it cannot trust.
 pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(_) => panic!("a lock was poisoned: a thread panicked holding it"),
+    }
 }
 
 /// Path names a table may use in place of transport URIs, each with the
@@ -198,6 +215,30 @@ impl Transports {
         options: MapOptions,
         names: &PathNames,
     ) -> Result<Device, SetupError> {
+        let mut created = Vec::new();
+        let built = self.build_recording(table, options, names, &mut created);
+        if built.is_err() {
+            // A build that failed leaves no disk behind (a failed reload
+            // once kept each memory disk it had made, and its memory).
+            let mut disks = lock(&self.disks);
+            let mut ports = lock(&self.ports);
+            for name in &created {
+                disks.remove(name);
+                ports.retain(|(disk, _), _| disk != name);
+            }
+        }
+        built
+    }
+
+    /// [`Transports::build_named`], noting in `created` the memory disks
+    /// it made.
+    fn build_recording(
+        &self,
+        table: &Table,
+        options: MapOptions,
+        names: &PathNames,
+        created: &mut Vec<String>,
+    ) -> Result<Device, SetupError> {
         let words: Vec<&str> = table
             .groups
             .iter()
@@ -223,7 +264,21 @@ impl Transports {
                     latency_ns,
                 } => (PathHandle::Null { latency_ns }, Some(size_bytes)),
                 Endpoint::Memory { disk, port } => {
-                    let disk_handle = self.disk(&disk, map_bytes);
+                    let disk_handle = match self.existing_disk(&disk) {
+                        Some(handle) => handle,
+                        None => {
+                            let host_bytes = host::memory_bytes().unwrap_or(u64::MAX);
+                            if map_bytes > host_bytes {
+                                return Err(SetupError::MemoryTooLarge {
+                                    word: word.to_string(),
+                                    size_bytes: map_bytes,
+                                    host_bytes,
+                                });
+                            }
+                            created.push(disk.clone());
+                            self.disk(&disk, map_bytes)
+                        }
+                    };
                     let disk_bytes = disk_handle.size_bytes();
                     let port = self.port(&disk, &port);
                     (
@@ -296,6 +351,11 @@ impl Transports {
     ) -> Result<Arc<Map>, SetupError> {
         let device = self.build_named(table, options, names)?;
         Ok(slot.install(device.map, Arc::new(device.paths)))
+    }
+
+    /// The memory disk `name`, if it exists.
+    fn existing_disk(&self, name: &str) -> Option<Arc<MemoryDisk>> {
+        lock(&self.disks).get(name).map(Arc::clone)
     }
 
     /// The memory disk `name`, created with `size_bytes` if new.

@@ -25,6 +25,16 @@
 //! order they were submitted; a latency change applies to I/O submitted
 //! after it.
 //!
+//! # Memory
+//! A disk is sparse, as nbdkit's memory plugin is: a chunk of
+//! [`CHUNK_SIZE`] bytes takes memory when first written, reads of a chunk
+//! never written return zeroes, and a discard or write-zeroes that covers
+//! a whole chunk gives its memory back. What stays allocated is an index
+//! of one empty slot per chunk (24 bytes per 64 KiB). The registry refuses
+//! a disk larger than the host's memory ([`crate::host::memory_bytes`]);
+//! a write whose chunk cannot be allocated fails with
+//! [`TargetError::NoSpace`] instead of aborting the process.
+//!
 //! # Concurrency
 //! The disk is split in chunks, each behind its own mutex, so threads
 //! working on different chunks do not contend; an I/O locks its chunks one
@@ -37,25 +47,29 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Bytes per lock-protected chunk of a memory disk.
-const CHUNK_SIZE: usize = 64 * 1024;
+/// Bytes per lock-protected chunk of a memory disk, and the unit in
+/// which it takes memory.
+pub const CHUNK_SIZE: usize = 64 * 1024;
 
-/// A RAM disk shared by every port and thread.
+/// One chunk: its bytes once written, `None` while it reads as zeroes.
+type Chunk = Option<Box<[u8]>>;
+
+/// A sparse RAM disk shared by every port and thread.
 #[derive(Debug)]
 pub struct MemoryDisk {
     size_bytes: u64,
-    chunks: Box<[Mutex<Box<[u8]>>]>,
+    chunks: Box<[Mutex<Chunk>]>,
 }
 
 impl MemoryDisk {
-    /// A zero-filled disk of `size_bytes`.
+    /// A disk of `size_bytes` that reads as zeroes and holds no data yet
+    /// (only its index of chunks; the caller bounds the size by the
+    /// host's memory).
     pub fn new(size_bytes: u64) -> Self {
         let chunk_count = (size_bytes as usize).div_ceil(CHUNK_SIZE);
         MemoryDisk {
             size_bytes,
-            chunks: (0..chunk_count)
-                .map(|_| Mutex::new(vec![0; CHUNK_SIZE].into_boxed_slice()))
-                .collect(),
+            chunks: (0..chunk_count).map(|_| Mutex::new(None)).collect(),
         }
     }
 
@@ -64,35 +78,81 @@ impl MemoryDisk {
         self.size_bytes
     }
 
+    /// Bytes of data the disk holds in memory now: its written chunks.
+    pub fn allocated_bytes(&self) -> u64 {
+        let written = self
+            .chunks
+            .iter()
+            .filter(|chunk| crate::lock(chunk).is_some())
+            .count();
+        (written * CHUNK_SIZE) as u64
+    }
+
     /// Reads `buf.len()` bytes at `offset` (caller checked the range).
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
         self.for_each_chunk(offset, buf.len(), |chunk, range, done| {
-            let len = range.len();
-            buf[done..done + len].copy_from_slice(&chunk[range]);
-        });
+            let target = &mut buf[done..done + range.len()];
+            match chunk {
+                Some(bytes) => target.copy_from_slice(&bytes[range]),
+                None => target.fill(0),
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|never: std::convert::Infallible| match never {});
     }
 
     /// Writes `data` at `offset` (caller checked the range).
-    pub fn write(&self, offset: u64, data: &[u8]) {
+    ///
+    /// # Errors
+    /// [`TargetError::NoSpace`] if a chunk written for the first time
+    /// cannot be allocated; the disk's data is unchanged then (a write
+    /// over several chunks first allocates those it lacks, which still
+    /// read as zeroes, then copies; one within a chunk does both under
+    /// one lock).
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), TargetError> {
+        let within_one_chunk = (offset as usize % CHUNK_SIZE) + data.len() <= CHUNK_SIZE;
+        if !within_one_chunk {
+            self.for_each_chunk(offset, data.len(), |chunk, _, _| {
+                if chunk.is_none() {
+                    *chunk = Some(zeroed_chunk()?);
+                }
+                Ok(())
+            })?;
+        }
         self.for_each_chunk(offset, data.len(), |chunk, range, done| {
-            let len = range.len();
-            chunk[range].copy_from_slice(&data[done..done + len]);
-        });
+            let source = &data[done..done + range.len()];
+            let bytes = match chunk {
+                Some(bytes) => bytes,
+                None => chunk.insert(zeroed_chunk()?),
+            };
+            bytes[range].copy_from_slice(source);
+            Ok(())
+        })
     }
 
-    /// Writes `len` zero bytes at `offset` (caller checked the range).
+    /// Makes `len` bytes at `offset` read as zeroes (caller checked the
+    /// range): a whole chunk's memory is given back.
     pub fn zero(&self, offset: u64, len: usize) {
-        self.for_each_chunk(offset, len, |chunk, range, _| chunk[range].fill(0));
+        self.for_each_chunk(offset, len, |chunk, range, _| {
+            if range.len() == CHUNK_SIZE {
+                *chunk = None;
+            } else if let Some(bytes) = chunk {
+                bytes[range].fill(0);
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|never: std::convert::Infallible| match never {});
     }
 
     /// Calls `visit(chunk, range_in_chunk, bytes_done_before)` for each
-    /// chunk `offset..offset + len` covers, in order, holding its lock.
-    fn for_each_chunk(
+    /// chunk `offset..offset + len` covers, in order, holding its lock;
+    /// stops at the first error.
+    fn for_each_chunk<E>(
         &self,
         offset: u64,
         len: usize,
-        mut visit: impl FnMut(&mut [u8], std::ops::Range<usize>, usize),
-    ) {
+        mut visit: impl FnMut(&mut Chunk, std::ops::Range<usize>, usize) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut done = 0;
         while done < len {
             let position = offset as usize + done;
@@ -100,9 +160,10 @@ impl MemoryDisk {
             let start = position % CHUNK_SIZE;
             let end = (start + (len - done)).min(CHUNK_SIZE);
             let mut chunk = crate::lock(&self.chunks[chunk_index]);
-            visit(&mut chunk, start..end, done);
+            visit(&mut chunk, start..end, done)?;
             done += end - start;
         }
+        Ok(())
     }
 
     /// Applies `io` to the disk and says how it ended.
@@ -116,12 +177,27 @@ impl MemoryDisk {
         }
         match io.op {
             Op::Read => self.read(io.offset, io.buf.as_mut_slice()),
-            Op::Write => self.write(io.offset, io.buf.as_slice()),
+            Op::Write => {
+                if let Err(error) = self.write(io.offset, io.buf.as_slice()) {
+                    return PathOutcome::Target(error);
+                }
+            }
             Op::WriteZeroes | Op::Discard => self.zero(io.offset, io.len as usize),
             Op::Flush => {}
         }
         PathOutcome::Ok
     }
+}
+
+/// A chunk of zeroes, or [`TargetError::NoSpace`] if the memory cannot be
+/// had (where `vec!` would abort the process).
+fn zeroed_chunk() -> Result<Box<[u8]>, TargetError> {
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(CHUNK_SIZE)
+        .map_err(|_| TargetError::NoSpace)?;
+    bytes.resize(CHUNK_SIZE, 0);
+    Ok(bytes.into_boxed_slice())
 }
 
 const HEALTHY: u8 = 0;

@@ -8,6 +8,13 @@
 //!   itself may not contain `?`).
 //! - `nbd://host[:port]/export`, `nbd+unix:///export?socket=/path`: an
 //!   NBD server's export (see [`crate::nbd::address`]).
+//!
+//! A path word is in a table once (its word names the path in status,
+//! messages, reloads and metrics), so several paths to one endpoint (the
+//! benchmark's null paths, two connections to one NBD server) tell
+//! themselves apart with a label: a null, file or nbd word may end in
+//! `#<label>` (letters, digits, `-`, `_`, `.`), which names the path and
+//! leads nowhere else: `null:4G#1`, `null:4G#2`.
 
 /// Where a path leads, parsed from its word.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,6 +95,11 @@ impl Endpoint {
         let (scheme, rest) = word.split_once(':').ok_or_else(|| {
             error("not a transport URI (null:<size>, memory:<disk>#<port>, file:<path>)".into())
         })?;
+        // A label (see the module docs) names the path, not the endpoint.
+        let rest = match rest.rsplit_once('#') {
+            Some((endpoint, label)) if scheme != "memory" && is_name(label) => endpoint,
+            _ => rest,
+        };
         match scheme {
             "null" => {
                 let (size, query) = rest.split_once('?').unwrap_or((rest, ""));
@@ -119,13 +131,7 @@ impl Endpoint {
                 let (disk, port) = rest
                     .split_once('#')
                     .ok_or_else(|| error("memory paths are memory:<disk>#<port>".into()))?;
-                let valid = |name: &str| {
-                    !name.is_empty()
-                        && name
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-                };
-                if !valid(disk) || !valid(port) {
+                if !is_name(disk) || !is_name(port) {
                     return Err(error(
                         "disk and port names are letters, digits, - _ and .".into(),
                     ));
@@ -167,6 +173,14 @@ impl Endpoint {
             ))),
         }
     }
+}
+
+/// A disk, port or label name: letters, digits, `-`, `_` and `.`.
+fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 #[cfg(test)]
@@ -211,7 +225,28 @@ mod tests {
                 direct: false
             })
         );
+        // A label names the path and leads where the word without it does.
+        for (labelled, plain) in [
+            ("null:4G#1", "null:4G"),
+            ("null:1M?latency_ns=250#slow-2", "null:1M?latency_ns=250"),
+            ("file:/srv/lun.img?direct=0#b", "file:/srv/lun.img?direct=0"),
+            (
+                "nbd+unix:///e?socket=/run/s.sock#a",
+                "nbd+unix:///e?socket=/run/s.sock",
+            ),
+            ("nbd://127.0.0.1:10809/e#second", "nbd://127.0.0.1:10809/e"),
+        ] {
+            assert_eq!(
+                Endpoint::parse(labelled),
+                Endpoint::parse(plain),
+                "{labelled}"
+            );
+            assert!(Endpoint::parse(plain).is_ok(), "{plain}");
+        }
         for bad in [
+            "null:4G#",
+            "null:4G#a/b",
+            "memory:disk0#port1#2",
             "file:relative.img",
             "file:",
             "file:/x?direct=2",

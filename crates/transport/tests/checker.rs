@@ -334,7 +334,7 @@ fn a_file_path_is_probed_through_io_uring() {
     let word = format!("file:{}", file.display());
     let device = Transports::new()
         .build(
-            &table(1 << 20, &[word.clone(), word]),
+            &table(1 << 20, &[format!("{word}#a"), format!("{word}#b")]),
             MapOptions::default(),
         )
         .unwrap();

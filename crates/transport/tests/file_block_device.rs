@@ -1,7 +1,10 @@
 //! A `file` path on a real block device: a loop device over a file,
 //! attached for the test and detached when it ends. Shows the size found
-//! by seeking to the device's end, O_DIRECT data through two paths, and
-//! discard and write-zeroes going through the block layer's zero-out.
+//! by seeking to the device's end, O_DIRECT data through two paths, a
+//! discard through the device's own discard (io_uring's
+//! `BLOCK_URING_CMD_DISCARD`; the loop driver punches a hole in its
+//! backing file, so the range reads back zeroes) and write-zeroes through
+//! the block layer's zero-out.
 //! Needs root and `losetup` (util-linux); skipped with the reason if
 //! either is missing.
 
@@ -77,7 +80,10 @@ fn a_loop_device_carries_data_discard_and_write_zeroes() {
         "{error:?}"
     );
     let device = Transports::new()
-        .build(&table(BYTES, &[word.clone(), word]), MapOptions::default())
+        .build(
+            &table(BYTES, &[format!("{word}#a"), format!("{word}#b")]),
+            MapOptions::default(),
+        )
         .unwrap();
     assert!(file_of(&device.paths[0]).is_block_device());
     let block = u64::from(BLOCK);

@@ -46,7 +46,10 @@ fn writes_through_two_paths_read_back_byte_exact_through_each() {
     let word = format!("file:{}", file.display());
     let transports = Transports::new();
     let device = transports
-        .build(&table(BYTES, &[word.clone(), word]), MapOptions::default())
+        .build(
+            &table(BYTES, &[format!("{word}#a"), format!("{word}#b")]),
+            MapOptions::default(),
+        )
         .unwrap();
     // The pattern written before the map opened reads back through it.
     assert_eq!(
@@ -82,7 +85,10 @@ fn a_revoked_path_fails_over_and_returns_after_restore() {
     let word = format!("file:{}", file.display());
     let transports = Transports::new();
     let device = transports
-        .build(&table(BYTES, &[word.clone(), word]), MapOptions::default())
+        .build(
+            &table(BYTES, &[format!("{word}#a"), format!("{word}#b")]),
+            MapOptions::default(),
+        )
         .unwrap();
     let mut queue = device.queue(32, 0);
     file_of(&device.paths[0]).revoke();
@@ -128,7 +134,10 @@ fn several_threads_share_the_paths() {
     let word = format!("file:{}", file.display());
     let transports = Transports::new();
     let device = transports
-        .build(&table(BYTES, &[word.clone(), word]), MapOptions::default())
+        .build(
+            &table(BYTES, &[format!("{word}#a"), format!("{word}#b")]),
+            MapOptions::default(),
+        )
         .unwrap();
     // Each thread writes its own half of the blocks through its own queue
     // (its own rings).

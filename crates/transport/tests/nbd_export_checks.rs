@@ -55,7 +55,11 @@ fn a_read_only_export_without_multi_conn_is_served() {
             "multi-conn-mode=disable",
         ],
     );
-    let table = one_group_table(1 << 20, &[server.uri(), server.uri()], false);
+    let table = one_group_table(
+        1 << 20,
+        &[format!("{}#a", server.uri()), format!("{}#b", server.uri())],
+        false,
+    );
     let device = Transports::new()
         .build(&table, MapOptions::default())
         .expect("read-only exports need no multi-conn");

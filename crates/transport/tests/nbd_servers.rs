@@ -67,8 +67,9 @@ fn nbdkit_memory_with_and_without_structured_replies() {
             args.insert(0, "--no-sr");
         }
         let server = Server::nbdkit(&dir.join("m.sock"), &args);
-        // Two paths, two connections to one server.
-        let words = [server.uri(), server.uri()];
+        // Two paths, two connections to one server (labelled: a path
+        // word is in a table once).
+        let words = [format!("{}#a", server.uri()), format!("{}#b", server.uri())];
         let (device, mut queue) = device(SIZE, &words, MapOptions::default());
         exercise(&mut queue);
         // Connected in the background, by now.

@@ -126,8 +126,8 @@ fn steady_state_io_allocates_nothing() {
             "0 16384 multipath 0 0 1 1 {selector} 0 8 {}",
             path_args.len() / 2
         );
-        for _ in 0..8 {
-            text.push_str(&format!(" null:8M{path_args}"));
+        for path in 1..=8 {
+            text.push_str(&format!(" null:8M#{path}{path_args}"));
         }
         let table = Table::parse(&text).unwrap();
         let device = transports.build(&table, MapOptions::default()).unwrap();
@@ -158,7 +158,7 @@ fn steady_state_io_allocates_nothing() {
     std::fs::write(&file, vec![0u8; 8 << 20]).unwrap();
     let word = format!("file:{}", file.display());
     let table = Table::parse(&format!(
-        "0 16384 multipath 0 0 1 1 round-robin 0 2 0 {word} {word}"
+        "0 16384 multipath 0 0 1 1 round-robin 0 2 0 {word}#a {word}#b"
     ))
     .unwrap();
     let device = transports.build(&table, MapOptions::default()).unwrap();
@@ -171,7 +171,7 @@ fn steady_state_nbd_io_allocates_nothing() {
     let dir = support::TempDir::new("nbd-no-alloc");
     let server = support::Server::nbdkit(&dir.join("m.sock"), &["memory", "size=8M"]);
     let text = format!(
-        "0 16384 multipath 0 0 1 1 round-robin 0 2 0 {} {}",
+        "0 16384 multipath 0 0 1 1 round-robin 0 2 0 {}#a {}#b",
         server.uri(),
         server.uri()
     );

@@ -18,6 +18,7 @@
 //! never panics, whatever the input.
 
 mod parse;
+pub use parse::quote;
 mod print;
 
 use serde::Serialize;

@@ -30,6 +30,12 @@
 //!   and, past the last group, simply starts with none preselected.
 //! - Words after the last group are refused as such; dm reads them as a
 //!   further group and then reports a group count mismatch.
+//! - A path word is in a table once ([`Table::canonical`]): the map's
+//!   status, messages and reloads name a path by its word, so a second
+//!   use would be a second path no verb could tell apart. dm refuses the
+//!   same device twice only when it builds the table (its `dm_get_device`
+//!   shares one reference). Every table goes through `canonical` (a
+//!   config's, `--table`'s, a reload's), so this is the one rule.
 //!
 //! # Errors
 //! Every refusal is a [`TableError`] naming the 1-based index of the word
@@ -238,6 +244,9 @@ impl Table {
                 expected_initial_group(group_count),
             ));
         }
+        // Each path's first place, by name: a path is in the table once.
+        let mut seen: std::collections::HashMap<&str, (usize, usize, usize)> =
+            std::collections::HashMap::new();
         for (index, group) in self.groups.iter().enumerate() {
             let number = index + 1;
             if group.selector_args.len() > MAX_ARGS {
@@ -277,6 +286,19 @@ impl Table {
                             "at most {MAX_ARGS} arguments for path {}",
                             quote(&path.name)
                         ),
+                    ));
+                }
+                let place = (path.word, number, path_index + 1);
+                if let Some((word, group, position)) = seen.insert(&path.name, place) {
+                    let first = if word == 0 {
+                        format!("path {position} of priority group {group}")
+                    } else {
+                        format!("word {word}")
+                    };
+                    return Err(error(
+                        path.word,
+                        &path.name,
+                        format!("a path not in the table yet ({first} names it): a path is in a table once"),
                     ));
                 }
             }
@@ -705,8 +727,9 @@ fn error(position: usize, word: &str, expected: impl Into<String>) -> TableError
     }
 }
 
-/// `word` quoted for a message; a very long word is cut, with its length.
-fn quote(word: &str) -> String {
+/// `word` quoted for a message; a very long word is cut, with its length
+/// (for any text from outside that a message or a log line repeats).
+pub fn quote(word: &str) -> String {
     match word.char_indices().nth(QUOTE_CHARS) {
         None => format!("{word:?}"),
         Some((cut, _)) => format!("{:?}... ({} bytes)", &word[..cut], word.len()),

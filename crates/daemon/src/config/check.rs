@@ -586,7 +586,6 @@ fn from_table(
         source.error(&place_of_word(error.position), None, error.to_string())
     };
     let parsed = Table::parse(text).map_err(refuse)?;
-    let mut seen: HashMap<&str, usize> = HashMap::new();
     for group in &parsed.groups {
         for path in &group.paths {
             let word = path.name.as_str();
@@ -594,9 +593,6 @@ fn from_table(
                 if let Err(error) = Endpoint::parse(word) {
                     return Err(source.error(&place_of_word(path.word), None, format!("word {} ({word:?}): neither a [[map.path]] name of this map nor a transport URI ({})", path.word, error.reason)));
                 }
-            }
-            if let Some(first) = seen.insert(word, path.word) {
-                return Err(source.error(&place_of_word(path.word), None, format!("word {} ({word:?}): the same path as word {first}; a path is in the table once", path.word)));
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use super::check::MAX_EXPORT_NAME_BYTES;
 use super::error::{quoted, Place, Source};
-use super::raw::{RawExport, RawUblk};
+use super::raw::{RawExport, RawUblk, Scalar};
 use super::{ConfigError, ExportConfig, UblkNumber};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -75,11 +75,72 @@ pub(super) fn check_export(
         }
         None => None,
     };
+    let socket_mode = match &raw.socket_mode {
+        Some(mode) => {
+            let place = Place::of(mode, format!("{label}: socket_mode"));
+            let text = mode.get_ref();
+            u32::from_str_radix(text, 8)
+                .ok()
+                .filter(|bits| *bits <= 0o777)
+                .ok_or_else(|| {
+                    source.error(
+                        &place,
+                        quoted(text),
+                        "expected octal permission bits, 0 to 777 (\"0660\")",
+                    )
+                })?
+        }
+        None => DEFAULT_SOCKET_MODE,
+    };
+    let socket_group = match &raw.socket_group {
+        Some(group) => {
+            let place = Place::of(group, format!("{label}: socket_group"));
+            let id = match group.get_ref() {
+                Scalar::Integer(id) => u32::try_from(*id).ok(),
+                Scalar::Text(name) => group_id(name),
+            };
+            Some(id.ok_or_else(|| {
+                source.error(
+                    &place,
+                    Some(group.get_ref().toml()),
+                    "expected a group name of /etc/group or a group id",
+                )
+            })?)
+        }
+        None => None,
+    };
+    if raw.socket.is_none() && (raw.socket_mode.is_some() || raw.socket_group.is_some()) {
+        return Err(source.error(
+            &Place::of(export, label),
+            None,
+            "socket_mode and socket_group need a socket",
+        ));
+    }
+    let max_connections = match &raw.max_connections {
+        Some(count) => {
+            let place = Place::of(count, format!("{label}: max_connections"));
+            let value = usize::try_from(*count.get_ref())
+                .ok()
+                .filter(|value| (1..=MAX_CONNECTIONS).contains(value))
+                .ok_or_else(|| {
+                    source.error(
+                        &place,
+                        Some(count.get_ref().to_string()),
+                        format!("expected 1 to {MAX_CONNECTIONS} connections"),
+                    )
+                })?;
+            Some(value)
+        }
+        None => None,
+    };
     Ok(ExportConfig {
         name,
         socket,
+        socket_mode,
+        socket_group,
         tcp,
         ublk,
+        max_connections,
         read_only: raw.read_only,
     })
 }
@@ -110,6 +171,28 @@ fn ublk_number(
 
 /// ublk device numbers are below 2^20 (the kernel's minor numbers).
 const MAX_UBLK_NUMBER: u32 = 1 << 20;
+
+/// Most connections an export may be given (each holds buffers and a
+/// descriptor; see docs/SECURITY.md).
+pub const MAX_CONNECTIONS: usize = 65_536;
+
+/// An export socket's mode unless the config says otherwise: only its
+/// owner may connect, since whoever connects can write the disk.
+pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
+
+/// The id of group `name` in `/etc/group` (`name:password:id:members`),
+/// or of a group written as its id.
+fn group_id(name: &str) -> Option<u32> {
+    if let Ok(id) = name.parse() {
+        return Some(id);
+    }
+    let groups = std::fs::read_to_string("/etc/group").ok()?;
+    groups.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        (fields.next()? == name).then_some(())?;
+        fields.nth(1)?.parse().ok()
+    })
+}
 
 /// Every address the config listens on, to refuse a second use of one.
 #[derive(Default)]

@@ -110,6 +110,7 @@ mod tests;
 
 pub use check::{MAX_EXPORTS, MAX_EXPORT_NAME_BYTES, MAX_MAPS, MAX_NAME_BYTES};
 pub use error::ConfigError;
+pub use listen::DEFAULT_SOCKET_MODE;
 pub use settings::{
     DEFAULT_SELECTOR, MAX_ATTEMPTS, MAX_CHECKER_INTERVAL_MS, MAX_MARGINAL_FAILURES,
     MAX_NO_PATH_RETRY, MAX_TIMEOUT_MS,
@@ -188,10 +189,17 @@ pub struct ExportConfig {
     pub name: String,
     /// Listen on this unix socket.
     pub socket: Option<PathBuf>,
+    /// The unix socket's permission bits (default 0600).
+    pub socket_mode: u32,
+    /// The unix socket's group id, if not ours.
+    pub socket_group: Option<u32>,
     /// Listen on this TCP address.
     pub tcp: Option<SocketAddr>,
     /// Serve the map as a ublk block device too.
     pub ublk: Option<UblkNumber>,
+    /// Most client connections at once; `None`: the daemon's
+    /// `--max-connections`.
+    pub max_connections: Option<usize>,
     /// Refuse writes.
     pub read_only: bool,
 }

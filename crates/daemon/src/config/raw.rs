@@ -121,6 +121,9 @@ pub(super) struct RawExport {
     pub socket: Option<Spanned<String>>,
     pub tcp: Option<Spanned<String>>,
     pub ublk: Option<Spanned<RawUblk>>,
+    pub socket_mode: Option<Spanned<String>>,
+    pub socket_group: Option<Spanned<Scalar>>,
+    pub max_connections: Option<Spanned<i64>>,
     #[serde(default)]
     pub read_only: bool,
 }

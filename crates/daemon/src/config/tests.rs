@@ -239,8 +239,11 @@ fn exports_are_read() {
         |name: &str, socket: Option<&str>, tcp: Option<&str>, ublk, read_only| ExportConfig {
             name: name.into(),
             socket: socket.map(Into::into),
+            socket_mode: 0o600,
+            socket_group: None,
             tcp: tcp.map(|address| address.parse().unwrap()),
             ublk,
+            max_connections: None,
             read_only,
         };
     assert_eq!(
@@ -391,7 +394,7 @@ fn every_refusal_names_its_line_and_key() {
         case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 a 1\"\nselector = \"round-robin\""), 4, "map \"m\": selector", "a table names each group's selector"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 a 1\"").replace("prio = 50", "args = [1]"), 11, "map \"m\" path \"b\": args", "a table gives each path's arguments"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 zz 1\""), 3, "map \"m\": table", "word 12 (\"zz\"): neither a [[map.path]] name"),
-        case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 2 1 a 1 a 1\""), 3, "map \"m\": table", "the same path as word 12"),
+        case(table_map("table = \"0 8 multipath 0 0 1 1 round-robin 0 2 1 a 1 a 1\""), 3, "map \"m\": table", "a path not in the table yet (word 12 names it): a path is in a table once"),
         case(table_map("table = \"0 8 multipath 0 0 1 1 roundrobin 0 1 1 a 1\""), 3, "map \"m\": table", "word 8"),
         case(table_map("table = \"0 8 multipath 0 0 2 1 round-robin 0 1 1 a 1\""), 3, "map \"m\": table", "end of table"),
         // Timing and limits.
@@ -553,5 +556,55 @@ proptest! {
         if let Ok(text) = String::from_utf8(bytes) {
             check_any(&text);
         }
+    }
+}
+
+#[test]
+fn an_export_socket_gets_the_mode_and_group_configured() {
+    let map = |export: &str| {
+        format!(
+            "[[map]]\nname = \"m\"\ntable = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 null:4K 1\"\n\
+             [[map.export]]\n{export}\n"
+        )
+    };
+    let config = parse(&map("socket = \"/run/m.sock\""));
+    assert_eq!(config.maps[0].exports[0].socket_mode, 0o600);
+    assert_eq!(config.maps[0].exports[0].socket_group, None);
+    let config = parse(&map(
+        "socket = \"/run/m.sock\"\nsocket_mode = \"0660\"\nsocket_group = \"root\"",
+    ));
+    assert_eq!(config.maps[0].exports[0].socket_mode, 0o660);
+    assert_eq!(config.maps[0].exports[0].socket_group, Some(0));
+    let config = parse(&map("socket = \"/run/m.sock\"\nsocket_group = 6"));
+    assert_eq!(config.maps[0].exports[0].socket_group, Some(6));
+    let error = refused(&map("socket = \"/run/m.sock\"\nsocket_mode = \"1777\""));
+    assert!(
+        error.to_string().contains("octal permission bits"),
+        "{error}"
+    );
+    let error = refused(&map(
+        "socket = \"/run/m.sock\"\nsocket_group = \"no such group\"",
+    ));
+    assert!(error.to_string().contains("group name"), "{error}");
+    let error = refused(&map("tcp = \"127.0.0.1:0\"\nsocket_mode = \"0660\""));
+    assert!(error.to_string().contains("need a socket"), "{error}");
+}
+
+#[test]
+fn an_export_may_set_its_connection_cap() {
+    let map = |export: &str| {
+        format!(
+            "[[map]]\nname = \"m\"\ntable = \"0 8 multipath 0 0 1 1 round-robin 0 1 1 null:4K 1\"\n\
+             [[map.export]]\nsocket = \"/run/m.sock\"\n{export}\n"
+        )
+    };
+    assert_eq!(parse(&map("")).maps[0].exports[0].max_connections, None);
+    assert_eq!(
+        parse(&map("max_connections = 16")).maps[0].exports[0].max_connections,
+        Some(16)
+    );
+    for bad in ["0", "-1", "65537"] {
+        let error = refused(&map(&format!("max_connections = {bad}")));
+        assert!(error.to_string().contains("expected 1 to 65536"), "{error}");
     }
 }

@@ -8,6 +8,16 @@ use serde::{Deserialize, Serialize};
 /// Longest request line the daemon reads (a reload carries a whole config).
 pub const MAX_REQUEST_BYTES: u64 = 1 << 20;
 
+/// The refusal of a request line of `bytes` (at least
+/// [`MAX_REQUEST_BYTES`]; the daemon may stop counting there): one text
+/// for the daemon's answer and the client's own check.
+pub fn too_long(bytes: u64) -> String {
+    format!(
+        "request of {bytes} bytes or more: the control socket takes at most \
+         {MAX_REQUEST_BYTES} bytes (a reload's table or config included)"
+    )
+}
+
 /// What a client asks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "verb", rename_all = "snake_case", deny_unknown_fields)]

@@ -1,26 +1,31 @@
-//! The daemon side of the control socket: a unix socket, mode 0600, served
-//! by one thread that answers one connection at a time (control verbs are
-//! serialized, as dm serializes table loads and messages).
+//! The daemon side of the control socket: a unix socket, mode 0600, in a
+//! directory only its owner may change ([`super::private_dir`]). Each
+//! client is answered on a thread of its own ([`crate::clients`]), so a
+//! silent client delays no other; the handler runs requests one at a time
+//! (control verbs are serialized, as dm serializes table loads and
+//! messages).
 //!
 //! A connection gets [`CONNECTION_TIMEOUT`] in all to send its request
-//! line, and as long again to take the answer, so a client that connects
-//! and says nothing, or trickles its request a byte at a time, holds the
-//! socket for at most that long; stopping the server cuts the connection
-//! in progress at once.
+//! line, and as long again to take the answer; stopping the server cuts
+//! every connection at once and needs nothing from the socket file
+//! (removed or replaced by someone, the server still stops). The file is
+//! removed at stop only if it is still the socket the server bound.
 
 use super::protocol::{Request, Response, MAX_REQUEST_BYTES};
+use crate::clients::Clients;
 use crate::deadline::Deadline;
 use mpio_transport::lock;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// How long one client may take to send its request and read the answer.
 pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most bytes read and dropped after refusing an oversize request, before
+/// closing (so that the client reads the refusal instead of a reset).
+const LINGER_BYTES: usize = 4 << 20;
 
 /// Answers requests.
 pub type Handler = Box<dyn Fn(Request) -> Response + Send>;
@@ -34,6 +39,14 @@ pub enum ControlError {
     /// The path exists and is not a socket.
     #[error("control socket {0}: the path exists and is not a socket")]
     NotASocket(PathBuf),
+    /// The socket's directory may be changed by another user.
+    #[error("control socket {path}: {reason}")]
+    Unsafe {
+        /// The socket path.
+        path: PathBuf,
+        /// What is wrong with its directory ([`super::private_dir`]).
+        reason: String,
+    },
     /// Binding, or setting the mode, failed.
     #[error("control socket {path}: {source}")]
     Io {
@@ -44,26 +57,26 @@ pub enum ControlError {
     },
 }
 
-/// The control socket's thread. Stops (and removes the socket) when
+/// The control socket's threads. Stops (and removes the socket) when
 /// stopped or dropped.
 #[derive(Debug)]
 pub struct ControlServer {
     path: PathBuf,
-    stop: Arc<AtomicBool>,
-    /// The connection being answered, so `stop` can cut it.
-    client: Arc<Mutex<Option<UnixStream>>>,
-    thread: Option<JoinHandle<()>>,
+    /// The bound socket's device and inode, to remove only our own file.
+    bound: (u64, u64),
+    clients: Clients,
 }
 
 impl ControlServer {
     /// Binds `path` (mode 0600; its directory is created, mode 0700, if
-    /// missing; a stale socket left by a dead daemon is replaced:
-    /// [`mpio_server::unix_socket::claim`]) and
-    /// answers each request with `handler`.
+    /// missing, and refused if another user may change it; a stale socket
+    /// left by a dead daemon is replaced:
+    /// [`mpio_server::unix_socket::claim`]) and answers each request with
+    /// `handler`.
     ///
     /// # Errors
-    /// A live daemon on the socket, a path that is not a socket, or an I/O
-    /// error naming the path.
+    /// A directory another user may change, a live daemon on the socket, a
+    /// path that is not a socket, or an I/O error naming the path.
     pub fn start(path: &Path, handler: Handler) -> Result<ControlServer, ControlError> {
         let io_error = |source| ControlError::Io {
             path: path.to_path_buf(),
@@ -76,24 +89,26 @@ impl ControlServer {
                     .map_err(io_error)?;
             }
         }
+        super::private_dir(path).map_err(|reason| ControlError::Unsafe {
+            path: path.to_path_buf(),
+            reason,
+        })?;
         mpio_server::unix_socket::claim(path).map_err(|error| match error.kind() {
-            std::io::ErrorKind::AddrInUse => ControlError::InUse(path.to_path_buf()),
             std::io::ErrorKind::AlreadyExists => ControlError::NotASocket(path.to_path_buf()),
+            std::io::ErrorKind::AddrInUse => ControlError::InUse(path.to_path_buf()),
             _ => io_error(error),
         })?;
-        let listener = bind_private(path).map_err(io_error)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let client = Arc::new(Mutex::new(None));
-        let (thread_stop, thread_client) = (Arc::clone(&stop), Arc::clone(&client));
-        let thread = std::thread::Builder::new()
-            .name("mpio-control".into())
-            .spawn(move || serve(&listener, &handler, &thread_stop, &thread_client))
-            .map_err(io_error)?;
+        let listener = mpio_server::unix_socket::bind(path, 0o600, None).map_err(io_error)?;
+        let metadata = std::fs::symlink_metadata(path).map_err(io_error)?;
+        let handler = Mutex::new(handler);
+        let clients = Clients::start("mpio-control", listener, move |stream: UnixStream| {
+            answer(&stream, &handler);
+        })
+        .map_err(io_error)?;
         Ok(ControlServer {
             path: path.to_path_buf(),
-            stop,
-            client,
-            thread: Some(thread),
+            bound: (metadata.dev(), metadata.ino()),
+            clients,
         })
     }
 
@@ -102,30 +117,19 @@ impl ControlServer {
         &self.path
     }
 
-    /// Stops answering, waits for the thread and removes the socket.
+    /// Stops answering (cutting every client), joins the threads and
+    /// removes the socket if it is still the one bound.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
-        let Some(thread) = self.thread.take() else {
-            return;
-        };
-        // Release pairs with the thread's Acquire load after `accept`
-        // returns: it sees the flag set before our wake-up connection.
-        self.stop.store(true, Ordering::Release);
-        // Cut the connection being answered (its reads and writes fail at
-        // once), then wake the blocking accept; if the connect fails the
-        // thread is not in accept (it ended, or is answering and will see
-        // the flag).
-        if let Some(client) = lock(&self.client).as_ref() {
-            let _ = client.shutdown(std::net::Shutdown::Both);
+        self.clients.stop();
+        let ours = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|metadata| (metadata.dev(), metadata.ino()) == self.bound);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
         }
-        let _ = UnixStream::connect(&self.path);
-        if thread.join().is_err() {
-            tracing::error!("the control thread panicked");
-        }
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -135,72 +139,23 @@ impl Drop for ControlServer {
     }
 }
 
-/// Binds `path` so that nobody but the owner (root, for a system daemon)
-/// can ever connect: the socket is bound in a new directory of mode 0700
-/// beside `path`, given mode 0600 there, and only then renamed into place,
-/// so there is no moment at which it exists at `path` with the umask's
-/// mode.
-fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
-    use std::os::unix::fs::DirBuilderExt;
-    let directory = path.parent().filter(|dir| !dir.as_os_str().is_empty());
-    let staging = directory
-        .unwrap_or(Path::new("."))
-        .join(format!(".mpio-control-{}", std::process::id()));
-    // Left by an earlier start of this same pid that died mid-bind.
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::DirBuilder::new().mode(0o700).create(&staging)?;
-    let staged = staging.join("control.sock");
-    let bound = UnixListener::bind(&staged).and_then(|listener| {
-        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
-        std::fs::rename(&staged, path)?;
-        Ok(listener)
-    });
-    let _ = std::fs::remove_dir_all(&staging);
-    bound
-}
-
-fn serve(
-    listener: &UnixListener,
-    handler: &Handler,
-    stop: &AtomicBool,
-    client: &Mutex<Option<UnixStream>>,
-) {
-    for stream in listener.incoming() {
-        // Acquire: see `ControlServer::shutdown`.
-        if stop.load(Ordering::Acquire) {
-            return;
-        }
-        match stream {
-            Ok(stream) => {
-                *lock(client) = stream.try_clone().ok();
-                // A stop that came before the clone was published did not
-                // cut this connection: look again.
-                if !stop.load(Ordering::Acquire) {
-                    answer(&stream, handler);
-                }
-                *lock(client) = None;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "control socket: accept failed");
-                // An accept error (out of descriptors) must not spin.
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
-
 /// Reads one request line from `stream`, answers it, and closes.
-fn answer(stream: &UnixStream, handler: &Handler) {
-    let response = match read_request(stream) {
-        Ok(request) => handler(request),
-        Err(message) => Response::Error { message },
+pub(super) fn answer(stream: &UnixStream, handler: &Mutex<Handler>) {
+    let deadline = Deadline::after(CONNECTION_TIMEOUT);
+    let (response, unread) = match read_request(stream, deadline) {
+        Ok(request) => (lock(handler)(request), false),
+        Err(Refused { message, unread }) => (Response::Error { message }, unread),
     };
     let mut line = serde_json::to_string(&response).unwrap_or_else(|error| {
         format!(r#"{{"outcome":"error","message":"cannot encode the answer: {error}"}}"#)
     });
     line.push('\n');
-    if let Err(error) = write_answer(stream, line.as_bytes()) {
+    let answered = write_answer(stream, line.as_bytes());
+    if let Err(error) = &answered {
         tracing::debug!(%error, "control socket: the client did not take its answer");
+    }
+    if answered.is_ok() && unread {
+        linger(stream, deadline);
     }
 }
 
@@ -209,34 +164,63 @@ fn write_answer(mut stream: &UnixStream, bytes: &[u8]) -> std::io::Result<()> {
     Deadline::after(CONNECTION_TIMEOUT).write_all(&mut stream, bytes)
 }
 
-/// Reads one request line within [`CONNECTION_TIMEOUT`] in all (not per
-/// read: a client trickling bytes gets no more) and at most
-/// [`MAX_REQUEST_BYTES`].
-fn read_request(mut stream: &UnixStream) -> Result<Request, String> {
-    let deadline = Deadline::after(CONNECTION_TIMEOUT);
+/// After refusing a request the client is still sending: reads and drops
+/// what it sends (at most [`LINGER_BYTES`], by `deadline`) until it
+/// closes, so that its write completes and it reads the refusal, where
+/// closing at once would break its pipe.
+fn linger(mut stream: &UnixStream, deadline: Deadline) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut sink = [0u8; 64 * 1024];
+    let mut dropped = 0;
+    while dropped < LINGER_BYTES {
+        match deadline.read(&mut stream, &mut sink) {
+            Ok(0) | Err(_) => return,
+            Ok(count) => dropped += count,
+        }
+    }
+}
+
+/// A request refused before the handler saw it.
+struct Refused {
+    /// Why, for the client.
+    message: String,
+    /// The client may still be sending the rest of it.
+    unread: bool,
+}
+
+/// Reads one request line by `deadline` (not per read: a client trickling
+/// bytes gets no more) and at most [`MAX_REQUEST_BYTES`].
+fn read_request(mut stream: &UnixStream, deadline: Deadline) -> Result<Request, Refused> {
+    let refuse = |message: String| Refused {
+        message,
+        unread: false,
+    };
     let mut line = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
         let read = match deadline.read(&mut stream, &mut chunk) {
             Ok(read) => read,
             Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
-                return Err(format!(
+                return Err(refuse(format!(
                     "no complete request line within {CONNECTION_TIMEOUT:?}"
-                ))
+                )))
             }
-            Err(error) => return Err(format!("cannot read the request: {error}")),
+            Err(error) => return Err(refuse(format!("cannot read the request: {error}"))),
         };
         if read == 0 {
-            return Err("request not terminated by a newline".into());
+            return Err(refuse("request not terminated by a newline".into()));
         }
         let end = chunk[..read].iter().position(|byte| *byte == b'\n');
         line.extend_from_slice(&chunk[..end.unwrap_or(read)]);
         if line.len() as u64 >= MAX_REQUEST_BYTES {
-            return Err(format!("request longer than {MAX_REQUEST_BYTES} bytes"));
+            return Err(Refused {
+                message: super::protocol::too_long(line.len() as u64),
+                unread: end.is_none(),
+            });
         }
         if end.is_some() {
             break;
         }
     }
-    serde_json::from_slice(&line).map_err(|error| format!("bad request: {error}"))
+    serde_json::from_slice(&line).map_err(|error| refuse(format!("bad request: {error}")))
 }

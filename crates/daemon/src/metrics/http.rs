@@ -6,23 +6,22 @@
 //!
 //! # Bounds
 //! It binds loopback addresses only ([`MetricsError::NotLoopback`]): the
-//! metrics name every path and map, and nothing here authenticates. One
-//! thread answers one connection at a time; a request may be at most
-//! [`MAX_REQUEST_BYTES`] up to the end of its headers, and a client gets
-//! [`CLIENT_TIMEOUT`] to send it and to take the answer, so a silent or
-//! slow client delays a scrape by at most that.
+//! metrics name every path and map, and nothing here authenticates. Each
+//! connection is answered on a thread of its own ([`crate::clients`]:
+//! at most [`crate::clients::MAX_CLIENTS`] at once, the longest-connected
+//! cut to make room), so a silent or slow client delays no scrape; a
+//! request may be at most [`MAX_REQUEST_BYTES`] up to the end of its
+//! headers, and a client gets [`CLIENT_TIMEOUT`] to send it and to take
+//! the answer.
 //!
 //! # Stopping
-//! The listener is non-blocking and the thread looks for a stop request
-//! every [`ACCEPT_INTERVAL`] between connections; [`MetricsServer::stop`]
-//! (or dropping the server) joins it.
+//! [`MetricsServer::stop`] (or dropping the server) cuts every connection
+//! and joins every thread.
 
+use crate::clients::Clients;
 use crate::deadline::Deadline;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Most bytes of a request read, up to the end of its headers.
@@ -32,8 +31,6 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most bytes read and dropped after refusing an oversize request, before
 /// closing.
 const LINGER_BYTES: usize = 64 * 1024;
-/// How often an idle server looks for a stop request.
-pub const ACCEPT_INTERVAL: Duration = Duration::from_millis(25);
 
 /// Why the metrics server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -61,21 +58,20 @@ pub enum MetricsError {
 #[derive(Debug)]
 pub struct MetricsServer {
     address: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    clients: Clients,
 }
 
 impl MetricsServer {
     /// Listens on `address` (loopback only; port 0 picks a free port) and
     /// answers `GET /metrics` with `body()`, called once per scrape on the
-    /// server's thread.
+    /// client's thread.
     ///
     /// # Errors
     /// A non-loopback address, an address that cannot be bound, or a
     /// thread that cannot be started.
     pub fn start(
         address: SocketAddr,
-        body: impl Fn() -> String + Send + 'static,
+        body: impl Fn() -> String + Send + Sync + 'static,
     ) -> Result<MetricsServer, MetricsError> {
         if !address.ip().is_loopback() {
             return Err(MetricsError::NotLoopback(address));
@@ -83,19 +79,12 @@ impl MetricsServer {
         let listener =
             TcpListener::bind(address).map_err(|source| MetricsError::Bind { address, source })?;
         let address = listener.local_addr()?;
-        listener.set_nonblocking(true)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let stop = Arc::clone(&stop);
-            std::thread::Builder::new()
-                .name("mpio-metrics".into())
-                .spawn(move || serve(&listener, &stop, &body))?
-        };
-        Ok(MetricsServer {
-            address,
-            stop,
-            thread: Some(thread),
-        })
+        let clients = Clients::start("mpio-metrics", listener, move |stream| {
+            // A client that fails (resets, times out) only loses its own
+            // answer.
+            let _ = answer(stream, &body);
+        })?;
+        Ok(MetricsServer { address, clients })
     }
 
     /// The address listened on (with the port chosen, for port 0).
@@ -103,49 +92,9 @@ impl MetricsServer {
         self.address
     }
 
-    /// Stops listening and joins the thread (after the connection it is
-    /// answering, if any: bounded by [`CLIENT_TIMEOUT`]).
+    /// Stops listening, cuts every connection and joins the threads.
     pub fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        // Relaxed: a flag polled between connections; no data rides on it.
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            if thread.join().is_err() {
-                tracing::error!("the metrics thread panicked");
-            }
-        }
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.halt();
-    }
-}
-
-/// Accepts and answers until `stop`.
-fn serve(listener: &TcpListener, stop: &AtomicBool, body: &dyn Fn() -> String) {
-    // Relaxed: see `MetricsServer::halt`.
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                // A client that fails (resets, times out) only loses its
-                // own answer.
-                let _ = answer(stream, body);
-            }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(ACCEPT_INTERVAL);
-            }
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) => {
-                // Out of file descriptors, say: try again later.
-                tracing::warn!(%error, "metrics: accept failed; retrying");
-                std::thread::sleep(ACCEPT_INTERVAL);
-            }
-        }
+        self.clients.stop();
     }
 }
 

@@ -34,6 +34,8 @@ fn matrix_table(args: &BenchArgs, selector: &str, cpus: usize) -> Result<Table, 
         if args.latency_ns > 0 {
             text.push_str(&format!("?latency_ns={}", args.latency_ns));
         }
+        // A path word is in a table once: a label tells the paths apart.
+        text.push_str(&format!("#{}", path + 1));
         if selector == "io-affinity" {
             // MATRIX_PATHS is 8, so the shift stays below 64.
             let mask = 1u64 << (path % cpus);

@@ -162,9 +162,10 @@ pub fn generated_table(args: &BenchArgs) -> Result<Table, String> {
         selector_args.join(" "),
         path_args.len()
     );
-    for _ in 0..paths {
+    // A path word is in a table once: a label tells the paths apart.
+    for path in 1..=paths {
         words.push_str(&format!(
-            " null:{}{latency} {}",
+            " null:{}{latency}#{path} {}",
             size_word(args.size),
             path_args.join(" ")
         ));

@@ -13,8 +13,9 @@ use std::time::Duration;
 /// Size of each map, MiB.
 const SIZE_MIB: u64 = 128;
 
-/// Serves `paths` (two words reaching one disk) as a ublk device and
-/// runs the checks.
+/// Serves `paths` (two words reaching one disk; a label, `#a`, tells
+/// two words to one file or server apart) as a ublk device and runs the
+/// checks.
 fn check_paths(name: &str, paths: [String; 2]) {
     modprobe(&["ublk_drv"]);
     let sectors = SIZE_MIB << 11;
@@ -81,7 +82,7 @@ fn file_paths_behind_the_ublk_device() {
         .unwrap();
     // /tmp in the guest is tmpfs, which has no O_DIRECT.
     let word = format!("file:{}?direct=0", file.display());
-    check_paths("ublk-file", [word.clone(), word]);
+    check_paths("ublk-file", [format!("{word}#a"), format!("{word}#b")]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -92,6 +93,6 @@ fn nbd_paths_behind_the_ublk_device() {
     let socket = dir.join("nbdkit.sock");
     let _server = Nbdkit::start(socket.clone(), &["memory", &format!("{SIZE_MIB}M")]);
     let word = format!("nbd+unix:///?socket={}", socket.display());
-    check_paths("ublk-nbd", [word.clone(), word]);
+    check_paths("ublk-nbd", [format!("{word}#a"), format!("{word}#b")]);
     let _ = std::fs::remove_dir_all(&dir);
 }

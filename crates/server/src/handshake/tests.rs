@@ -190,3 +190,20 @@ fn abort_and_the_option_bound() {
         Err(HandshakeError::TooManyOptions)
     );
 }
+
+/// An unknown export's name goes into the log line cut short: a client
+/// may send 64 KiB of it (once logged in full).
+#[test]
+fn an_unknown_export_is_named_cut_short() {
+    let (mut handshake, mut out) = started();
+    let name = "x".repeat(60_000);
+    let input = [
+        &FLAG_C_FIXED_NEWSTYLE.to_be_bytes()[..],
+        &option(OPT_EXPORT_NAME, name.as_bytes()),
+    ]
+    .concat();
+    let error = handshake.feed(&export(), &input, &mut out).unwrap_err();
+    let line = error.to_string();
+    assert!(line.len() < 200, "{} bytes: {line:.200}", line.len());
+    assert!(line.contains("(60000 bytes)"), "{line}");
+}

@@ -17,14 +17,23 @@
 //! |---|---|---|
 //! | read, write | `IORING_OP_READ`/`WRITE` at the offset; a short transfer is continued | same |
 //! | flush | `fdatasync` (`IORING_OP_FSYNC`, `DATASYNC`) | same: the device's cache flush |
-//! | discard | `fallocate(PUNCH_HOLE \| KEEP_SIZE)`: reads back zeroes | same call: the kernel zeroes by unmapping, or answers `EOPNOTSUPP` |
+//! | discard | `fallocate(PUNCH_HOLE \| KEEP_SIZE)`: reads back zeroes | the device's own discard: io_uring's `BLOCK_URING_CMD_DISCARD` (`BLKDISCARD` without blocking the thread; Linux 6.12) |
 //! | write-zeroes | `fallocate(ZERO_RANGE \| KEEP_SIZE)` | same: the kernel's zero-out |
 //! | FUA | a write with `RWF_DSYNC`; a discard or write-zeroes followed by `fdatasync` before it completes | same (`RWF_DSYNC` on O_DIRECT is the device's FUA write) |
+//!
+//! (A punch-hole `fallocate` on a block device is a write-zeroes that
+//! must unmap, which a device without write-zeroes refuses even where it
+//! discards: `blkdiscard` over null_blk failed so.)
 //!
 //! Where the file system or device cannot do an operation (tmpfs has no
 //! `ZERO_RANGE`), the kernel's `EOPNOTSUPP` becomes
 //! [`TargetError::NotSupported`]: every path to the same storage would
-//! answer the same, so the path is not failed.
+//! answer the same, so the path is not failed. A discard is the
+//! exception ([`outcome_of_errno`]): it is a hint (NBD's TRIM: the client
+//! may assume nothing of the range until it writes it again; the block
+//! layer's discard likewise), so one the storage cannot do (a device
+//! without discard, a kernel without the io_uring command, a file system
+//! without holes) completes as done, having changed nothing.
 //!
 //! # Errors
 //! Each errno is classified once, by [`classify_errno`], as dm classifies
@@ -47,13 +56,34 @@
 
 mod ring;
 
-use mpio_core::io::{Buffer, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
+use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
 pub use ring::FileQueue;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// What to change when the kernel refuses to set up an io_uring, by the
+/// error it gave: for the user, beside the error itself.
+pub fn ring_setup_hint(error: &std::io::Error) -> &'static str {
+    match error.raw_os_error() {
+        Some(libc::ENOMEM) => {
+            "the locked-memory limit (RLIMIT_MEMLOCK) may be too low for io_uring's rings: \
+             raise it (ulimit -l, or LimitMEMLOCK= in the systemd unit), or lower the queue \
+             depth"
+        }
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            "io_uring is not allowed here: the sysctl kernel.io_uring_disabled (set it to 0), \
+             a seccomp filter or a container runtime forbids it"
+        }
+        Some(libc::ENOSYS) => "this kernel has no io_uring (Linux 5.6 or later is needed)",
+        Some(libc::EMFILE) | Some(libc::ENFILE) => {
+            "out of file descriptors: raise the limit (ulimit -n, or LimitNOFILE=)"
+        }
+        _ => "file paths need io_uring",
+    }
+}
 
 /// Why a file path could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -82,8 +112,9 @@ pub enum FileError {
         path: PathBuf,
     },
     /// io_uring is not available to this process (disabled by the
-    /// `kernel.io_uring_disabled` sysctl, seccomp, or an old kernel).
-    #[error("{path}: io_uring is unavailable here: {source}")]
+    /// `kernel.io_uring_disabled` sysctl, seccomp, or an old kernel), or
+    /// a ring cannot be had (RLIMIT_MEMLOCK): see [`ring_setup_hint`].
+    #[error("{path}: cannot set up io_uring: {source}; {}", ring_setup_hint(.source))]
     Ring {
         /// The file.
         path: PathBuf,
@@ -225,6 +256,16 @@ impl FilePath {
     }
 }
 
+/// How an errno that ended an `op` is reported: as [`classify_errno`]
+/// says, except that a discard the storage cannot do (`EOPNOTSUPP`) is the
+/// hint it is, done (see the module docs).
+pub fn outcome_of_errno(op: Op, errno: i32) -> PathOutcome {
+    match (op, errno) {
+        (Op::Discard, libc::EOPNOTSUPP) => PathOutcome::Ok,
+        _ => classify_errno(errno),
+    }
+}
+
 /// How an errno from a file operation is reported; see the module docs.
 pub fn classify_errno(errno: i32) -> PathOutcome {
     match errno {
@@ -272,6 +313,55 @@ pub(crate) fn pipe() -> (File, File) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A discard the storage cannot do is the hint NBD's TRIM is: done,
+    /// with nothing changed (it once went back as an error, and the NBD
+    /// client saw EOPNOTSUPP); any other operation it cannot do is still
+    /// the target's refusal, and a discard's other errors keep their
+    /// class.
+    #[test]
+    fn a_discard_the_storage_cannot_do_is_a_hint_done() {
+        assert_eq!(
+            outcome_of_errno(Op::Discard, libc::EOPNOTSUPP),
+            PathOutcome::Ok
+        );
+        assert_eq!(
+            outcome_of_errno(Op::WriteZeroes, libc::EOPNOTSUPP),
+            PathOutcome::Target(TargetError::NotSupported)
+        );
+        assert_eq!(
+            outcome_of_errno(Op::Discard, libc::EIO),
+            PathOutcome::Path(PathError::Transport)
+        );
+        assert_eq!(
+            outcome_of_errno(Op::Discard, libc::EINVAL),
+            PathOutcome::Target(TargetError::Invalid)
+        );
+    }
+
+    /// A ring the kernel refuses reaches the user with what to change
+    /// (the hint is all a test can check here: this kernel charges rings
+    /// to the memory cgroup, not to RLIMIT_MEMLOCK, and disabling io_uring
+    /// host-wide would disturb other users).
+    #[test]
+    fn a_refused_ring_says_what_to_change() {
+        let refused = |errno| {
+            FileError::Ring {
+                path: "/dev/sdz".into(),
+                source: std::io::Error::from_raw_os_error(errno),
+            }
+            .to_string()
+        };
+        let message = refused(libc::ENOMEM);
+        assert!(
+            message.starts_with("/dev/sdz: cannot set up io_uring: "),
+            "{message}"
+        );
+        assert!(message.contains("ulimit -l"), "{message}");
+        assert!(refused(libc::EPERM).contains("kernel.io_uring_disabled"));
+        assert!(refused(libc::ENOSYS).contains("Linux 5.6"));
+        assert!(refused(libc::EMFILE).contains("ulimit -n"));
+    }
 
     #[test]
     fn errnos_split_as_blk_path_error_does() {

@@ -49,7 +49,7 @@
 
 #![allow(unsafe_code)]
 
-use super::{classify_errno, FilePath};
+use super::{outcome_of_errno, FilePath};
 use io_uring::{opcode, squeue, types, IoUring};
 use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
@@ -127,7 +127,17 @@ impl FileQueue {
                 ring.submitter().register_files(&[path.file.as_raw_fd()])?;
                 Ok(Box::new(ring))
             })
-            .map_err(|error| format!("io_uring setup for {}: {error}", path.path().display()));
+            .map_err(|error| {
+                let message = format!(
+                    "io_uring setup for {}: {error}; {}",
+                    path.path().display(),
+                    super::ring_setup_hint(&error)
+                );
+                // Every I/O on this queue fails over to another path: say
+                // why once, with what to change.
+                tracing::error!("{message}");
+                message
+            });
         let max_in_kernel = match &mut ring {
             Ok(ring) => ring.completion().capacity(),
             Err(_) => 0,
@@ -197,7 +207,7 @@ impl FileQueue {
                 self.backlog.pop_front();
                 continue;
             };
-            let entry = entry_for(index, in_flight);
+            let entry = entry_for(index, in_flight, self.path.is_block_device());
             // SAFETY: the entry points into `in_flight.io.buf`, which stays
             // in `slots`, unmoved and untouched, until this entry's
             // completion is reaped (see the module's Safety section).
@@ -250,7 +260,7 @@ impl FileQueue {
                 self.backlog.push_back(index);
                 return;
             }
-            classify_errno(errno)
+            outcome_of_errno(in_flight.io.op, errno)
         } else {
             match in_flight.io.op {
                 Op::Read | Op::Write => {
@@ -288,8 +298,14 @@ impl FileQueue {
     }
 }
 
-/// The submission entry that does (the rest of) `in_flight`'s I/O.
-fn entry_for(index: u32, in_flight: &mut InFlight) -> squeue::Entry {
+/// `BLOCK_URING_CMD_DISCARD` (`_IO(0x12, 0)`, linux/fs.h): a block
+/// device's discard as an io_uring command, its range in the entry's
+/// `addr` (start) and `addr3` (length, the command data's first 8 bytes).
+const BLOCK_URING_CMD_DISCARD: u32 = 0x12 << 8;
+
+/// The submission entry that does (the rest of) `in_flight`'s I/O, on a
+/// block device if `block_device`.
+fn entry_for(index: u32, in_flight: &mut InFlight, block_device: bool) -> squeue::Entry {
     let file = types::Fixed(0);
     let io = &mut in_flight.io;
     let done = in_flight.done_bytes;
@@ -320,6 +336,14 @@ fn entry_for(index: u32, in_flight: &mut InFlight) -> squeue::Entry {
         Op::Flush => opcode::Fsync::new(file)
             .flags(types::FsyncFlags::DATASYNC)
             .build(),
+        Op::Discard if block_device => {
+            let mut length = [0u8; 16];
+            length[..8].copy_from_slice(&u64::from(io.len).to_ne_bytes());
+            opcode::UringCmd16::new(file, BLOCK_URING_CMD_DISCARD)
+                .addr(Some(io.offset))
+                .cmd(length)
+                .build()
+        }
         Op::Discard => opcode::Fallocate::new(file, u64::from(io.len))
             .offset(io.offset)
             .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
@@ -449,8 +473,8 @@ mod tests {
     /// `fdatasync` of the same slot.
     #[test]
     fn a_fua_discard_or_write_zeroes_is_synced_after_it() {
-        let op_code = |in_flight: &mut InFlight| {
-            let entry = format!("{:?}", entry_for(0, in_flight));
+        let op_code = |in_flight: &mut InFlight, block_device: bool| {
+            let entry = format!("{:?}", entry_for(0, in_flight, block_device));
             entry
                 .split("op_code: ")
                 .nth(1)
@@ -458,10 +482,12 @@ mod tests {
                 .and_then(|code| code.parse::<u8>().ok())
                 .unwrap()
         };
-        for (op, code) in [
-            (Op::Discard, opcode::Fallocate::CODE),
-            (Op::WriteZeroes, opcode::Fallocate::CODE),
-            (Op::Write, opcode::Write::CODE),
+        for (op, block_device, code) in [
+            (Op::Discard, false, opcode::Fallocate::CODE),
+            (Op::Discard, true, opcode::UringCmd16::CODE),
+            (Op::WriteZeroes, false, opcode::Fallocate::CODE),
+            (Op::WriteZeroes, true, opcode::Fallocate::CODE),
+            (Op::Write, false, opcode::Write::CODE),
         ] {
             let mut in_flight = InFlight {
                 io: PathIo {
@@ -480,9 +506,13 @@ mod tests {
                 again: 0,
                 syncing: false,
             };
-            assert_eq!(op_code(&mut in_flight), code, "{op:?}");
+            assert_eq!(op_code(&mut in_flight, block_device), code, "{op:?}");
             in_flight.syncing = true;
-            assert_eq!(op_code(&mut in_flight), opcode::Fsync::CODE, "{op:?}");
+            assert_eq!(
+                op_code(&mut in_flight, block_device),
+                opcode::Fsync::CODE,
+                "{op:?}"
+            );
         }
     }
 

@@ -405,3 +405,31 @@ fn canonical_checks_tables_built_in_code() {
 }
 
 mod properties;
+
+/// A path word is in a table once, in one group or across groups, with
+/// one text whether the table was parsed or built in code.
+#[test]
+fn a_path_named_twice_is_refused() {
+    let error = canonical_error("0 8 multipath 0 0 1 1 round-robin 0 2 1 a 1 a 1");
+    assert_eq!(error.position, 14);
+    assert_eq!(
+        error.to_string(),
+        "word 14 (\"a\"): expected a path not in the table yet (word 12 names it): a path is \
+         in a table once"
+    );
+    let error =
+        canonical_error("0 8 multipath 0 0 2 1 round-robin 0 1 1 a 1 round-robin 0 2 1 b 1 a 1");
+    assert_eq!(error.position, 20);
+    let mut table = parse("0 8 multipath 0 0 1 1 round-robin 0 2 1 a 1 b 1");
+    for path in &mut table.groups[0].paths {
+        path.name = "a".into();
+        path.word = 0;
+    }
+    let error = table.canonical(&NumaTopology::default()).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("(path 1 of priority group 1 names it)"),
+        "{error}"
+    );
+}

@@ -84,13 +84,23 @@ fn table() -> impl Strategy<Value = Table> {
         any::<prop::sample::Index>(),
     )
         .prop_map(
-            |(length_sectors, features, hardware_handler, groups, initial)| Table {
-                start_sector: 0,
-                length_sectors,
-                features,
-                hardware_handler,
-                initial_group: initial.index(groups.len()) as u32 + 1,
-                groups,
+            |(length_sectors, features, hardware_handler, mut groups, initial)| {
+                // A path is in a table once: a name drawn again gets a
+                // suffix until it is new.
+                let mut names = std::collections::HashSet::new();
+                for path in groups.iter_mut().flat_map(|group| &mut group.paths) {
+                    while !names.insert(path.name.clone()) {
+                        path.name.push_str(".1");
+                    }
+                }
+                Table {
+                    start_sector: 0,
+                    length_sectors,
+                    features,
+                    hardware_handler,
+                    initial_group: initial.index(groups.len()) as u32 + 1,
+                    groups,
+                }
             },
         )
 }
