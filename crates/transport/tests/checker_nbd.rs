@@ -13,10 +13,10 @@ use mpio_core::marginal::MarginalPolicy;
 use mpio_core::queue::Queue;
 use mpio_core::status::PathState;
 use mpio_transport::checker::{Checker, CheckerOptions, ProbeState};
-use mpio_transport::{clock, AnyQueue, Device, Transports};
+use mpio_transport::{clock, AnyQueue, Device};
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
-use support::{one_group_table, Server, TempDir};
+use support::{build, Server, TempDir};
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -59,10 +59,7 @@ fn a_hung_nbd_server_does_not_stall_the_checker() {
     let dir = TempDir::new("checker-nbd-hung");
     let socket = dir.join("a.sock");
     let mut server = Server::nbdkit(&socket, &["memory", "1M"]);
-    let table = one_group_table(1 << 20, &[server.uri()], false);
-    let device = Transports::new()
-        .build(&table, MapOptions::default())
-        .unwrap();
+    let device = build(1 << 20, &[server.uri()], MapOptions::default());
     // The server hangs: its socket still accepts (the kernel does that),
     // nothing answers.
     server.kill();
@@ -85,10 +82,7 @@ fn a_killed_server_fails_its_path_and_is_reinstated_when_back() {
     let dir = TempDir::new("checker-nbd");
     let mut a = Server::nbdkit(&dir.join("a.sock"), &["memory", "1M"]);
     let b = Server::nbdkit(&dir.join("b.sock"), &["memory", "1M"]);
-    let table = one_group_table(1 << 20, &[a.uri(), b.uri()], false);
-    let device = Transports::new()
-        .build(&table, MapOptions::default())
-        .unwrap();
+    let device = build(1 << 20, &[a.uri(), b.uri()], MapOptions::default());
     let mut checker = Checker::new(&device, options(10 * SECOND));
     poll_until(&mut checker, "both paths up", |checker| {
         checker
@@ -132,28 +126,10 @@ fn read_for(queue: &mut Queue<AnyQueue>, for_how_long: Duration) {
 #[test]
 fn a_path_whose_reads_keep_needing_hedges_becomes_marginal() {
     let dir = TempDir::new("checker-nbd-hedges");
-    let disk = dir.join("disk.img");
-    std::fs::File::create(&disk)
-        .unwrap()
-        .set_len(1 << 20)
-        .unwrap();
-    let file = disk.display().to_string();
-    let control = dir.join("a.ctl");
-    let a = Server::nbdkit(
-        &dir.join("a.sock"),
-        &[
-            "--threads=1",
-            "--filter=pause",
-            "file",
-            &file,
-            &format!("pause-control={}", control.display()),
-        ],
-    );
-    let b = Server::nbdkit(&dir.join("b.sock"), &["file", &file]);
-    let table = one_group_table(1 << 20, &[a.uri(), b.uri()], false);
-    let device = Transports::new()
-        .build(&table, MapOptions::default())
-        .unwrap();
+    let disk = dir.sparse_file("disk.img", 1 << 20);
+    let a = Server::nbdkit_pausable(&dir.join("a.sock"), &disk);
+    let b = Server::nbdkit_file(&dir.join("b.sock"), &disk);
+    let device = build(1 << 20, &[a.uri(), b.uri()], MapOptions::default());
     let mut queue = device.queue(16, 0);
     let marginal = MarginalPolicy {
         failures: 2,
@@ -175,9 +151,9 @@ fn a_path_whose_reads_keep_needing_hedges_becomes_marginal() {
     poll(&mut checker);
     assert!(!checker.path_checks()[0].marginal, "healthy");
     for stall in 1..=2 {
-        support::pause_control(&control, b'p');
+        a.pause();
         read_for(&mut queue, Duration::from_millis(200));
-        support::pause_control(&control, b'r');
+        a.resume();
         assert!(queue.path_loads()[0].hedged_reads() >= stall, "no hedge");
         poll(&mut checker);
         assert_eq!(

@@ -4,6 +4,8 @@
 //! with a clear error, and a build that fails leaves no disk behind (a
 //! failed reload once kept each disk it had made).
 
+mod support;
+
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
 use mpio_transport::memory::CHUNK_SIZE;
@@ -11,16 +13,7 @@ use mpio_transport::{PathHandle, SetupError, Transports};
 
 /// One group of memory paths `words` over `bytes`.
 fn table(bytes: u64, words: &[&str]) -> Table {
-    let mut text = format!(
-        "0 {} multipath 0 0 1 1 round-robin 0 {} 0",
-        bytes / 512,
-        words.len()
-    );
-    for word in words {
-        text.push(' ');
-        text.push_str(word);
-    }
-    Table::parse(&text).unwrap()
+    support::one_group_table(bytes, words, false)
 }
 
 /// The process's resident memory in bytes.

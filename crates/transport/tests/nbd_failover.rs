@@ -36,11 +36,7 @@ fn error_server(dir: &TempDir, name: &str) -> Server {
 #[test]
 fn data_written_while_paths_fail_and_recover_reads_back_through_each_path() {
     let dir = TempDir::new("nbd-failover");
-    let disk = dir.join("disk.img");
-    std::fs::File::create(&disk)
-        .unwrap()
-        .set_len(BLOCKS * u64::from(BLOCK))
-        .unwrap();
+    let disk = dir.sparse_file("disk.img", BLOCKS * u64::from(BLOCK));
     let a = error_server(&dir, "a");
     let b = error_server(&dir, "b");
     let c = Server::qemu_nbd(&dir.join("c.sock"), &disk, &[]);

@@ -21,7 +21,6 @@ use mpio_core::map::MapOptions;
 use mpio_core::message::Message;
 use mpio_core::queue::Queue;
 use mpio_transport::{clock, AnyQueue, Device};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::{block_data, device, io, run_ok, Server, TempDir};
 
@@ -30,36 +29,20 @@ const BLOCKS: u64 = 8;
 const TIMEOUT: Duration = Duration::from_millis(1500);
 const BOUND: Duration = Duration::from_secs(60);
 
-/// Two nbdkit servers over one file: A paused through its control socket.
+/// Two nbdkit servers over one file: A pausable.
 struct Setup {
     _dir: TempDir,
     a: Server,
     b: Server,
-    control: PathBuf,
     device: Device,
     queue: Queue<AnyQueue>,
 }
 
 fn setup(label: &str, fence_timeout: Option<Duration>) -> Setup {
     let dir = TempDir::new(label);
-    let disk = dir.join("disk.img");
-    std::fs::File::create(&disk)
-        .unwrap()
-        .set_len(BLOCKS * u64::from(BLOCK))
-        .unwrap();
-    let control = dir.join("a.ctl");
-    let file = disk.display().to_string();
-    let a = Server::nbdkit(
-        &dir.join("a.sock"),
-        &[
-            "--threads=1",
-            "--filter=pause",
-            "file",
-            &file,
-            &format!("pause-control={}", control.display()),
-        ],
-    );
-    let b = Server::nbdkit(&dir.join("b.sock"), &["file", &file]);
+    let disk = dir.sparse_file("disk.img", BLOCKS * u64::from(BLOCK));
+    let a = Server::nbdkit_pausable(&dir.join("a.sock"), &disk);
+    let b = Server::nbdkit_file(&dir.join("b.sock"), &disk);
     let options = MapOptions {
         io_timeout_ns: Some(TIMEOUT.as_nanos() as u64),
         fence_timeout_ns: fence_timeout.map(|limit| limit.as_nanos() as u64),
@@ -70,7 +53,6 @@ fn setup(label: &str, fence_timeout: Option<Duration>) -> Setup {
         _dir: dir,
         a,
         b,
-        control,
         device,
         queue,
     }
@@ -86,7 +68,7 @@ impl Setup {
     /// it (round-robin alternates: a write that went to B is completed
     /// and another sent).
     fn hold_write_on_a(&mut self) {
-        support::pause_control(&self.control, b'p');
+        self.a.pause();
         for attempt in 0..4 {
             self.queue
                 .submit(write(100 + attempt, 1), clock::now_ns())
@@ -144,7 +126,7 @@ impl Setup {
     fn write_y_and_check(&mut self, resume_a: bool) {
         run_ok(&mut self.queue, vec![write(200, 2)], BOUND);
         if resume_a {
-            support::pause_control(&self.control, b'r');
+            self.a.resume();
         }
         std::thread::sleep(Duration::from_millis(500));
         let read = io(300, Op::Read, 0, BLOCK, None);
@@ -160,30 +142,36 @@ impl Setup {
         assert!(found == newest.as_slice(), "block 0 holds neither X nor Y");
         support::verify_through(&self.b.uri(), BLOCK, &[newest]);
     }
+
+    /// Resumes A once X was held past the timeout (A failed, its
+    /// connection cut), which answers X on the cut connection; then
+    /// [`Setup::write_y_and_check`], and asserts X completed only then,
+    /// and well.
+    fn resume_a_then_write_y_and_check(&mut self) {
+        let mut resumed = false;
+        let (x, elapsed) = self.wait_for_x(|setup, elapsed| {
+            if !resumed && elapsed > TIMEOUT * 2 {
+                setup.a.resume();
+                resumed = true;
+            }
+        });
+        // The data first: had X been retried unfenced, A still holds it,
+        // and resuming A after Y shows where the stale copy goes.
+        self.write_y_and_check(!resumed);
+        assert!(
+            resumed,
+            "X completed after {elapsed:?}, while A still held it: retried unfenced? {:?}",
+            x.result
+        );
+        assert_eq!(x.result, Ok(()));
+    }
 }
 
 #[test]
 fn a_held_write_waits_for_its_path_and_never_lands_over_newer_data() {
     let mut setup = setup("nbd-fence-resume", Some(Duration::from_secs(30)));
     setup.hold_write_on_a();
-    let mut resumed = false;
-    let (x, elapsed) = setup.wait_for_x(|setup, elapsed| {
-        // Past the timeout (A failed, its connection cut), still held:
-        // resume A, which answers X on the cut connection.
-        if !resumed && elapsed > TIMEOUT * 2 {
-            support::pause_control(&setup.control, b'r');
-            resumed = true;
-        }
-    });
-    // The data first: had X been retried unfenced, A still holds it, and
-    // resuming A after Y shows where the stale copy goes.
-    setup.write_y_and_check(!resumed);
-    assert!(
-        resumed,
-        "X completed after {elapsed:?}, while A still held it: retried unfenced? {:?}",
-        x.result
-    );
-    assert_eq!(x.result, Ok(()));
+    setup.resume_a_then_write_y_and_check();
     assert!(
         setup.device.map.paths()[0].is_failed(),
         "the timeout failed A"
@@ -196,20 +184,7 @@ fn fail_path_while_a_write_is_held_follows_the_same_rule() {
     setup.hold_write_on_a();
     let path = setup.a.uri();
     setup.device.map.message(&Message::FailPath(path)).unwrap();
-    let mut resumed = false;
-    let (x, elapsed) = setup.wait_for_x(|setup, elapsed| {
-        if !resumed && elapsed > TIMEOUT * 2 {
-            support::pause_control(&setup.control, b'r');
-            resumed = true;
-        }
-    });
-    setup.write_y_and_check(!resumed);
-    assert!(
-        resumed,
-        "X completed after {elapsed:?}, while A still held it: retried unfenced? {:?}",
-        x.result
-    );
-    assert_eq!(x.result, Ok(()));
+    setup.resume_a_then_write_y_and_check();
 }
 
 #[test]
@@ -239,5 +214,5 @@ fn a_write_held_past_the_fence_timeout_fails_with_eio() {
     assert!(elapsed >= TIMEOUT + fence, "failed after {elapsed:?}");
     assert!(elapsed < (TIMEOUT + fence) * 4, "failed after {elapsed:?}");
     // The paused server still holds X (documented: it may land later).
-    support::pause_control(&setup.control, b'r');
+    setup.a.resume();
 }

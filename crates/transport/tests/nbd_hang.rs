@@ -19,29 +19,9 @@ const BOUND: Duration = Duration::from_secs(60);
 #[test]
 fn hung_path_is_failed_within_its_timeout_and_its_io_completes_elsewhere() {
     let dir = TempDir::new("nbd-hang");
-    let disk = dir.join("disk.img");
-    std::fs::File::create(&disk)
-        .unwrap()
-        .set_len(BLOCKS * u64::from(BLOCK))
-        .unwrap();
-    let control = dir.join("a.ctl");
-    let file = disk.display().to_string();
-    // One thread per connection: nbdkit 1.32 aborts (`raw_send_socket:
-    // Assertion 'sock >= 0' failed`) when a worker thread replies to a
-    // paused request after another thread saw the client close the
-    // connection. With one thread, the reply to the resumed request
-    // meets a broken pipe and the server lives on.
-    let a = Server::nbdkit(
-        &dir.join("a.sock"),
-        &[
-            "--threads=1",
-            "--filter=pause",
-            "file",
-            &file,
-            &format!("pause-control={}", control.display()),
-        ],
-    );
-    let b = Server::nbdkit(&dir.join("b.sock"), &["file", &file]);
+    let disk = dir.sparse_file("disk.img", BLOCKS * u64::from(BLOCK));
+    let a = Server::nbdkit_pausable(&dir.join("a.sock"), &disk);
+    let b = Server::nbdkit_file(&dir.join("b.sock"), &disk);
     // Reads are not hedged here: this test is about the timeout (hedging
     // has its own, nbd_paused_reads.rs).
     let options = MapOptions {
@@ -53,7 +33,7 @@ fn hung_path_is_failed_within_its_timeout_and_its_io_completes_elsewhere() {
     let (writes, reference) = block_writes(BLOCKS, BLOCK, 0);
     run_ok(&mut queue, writes, BOUND);
 
-    support::pause_control(&control, b'p');
+    a.pause();
     let reads = || {
         (0..BLOCKS)
             .map(|block| io(block, Op::Read, block * u64::from(BLOCK), BLOCK, None))
@@ -84,7 +64,7 @@ fn hung_path_is_failed_within_its_timeout_and_its_io_completes_elsewhere() {
     );
     assert_eq!(status.groups[0].paths[1].state, PathState::Active);
 
-    support::pause_control(&control, b'r');
+    a.resume();
     assert!(device.map.reinstate_path(0));
     let dispatched_before = queue.path_loads()[0].dispatched();
     let done = run_ok(&mut queue, reads(), BOUND);

@@ -30,25 +30,10 @@ const RUN: Duration = Duration::from_secs(6);
 #[test]
 fn reads_keep_flowing_while_one_of_three_paths_is_paused() {
     let dir = TempDir::new("nbd-paused-reads");
-    let disk = dir.join("disk.img");
-    std::fs::File::create(&disk)
-        .unwrap()
-        .set_len(BLOCKS * u64::from(BLOCK))
-        .unwrap();
-    let file = disk.display().to_string();
-    let control = dir.join("a.ctl");
-    let a = Server::nbdkit(
-        &dir.join("a.sock"),
-        &[
-            "--threads=1",
-            "--filter=pause",
-            "file",
-            &file,
-            &format!("pause-control={}", control.display()),
-        ],
-    );
-    let b = Server::nbdkit(&dir.join("b.sock"), &["file", &file]);
-    let c = Server::nbdkit(&dir.join("c.sock"), &["file", &file]);
+    let disk = dir.sparse_file("disk.img", BLOCKS * u64::from(BLOCK));
+    let a = Server::nbdkit_pausable(&dir.join("a.sock"), &disk);
+    let b = Server::nbdkit_file(&dir.join("b.sock"), &disk);
+    let c = Server::nbdkit_file(&dir.join("c.sock"), &disk);
     let options = MapOptions {
         io_timeout_ns: Some(TIMEOUT.as_nanos() as u64),
         ..MapOptions::default()
@@ -73,11 +58,11 @@ fn reads_keep_flowing_while_one_of_three_paths_is_paused() {
     while start.elapsed() < RUN || free.len() < DEPTH {
         let elapsed = start.elapsed();
         if !paused && elapsed >= PAUSE_AT {
-            support::pause_control(&control, b'p');
+            a.pause();
             paused = true;
         }
         if paused && !resumed && elapsed >= PAUSE_AT + PAUSE_FOR {
-            support::pause_control(&control, b'r');
+            a.resume();
             resumed = true;
         }
         if elapsed < RUN {

@@ -45,6 +45,17 @@ impl TempDir {
     pub fn join(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
+
+    /// A new sparse file `name` of `bytes` (reads as zeroes) inside the
+    /// directory.
+    pub fn sparse_file(&self, name: &str, bytes: u64) -> PathBuf {
+        let path = self.join(name);
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(bytes)
+            .unwrap();
+        path
+    }
 }
 
 impl Drop for TempDir {
@@ -82,6 +93,8 @@ pub struct Server {
     /// nbdkit writes its pid file once it accepts connections: waiting
     /// for it spares the server a probe connection (and its log line).
     pid_file: Option<PathBuf>,
+    /// The pause filter's control socket ([`Server::nbdkit_pausable`]).
+    pause_control: Option<PathBuf>,
 }
 
 impl Server {
@@ -102,6 +115,53 @@ impl Server {
         ];
         command.extend(args.iter().map(|arg| arg.to_string()));
         Server::start(Listen::Unix(socket.to_path_buf()), command, Some(pid_file))
+    }
+
+    /// `nbdkit file` serving `file` on `socket` behind the pause filter:
+    /// [`Server::pause`] makes it hold every request until
+    /// [`Server::resume`].
+    ///
+    /// One thread per connection: nbdkit 1.32 aborts (`raw_send_socket:
+    /// Assertion 'sock >= 0' failed`) when a worker thread replies to a
+    /// paused request after another thread saw the client close the
+    /// connection. With one thread, the reply to the resumed request
+    /// meets a broken pipe and the server lives on.
+    pub fn nbdkit_pausable(socket: &Path, file: &Path) -> Server {
+        let control = PathBuf::from(format!("{}.ctl", socket.display()));
+        let mut server = Server::nbdkit(
+            socket,
+            &[
+                "--threads=1",
+                "--filter=pause",
+                "file",
+                &file.display().to_string(),
+                &format!("pause-control={}", control.display()),
+            ],
+        );
+        server.pause_control = Some(control);
+        server
+    }
+
+    /// `nbdkit file` serving `file` on `socket`.
+    pub fn nbdkit_file(socket: &Path, file: &Path) -> Server {
+        Server::nbdkit(socket, &["file", &file.display().to_string()])
+    }
+
+    /// Pauses a [`Server::nbdkit_pausable`] server: it holds every
+    /// request from now on, and those it is handling.
+    pub fn pause(&self) {
+        pause_control(self.control(), b'p');
+    }
+
+    /// Resumes a paused [`Server::nbdkit_pausable`] server.
+    pub fn resume(&self) {
+        pause_control(self.control(), b'r');
+    }
+
+    fn control(&self) -> &Path {
+        self.pause_control
+            .as_deref()
+            .expect("only a server made by Server::nbdkit_pausable pauses")
     }
 
     /// `nbdkit` on a free TCP port of 127.0.0.1, otherwise as
@@ -147,6 +207,7 @@ impl Server {
             listen: Listen::Tcp(port),
             command,
             pid_file: Some(pid_file),
+            pause_control: None,
         };
         server.try_spawn()?;
         Ok(server)
@@ -175,6 +236,7 @@ impl Server {
             listen,
             command,
             pid_file,
+            pause_control: None,
         };
         server.spawn();
         server
@@ -281,7 +343,7 @@ impl Drop for Server {
 
 /// Sends `command` (`p` pause, `r` resume) to an nbdkit pause filter's
 /// control socket and waits for its upper-case echo.
-pub fn pause_control(control: &Path, command: u8) {
+fn pause_control(control: &Path, command: u8) {
     let mut stream = UnixStream::connect(control).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -293,7 +355,11 @@ pub fn pause_control(control: &Path, command: u8) {
 }
 
 /// A map over `words` as one round-robin group.
-pub fn one_group_table(size_bytes: u64, words: &[String], queue_if_no_path: bool) -> Table {
+pub fn one_group_table(
+    size_bytes: u64,
+    words: &[impl AsRef<str>],
+    queue_if_no_path: bool,
+) -> Table {
     let features = if queue_if_no_path {
         "1 queue_if_no_path"
     } else {
@@ -306,16 +372,21 @@ pub fn one_group_table(size_bytes: u64, words: &[String], queue_if_no_path: bool
     );
     for word in words {
         text.push(' ');
-        text.push_str(word);
+        text.push_str(word.as_ref());
     }
     Table::parse(&text).unwrap()
 }
 
+/// A device over `words` (one round-robin group).
+pub fn build(size_bytes: u64, words: &[String], options: MapOptions) -> Device {
+    Transports::new()
+        .build(&one_group_table(size_bytes, words, false), options)
+        .unwrap_or_else(|error| panic!("building the map: {error}"))
+}
+
 /// A device over `words` (one round-robin group) and one queue on it.
 pub fn device(size_bytes: u64, words: &[String], options: MapOptions) -> (Device, Queue<AnyQueue>) {
-    let device = Transports::new()
-        .build(&one_group_table(size_bytes, words, false), options)
-        .unwrap_or_else(|error| panic!("building the map: {error}"));
+    let device = build(size_bytes, words, options);
     let queue = device.queue(64, 0);
     (device, queue)
 }
