@@ -237,7 +237,8 @@ kvm_boot() {
     fi
     set +e
     # The serial console ends lines with CR LF; the log keeps them plain.
-    timeout -k 10 "$limit" "${qemu[@]}" < /dev/null 2>&1 | tr -d '\r' | tee "$log"
+    # sed -u passes each line on as it comes (tr would buffer 4 KiB).
+    timeout -k 10 "$limit" "${qemu[@]}" < /dev/null 2>&1 | sed -u 's/\r$//' | tee "$log"
     status=${PIPESTATUS[0]}
     set -e
     rm -f "$initrd"

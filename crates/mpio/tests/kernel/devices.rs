@@ -109,6 +109,16 @@ impl NullBlk {
         size.trim().parse().unwrap()
     }
 
+    /// Two path words to this disk: `file:` its node and a second node
+    /// ([`NullBlk::second_node`]).
+    pub fn two_paths(&mut self) -> [String; 2] {
+        let second = self.second_node();
+        [
+            format!("file:{}", self.device.display()),
+            format!("file:{}", second.display()),
+        ]
+    }
+
     /// A second device node for the same disk: two file descriptions,
     /// two paths to one LUN, as two HBAs give a host.
     pub fn second_node(&mut self) -> PathBuf {

@@ -4,7 +4,7 @@
 
 use crate::daemon::Daemon;
 use crate::devices::wait_until;
-use crate::fio::FioVerify;
+use crate::fio::{FioVerify, Phase, Target};
 use std::time::Duration;
 
 /// Path `name`'s row of `mpio show paths --json`.
@@ -32,7 +32,7 @@ pub fn two_path_table(sectors: u64, first: &str, second: &str) -> String {
 /// Fails and reinstates each of the two `paths` in turn while `fio`
 /// runs; fio must still be running when the last path returns, or the
 /// test proved nothing.
-pub fn fail_and_reinstate_each(daemon: &Daemon, paths: &[String; 2], fio: &mut FioVerify) {
+fn fail_and_reinstate_each(daemon: &Daemon, paths: &[String; 2], fio: &mut FioVerify) {
     let limit = Duration::from_secs(300);
     for (failed, other) in [(&paths[0], &paths[1]), (&paths[1], &paths[0])] {
         let before = path_ios(daemon, other);
@@ -61,8 +61,24 @@ pub fn fail_and_reinstate_each(daemon: &Daemon, paths: &[String; 2], fio: &mut F
     }
 }
 
+/// fio writes 128 MiB to `target` and verifies it (with `options`)
+/// while each of `paths` fails and returns: no error, no bad block, each
+/// path failed once and served.
+pub fn verify_while_paths_fail(
+    daemon: &Daemon,
+    target: Target<'_>,
+    paths: &[String; 2],
+    options: &[&str],
+) {
+    let log = daemon.dir.join("fio.log");
+    let mut fio = FioVerify::start_with(target, 128, Phase::WriteAndVerify, log, options);
+    fail_and_reinstate_each(daemon, paths, &mut fio);
+    fio.finish(Duration::from_secs(1200)).assert_clean();
+    assert_each_path_failed_once_and_served(daemon);
+}
+
 /// Every path failed once, is active again, and carried I/O.
-pub fn assert_each_path_failed_once_and_served(daemon: &Daemon) {
+fn assert_each_path_failed_once_and_served(daemon: &Daemon) {
     let rows = daemon.json(&["show", "paths"]);
     for row in rows.as_array().unwrap() {
         assert_eq!(row["fail_count"], 1, "{rows}");

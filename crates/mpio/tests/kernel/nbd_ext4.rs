@@ -30,8 +30,7 @@ fn content(index: u64) -> Vec<u8> {
 fn ext4_on_the_kernel_nbd_client_checks_clean_after_a_failover() {
     modprobe(&["ext4"]);
     let mut disk = NullBlk::memory_backed("mpio-kt-ext4", 256);
-    let first = format!("file:{}", disk.device.display());
-    let second = format!("file:{}", disk.second_node().display());
+    let [first, second] = disk.two_paths();
     let table = format!(
         "0 {} multipath 0 0 1 1 round-robin 0 2 1 {first} 1 {second} 1",
         disk.sectors()

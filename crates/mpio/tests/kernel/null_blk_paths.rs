@@ -7,9 +7,7 @@
 
 use crate::daemon::Daemon;
 use crate::devices::NullBlk;
-use crate::failover::{
-    assert_each_path_failed_once_and_served, fail_and_reinstate_each, two_path_table,
-};
+use crate::failover::{two_path_table, verify_while_paths_fail};
 use crate::fio::{FioResult, FioVerify, Phase, Target};
 use std::time::Duration;
 
@@ -17,21 +15,10 @@ use std::time::Duration;
 #[ignore = "kernel test: needs root and null_blk; run scripts/kernel-test.sh"]
 fn fio_verify_holds_while_null_blk_paths_fail_and_return() {
     let mut disk = NullBlk::memory_backed("mpio-kt-failover", 256);
-    let paths = [
-        format!("file:{}", disk.device.display()),
-        format!("file:{}", disk.second_node().display()),
-    ];
+    let paths = disk.two_paths();
     let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
     let daemon = Daemon::with_table("kernel-failover", &table);
-    let mut fio = FioVerify::start(
-        Target::Nbd(&daemon.uris[0]),
-        128,
-        Phase::WriteAndVerify,
-        daemon.dir.join("fio.log"),
-    );
-    fail_and_reinstate_each(&daemon, &paths, &mut fio);
-    fio.finish(Duration::from_secs(1200)).assert_clean();
-    assert_each_path_failed_once_and_served(&daemon);
+    verify_while_paths_fail(&daemon, Target::Nbd(&daemon.uris[0]), &paths, &[]);
 }
 
 /// Writes `size_mib` MiB through both paths of `table`'s map, fails
@@ -62,8 +49,7 @@ fn write_then_verify_through_one_path(name: &str, table: &str, first: &str) -> F
 #[ignore = "kernel test: needs root and null_blk; run scripts/kernel-test.sh"]
 fn blocks_written_through_both_paths_read_back_through_one() {
     let mut disk = NullBlk::memory_backed("mpio-kt-one-path", 64);
-    let first = format!("file:{}", disk.device.display());
-    let second = format!("file:{}", disk.second_node().display());
+    let [first, second] = disk.two_paths();
     let table = two_path_table(disk.sectors(), &first, &second);
     write_then_verify_through_one_path("kernel-one-path", &table, &first).assert_clean();
 }

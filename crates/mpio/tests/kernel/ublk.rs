@@ -7,9 +7,7 @@
 
 use crate::daemon::Daemon;
 use crate::devices::{modprobe, run, wait_bounded, Mount, NullBlk};
-use crate::failover::{
-    assert_each_path_failed_once_and_served, fail_and_reinstate_each, path_ios, two_path_table,
-};
+use crate::failover::{path_ios, two_path_table, verify_while_paths_fail};
 use crate::fio::{FioVerify, Phase, Target};
 use std::path::Path;
 use std::time::Duration;
@@ -19,10 +17,7 @@ use std::time::Duration;
 fn ublk_daemon(name: &str, size_mib: u64) -> (Daemon, [String; 2], NullBlk) {
     modprobe(&["ublk_drv"]);
     let mut disk = NullBlk::memory_backed(&format!("mpio-kt-{name}"), size_mib);
-    let paths = [
-        format!("file:{}", disk.device.display()),
-        format!("file:{}", disk.second_node().display()),
-    ];
+    let paths = disk.two_paths();
     let daemon = serve_ublk(name, &disk, &paths, &["--ublk"]);
     (daemon, paths, disk)
 }
@@ -44,15 +39,7 @@ fn serve_ublk(name: &str, disk: &NullBlk, paths: &[String; 2], args: &[&str]) ->
 #[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
 fn fio_verify_on_the_ublk_device_holds_while_paths_fail_and_return() {
     let (daemon, paths, _disk) = ublk_daemon("ublk-failover", 256);
-    let mut fio = FioVerify::start(
-        Target::Block(&daemon.devices[0]),
-        128,
-        Phase::WriteAndVerify,
-        daemon.dir.join("fio.log"),
-    );
-    fail_and_reinstate_each(&daemon, &paths, &mut fio);
-    fio.finish(Duration::from_secs(1200)).assert_clean();
-    assert_each_path_failed_once_and_served(&daemon);
+    verify_while_paths_fail(&daemon, Target::Block(&daemon.devices[0]), &paths, &[]);
 }
 
 #[test]
@@ -137,10 +124,7 @@ fn sigterm_under_fio_ends_cleanly_and_removes_the_device() {
 fn io_affinity_sends_each_cpu_s_io_down_its_own_path() {
     modprobe(&["ublk_drv"]);
     let mut disk = NullBlk::memory_backed("mpio-kt-ublk-affinity", 64);
-    let paths = [
-        format!("file:{}", disk.device.display()),
-        format!("file:{}", disk.second_node().display()),
-    ];
+    let paths = disk.two_paths();
     // Path 1 serves CPU 0 (mask 1), path 2 CPU 1 (mask 2).
     let table = format!(
         "0 {} multipath 0 0 1 1 io-affinity 0 2 1 {} 1 {} 2",
@@ -187,10 +171,7 @@ fn io_affinity_sends_each_cpu_s_io_down_its_own_path() {
 fn kill_9_under_fio_then_a_restart_loses_nothing() {
     modprobe(&["ublk_drv"]);
     let mut disk = NullBlk::memory_backed("mpio-kt-ublk-recovery", 256);
-    let paths = [
-        format!("file:{}", disk.device.display()),
-        format!("file:{}", disk.second_node().display()),
-    ];
+    let paths = disk.two_paths();
     let mut first = serve_ublk("ublk-recovery-1", &disk, &paths, &["--ublk", "7"]);
     let device = first.devices[0].clone();
     assert_eq!(device, "/dev/ublkb7");
@@ -263,10 +244,7 @@ fn reloads_under_fio_swap_the_map_without_an_error() {
 fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
     modprobe(&["ublk_drv"]);
     let mut disk = NullBlk::memory_backed("mpio-kt-ublk-queueing", 64);
-    let paths = [
-        format!("file:{}", disk.device.display()),
-        format!("file:{}", disk.second_node().display()),
-    ];
+    let paths = disk.two_paths();
     let table = format!(
         "0 {} multipath 1 queue_if_no_path 0 1 1 round-robin 0 2 1 {} 1 {} 1",
         disk.sectors(),

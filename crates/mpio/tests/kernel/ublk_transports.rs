@@ -6,8 +6,8 @@
 
 use crate::daemon::{test_dir, Daemon, Nbdkit};
 use crate::devices::{modprobe, run};
-use crate::failover::{assert_each_path_failed_once_and_served, fail_and_reinstate_each};
-use crate::fio::{FioVerify, Phase, Target};
+use crate::failover::verify_while_paths_fail;
+use crate::fio::Target;
 use std::time::Duration;
 
 /// Size of each map, MiB.
@@ -27,16 +27,8 @@ fn check_paths(name: &str, paths: [String; 2]) {
     let device = daemon.devices[0].clone();
     // Every write O_DSYNC (FUA on the device, which says it honours
     // FUA) and a flush every 16.
-    let mut fio = FioVerify::start_with(
-        Target::Block(&device),
-        64,
-        Phase::WriteAndVerify,
-        daemon.dir.join("fio.log"),
-        &["--fsync=16", "--sync=dsync"],
-    );
-    fail_and_reinstate_each(&daemon, &paths, &mut fio);
-    fio.finish(Duration::from_secs(1200)).assert_clean();
-    assert_each_path_failed_once_and_served(&daemon);
+    let options = ["--fsync=16", "--sync=dsync"];
+    verify_while_paths_fail(&daemon, Target::Block(&device), &paths, &options);
 
     let range = ["-o", "67108864", "-l", "1048576"];
     std::fs::write(&device, vec![0x5au8; 64 << 20]).unwrap();
