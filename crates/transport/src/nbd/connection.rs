@@ -309,17 +309,29 @@ impl Connection {
             if self.recv_end == self.recv.len() {
                 self.make_room(self.recv.len() - self.recv_start + 1);
             }
-            match self.stream.read(&mut self.recv[self.recv_end..]) {
+            let Some(read) = self.read_into(self.recv_end)? else {
+                return Ok(());
+            };
+            self.recv_end += read;
+            bytes += read;
+            self.parse(completions, &mut replies)?;
+        }
+        Ok(())
+    }
+
+    /// Reads from the socket into the receive buffer from `at` on: the
+    /// bytes read, or `None` if the socket holds nothing now. An
+    /// interrupted read is tried again; the server closing the connection
+    /// or a failed read is an error (and marks the server closed).
+    fn read_into(&mut self, at: usize) -> Result<Option<usize>, Broken> {
+        loop {
+            match self.stream.read(&mut self.recv[at..]) {
                 Ok(0) => {
                     self.server_closed = true;
                     return Err(Broken("the server closed the connection".into()));
                 }
-                Ok(read) => {
-                    self.recv_end += read;
-                    bytes += read;
-                    self.parse(completions, &mut replies)?;
-                }
-                Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Ok(read) => return Ok(Some(read)),
+                Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(None),
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
                 Err(error) => {
                     self.server_closed = true;
@@ -327,7 +339,6 @@ impl Connection {
                 }
             }
         }
-        Ok(())
     }
 
     /// Completes `in_flight` with `outcome`, or, for a FUA write that
@@ -454,19 +465,10 @@ impl Connection {
     fn discard(&mut self) -> Result<(), Broken> {
         let mut bytes = 0;
         while bytes < POLL_BUDGET_BYTES {
-            match self.stream.read(&mut self.recv) {
-                Ok(0) => {
-                    self.server_closed = true;
-                    return Err(Broken("the server closed the connection".into()));
-                }
-                Ok(read) => bytes += read,
-                Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
-                Err(error) if error.kind() == ErrorKind::Interrupted => {}
-                Err(error) => {
-                    self.server_closed = true;
-                    return Err(Broken(format!("receiving: {error}")));
-                }
-            }
+            let Some(read) = self.read_into(0)? else {
+                return Ok(());
+            };
+            bytes += read;
         }
         Ok(())
     }
