@@ -29,12 +29,19 @@ fn a_ublk_export_that_cannot_be_made_leaves_the_nbd_export_serving() {
     } else {
         "modprobe ublk_drv"
     };
-    assert!(log.contains("no ublk device") && log.contains(hint), "{log}");
+    assert!(
+        log.contains("no ublk device") && log.contains(hint),
+        "{log}"
+    );
     let info = Command::new("nbdinfo")
         .arg(&daemon.uris[0])
         .output()
         .expect("nbdinfo runs (Debian package libnbd-bin)");
-    assert!(info.status.success(), "{}", String::from_utf8_lossy(&info.stderr));
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
 }
 
 /// Whether this process runs as root.
