@@ -12,6 +12,7 @@ mod common;
 mod daemon;
 
 use daemon::{Daemon, Nbdkit};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -240,14 +241,40 @@ fn wait_active(daemon: &Daemon, path: &str) {
     }
 }
 
-#[test]
-fn fio_verifies_while_nbdkit_servers_die_and_return() {
-    require_fio();
-    let dir = daemon::test_dir("soak-nbdkit");
+/// A sparse 64 MiB `disk.img` in `dir`, for nbdkit servers to share.
+fn disk_file(dir: &Path) -> PathBuf {
     let file = dir.join("disk.img");
     std::fs::File::create(&file)
         .and_then(|disk| disk.set_len(64 << 20))
         .unwrap();
+    file
+}
+
+/// A `[[map.path]]` entry named `name` for `server`'s socket.
+fn nbd_path(name: &str, server: &Nbdkit) -> String {
+    format!(
+        "[[map.path]]\nname = \"{name}\"\nuri = \"nbd+unix:///?socket={}\"\n",
+        server.socket.display()
+    )
+}
+
+/// Starts the daemon in `dir` on `config` (the map and its paths),
+/// exporting the map on `dir`'s `nbd.sock`.
+fn start_exporting(dir: PathBuf, mut config: String) -> Daemon {
+    config.push_str(&format!(
+        "[[map.export]]\nsocket = \"{}\"\n",
+        dir.join("nbd.sock").display()
+    ));
+    let config_file = dir.join("mpio.toml");
+    std::fs::write(&config_file, config).unwrap();
+    Daemon::start(dir, &["--config", config_file.to_str().unwrap()])
+}
+
+#[test]
+fn fio_verifies_while_nbdkit_servers_die_and_return() {
+    require_fio();
+    let dir = daemon::test_dir("soak-nbdkit");
+    let file = disk_file(&dir);
     let names = ["s1", "s2", "s3", "s4"];
     let servers: Vec<Nbdkit> = names
         .iter()
@@ -267,21 +294,10 @@ fn fio_verifies_while_nbdkit_servers_die_and_return() {
     );
     for (name, server) in names.iter().zip(&servers) {
         let prio = if matches!(*name, "s1" | "s2") { 2 } else { 1 };
-        config.push_str(&format!(
-            "[[map.path]]\nname = \"{name}\"\nuri = \"nbd+unix:///?socket={}\"\nprio = {prio}\n",
-            server.socket.display()
-        ));
+        config.push_str(&nbd_path(name, server));
+        config.push_str(&format!("prio = {prio}\n"));
     }
-    config.push_str(&format!(
-        "[[map.export]]\nsocket = \"{}\"\n",
-        dir.join("nbd.sock").display()
-    ));
-    let config_file = dir.join("mpio.toml");
-    std::fs::write(&config_file, config).unwrap();
-    let daemon = Arc::new(Daemon::start(
-        dir,
-        &["--config", config_file.to_str().unwrap()],
-    ));
+    let daemon = Arc::new(start_exporting(dir, config));
     let uri = daemon.uris[0].clone();
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -380,7 +396,7 @@ fn fio_verifies_while_reloads_swap_selectors_and_paths() {
 
 /// Sends `command` (`p` pause, `r` resume) to an nbdkit pause filter's
 /// control socket and waits for its upper-case echo.
-fn pause_control(control: &std::path::Path, command: u8) {
+fn pause_control(control: &Path, command: u8) {
     use std::io::{Read, Write};
     let mut stream = std::os::unix::net::UnixStream::connect(control).unwrap();
     stream
@@ -402,13 +418,9 @@ fn pause_control(control: &std::path::Path, command: u8) {
 fn fio_verifies_while_paths_pause_shorter_and_longer_than_the_timeout() {
     require_fio();
     let dir = daemon::test_dir("soak-pause");
-    let file = dir.join("disk.img");
-    std::fs::File::create(&file)
-        .and_then(|disk| disk.set_len(64 << 20))
-        .unwrap();
-    let file = file.to_str().unwrap().to_string();
+    let file = disk_file(&dir).to_str().unwrap().to_string();
     let names = ["p1", "p2", "p3"];
-    let controls: Vec<std::path::PathBuf> = names
+    let controls: Vec<PathBuf> = names
         .iter()
         .map(|name| dir.join(format!("{name}.ctl")))
         .collect();
@@ -432,18 +444,9 @@ fn fio_verifies_while_paths_pause_shorter_and_longer_than_the_timeout() {
          io_timeout_ms = 1000\nfence_timeout_ms = 30000\n",
     );
     for (name, server) in names.iter().zip(&servers) {
-        config.push_str(&format!(
-            "[[map.path]]\nname = \"{name}\"\nuri = \"nbd+unix:///?socket={}\"\n",
-            server.socket.display()
-        ));
+        config.push_str(&nbd_path(name, server));
     }
-    config.push_str(&format!(
-        "[[map.export]]\nsocket = \"{}\"\n",
-        dir.join("nbd.sock").display()
-    ));
-    let config_file = dir.join("mpio.toml");
-    std::fs::write(&config_file, config).unwrap();
-    let daemon = Daemon::start(dir, &["--config", config_file.to_str().unwrap()]);
+    let daemon = start_exporting(dir, config);
     let uri = daemon.uris[0].clone();
     // Small regions written over and over: a block is written again
     // while an older write to it is still held by a paused server.
