@@ -15,26 +15,20 @@
 
 #![cfg(mpio_canary)]
 
+mod canary_support;
+
 use mpio_sim::checker::Checker;
-use mpio_sim::{run_seed, run_seeds};
 
 /// Seeds within which the canary must be caught.
 const SEEDS: u64 = 50;
 
 #[test]
 fn the_simulator_catches_the_broken_failover() {
-    let report = run_seeds(0, SEEDS, 2);
-    let Some(first) = report.failures.first() else {
-        panic!("{SEEDS} seeds ran against the canary core and no checker fired");
-    };
-    let failure = first
-        .failure
-        .as_ref()
-        .expect("a failing seed carries its failure");
-    assert_eq!(
-        failure.checker,
+    let first = canary_support::first_caught(
+        "canary",
+        SEEDS,
         Checker::FailedWhileUsable,
-        "the canary breaks 'no I/O fails while a path is usable': {first}"
+        "the canary breaks 'no I/O fails while a path is usable'",
     );
     let text = first.to_string();
     assert!(
@@ -42,14 +36,4 @@ fn the_simulator_catches_the_broken_failover() {
         "{text}"
     );
     assert!(text.contains("last 30 events"), "{text}");
-
-    // The replay fails the same way, on the same trace.
-    let replay = run_seed(first.seed, true);
-    assert_eq!(replay.failure.as_ref(), Some(failure));
-    assert_eq!(replay.trace_hash, first.trace_hash);
-    println!(
-        "canary caught by {} of {SEEDS} seeds; first: seed {}",
-        report.failures.len(),
-        first.seed
-    );
 }

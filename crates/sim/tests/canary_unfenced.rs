@@ -17,37 +17,24 @@
 
 #![cfg(mpio_canary_unfenced)]
 
+mod canary_support;
+
 use mpio_sim::checker::Checker;
-use mpio_sim::{run_seed, run_seeds};
 
 /// Seeds within which the canary must be caught (seeds 7 and 47 do).
 const SEEDS: u64 = 100;
 
 #[test]
 fn the_simulator_catches_a_retried_unfenced_write() {
-    let report = run_seeds(0, SEEDS, 2);
-    let Some(first) = report.failures.first() else {
-        panic!("{SEEDS} seeds ran against the unfenced canary core and no checker fired");
-    };
-    let failure = first
-        .failure
-        .as_ref()
-        .expect("a failing seed carries its failure");
-    assert_eq!(
-        failure.checker,
+    let first = canary_support::first_caught(
+        "unfenced canary",
+        SEEDS,
         Checker::ReferenceDisk,
-        "the canary lets a stale copy land over newer data: {first}"
+        "the canary lets a stale copy land over newer data",
     );
+    let failure = first.failure.as_ref().unwrap();
     assert!(
         failure.detail.contains("after the write completed"),
         "{failure}"
-    );
-    let replay = run_seed(first.seed, true);
-    assert_eq!(replay.failure.as_ref(), Some(failure));
-    assert_eq!(replay.trace_hash, first.trace_hash);
-    println!(
-        "unfenced canary caught by {} of {SEEDS} seeds; first: seed {}",
-        report.failures.len(),
-        first.seed
     );
 }
