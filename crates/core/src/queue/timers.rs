@@ -115,15 +115,13 @@ impl<P: PathQueue> Queue<P> {
     /// failed.
     #[cold]
     pub(super) fn unfenced(&mut self, index: u32, now_ns: u64) -> bool {
-        let op = self.slots[index as usize].op;
         // The simulator's second canary, compiled only under
         // `--cfg mpio_canary_unfenced` (never in a normal build): retries
         // an unfenced write as if it were a read.
         // `crates/sim/tests/canary_unfenced.rs` proves the simulator's
         // reference disk catches the stale copy landing.
-        #[cfg(mpio_canary_unfenced)]
-        let op = Op::Read;
-        if op == Op::Read {
+        let retried = cfg!(mpio_canary_unfenced) || self.slots[index as usize].op == Op::Read;
+        if retried {
             self.retry(index, now_ns);
             return false;
         }
