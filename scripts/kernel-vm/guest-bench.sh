@@ -47,6 +47,9 @@ for selector in round-robin queue-length service-time; do modprobe "dm-$selector
 modprobe nvmet && modprobe nvme-loop
 modprobe nbd nbds_max=4
 modprobe ublk_drv
+# mpio's sockets: a directory only root may write (mpio refuses a control
+# socket where others could plant their own).
+mkdir -p -m 0700 /tmp/mpio
 
 # dm-multipath: each selector's per-path arguments, counted (repeat_count,
 # and service-time's relative_throughput).
@@ -109,7 +112,7 @@ mpio_table() {   # mpio_table SELECTOR DEVICE...
 # Its own block device: a ublk queue per vCPU, fio on /dev/ublkbN.
 mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
     name=$1; shift
-    mpio serve --table "$(mpio_table "$@")" --ublk 0 --control /tmp/control.sock \
+    mpio serve --table "$(mpio_table "$@")" --ublk 0 --control /tmp/mpio/control.sock \
         --log-level warn > /tmp/mpio.out 2>&1 &
     pid=$!
     for _ in $(seq 100); do [ -b /dev/ublkb0 ] && break; sleep 0.1; done
@@ -125,11 +128,11 @@ mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
 # loops, one per vCPU).
 mpio_nbd_run() {    # mpio_nbd_run CONFIGURATION SELECTOR DEVICE...
     name=$1; shift
-    mpio serve --table "$(mpio_table "$@")" --socket /tmp/bench.sock --control /tmp/control.sock \
+    mpio serve --table "$(mpio_table "$@")" --socket /tmp/mpio/bench.sock --control /tmp/mpio/control.sock \
         --log-level warn > /tmp/mpio.out 2>&1 &
     pid=$!
-    for _ in $(seq 100); do [ -S /tmp/bench.sock ] && break; sleep 0.1; done
-    if nbd-client -N mpio -C "$JOBS" -u /tmp/bench.sock /dev/nbd0 > /tmp/nbd.out 2>&1; then
+    for _ in $(seq 100); do [ -S /tmp/mpio/bench.sock ] && break; sleep 0.1; done
+    if nbd-client -N mpio -C "$JOBS" -u /tmp/mpio/bench.sock /dev/nbd0 > /tmp/nbd.out 2>&1; then
         echo none > /sys/block/nbd0/queue/scheduler 2>/dev/null
         measure "$name" /dev/nbd0
         nbd-client -d /dev/nbd0 > /dev/null 2>&1

@@ -225,42 +225,42 @@ impl Daemon {
         if config.maps.is_empty() {
             return Err(DaemonError::NoMaps);
         }
-        let transports = Transports::new();
-        let ublk = UblkExports::default();
-        let mut maps = Vec::with_capacity(config.maps.len());
+        // Whatever fails from here drops `daemon`, which stops what
+        // started: servers, checkers, and ublk devices (removed, not left
+        // waiting for a server).
+        let mut daemon = Daemon {
+            state: Arc::new(State {
+                transports: Transports::new(),
+                control: Mutex::new(()),
+                maps: Mutex::new(Vec::with_capacity(config.maps.len())),
+                ublk: UblkExports::default(),
+            }),
+            control: None,
+            metrics: None,
+        };
+        let state = &daemon.state;
         for map_config in config.maps {
-            maps.push(start_map(&transports, &ublk, map_config, settings)?);
+            let running = start_map(&state.transports, &state.ublk, map_config, settings)?;
+            lock(&state.maps).push(running);
         }
-        let state = Arc::new(State {
-            transports,
-            control: Mutex::new(()),
-            maps: Mutex::new(maps),
-            ublk,
-        });
         let socket = control_socket
             .map(Path::to_path_buf)
             .or(config.control_socket)
             .unwrap_or_else(crate::control::default_socket);
-        let handler_state = Arc::clone(&state);
+        let handler_state = Arc::clone(state);
         let control = ControlServer::start(
             &socket,
             Box::new(move |request| handle(&handler_state, request)),
         )?;
+        daemon.control = Some(control);
         tracing::info!(socket = %socket.display(), "control socket open");
-        let metrics = match config.metrics {
-            None => None,
-            Some(address) => {
-                let metrics_state = Arc::clone(&state);
-                let server = MetricsServer::start(address, move || render_metrics(&metrics_state))?;
-                tracing::info!(address = %server.local_addr(), "metrics served at /metrics");
-                Some(server)
-            }
-        };
-        Ok(Daemon {
-            state,
-            control: Some(control),
-            metrics,
-        })
+        if let Some(address) = config.metrics {
+            let metrics_state = Arc::clone(&daemon.state);
+            let server = MetricsServer::start(address, move || render_metrics(&metrics_state))?;
+            tracing::info!(address = %server.local_addr(), "metrics served at /metrics");
+            daemon.metrics = Some(server);
+        }
+        Ok(daemon)
     }
 
     /// Where Prometheus metrics are served, if they are.

@@ -133,11 +133,18 @@ impl UblkDevice {
 }
 
 /// The I/O threads and the control device.
+///
+/// Dropping the engine stops every device it still serves (their disks
+/// go; nothing is left waiting for a server that will not come) before
+/// its threads end: an orderly exit, unlike a crash, is no case for
+/// recovery.
 #[derive(Debug)]
 pub struct Engine {
     workers: Vec<Worker>,
     control: Mutex<Control>,
     config: EngineConfig,
+    /// The devices served, by number.
+    served: Mutex<Vec<u32>>,
 }
 
 impl Engine {
@@ -205,6 +212,7 @@ impl Engine {
             workers,
             control: Mutex::new(control),
             config: EngineConfig { threads, ..config },
+            served: Mutex::new(Vec::new()),
         })
     }
 
@@ -257,7 +265,10 @@ impl Engine {
             .and_then(|()| self.serve_queues(&info, slot))
             .and_then(|device| control.start(id).map(|()| device));
         match started {
-            Ok(device) => Ok(UblkDevice { device }),
+            Ok(device) => {
+                lock(&self.served).push(id);
+                Ok(UblkDevice { device })
+            }
             Err(error) => {
                 let _ = control.stop(id);
                 let _ = control.delete(id);
@@ -306,6 +317,7 @@ impl Engine {
         }
         let device = self.serve_queues(&info, slot)?;
         control.end_recovery(id)?;
+        lock(&self.served).push(id);
         tracing::info!(
             device = id,
             "ublk device recovered: its waiting I/O flows again"
@@ -408,6 +420,7 @@ impl Engine {
     pub fn remove(&self, device: UblkDevice) -> Result<(), UblkError> {
         let mut control = lock(&self.control);
         let id = device.id();
+        lock(&self.served).retain(|served| *served != id);
         let stopped = control.stop(id);
         let deadline = Instant::now() + DEVICE_WAIT;
         while Arc::strong_count(&device.device) > 1 {
@@ -427,6 +440,13 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        let mut control = lock(&self.control);
+        for id in lock(&self.served).drain(..) {
+            if let Err(error) = control.stop(id) {
+                tracing::warn!(device = id, %error, "ublk device not stopped");
+            }
+        }
+        drop(control);
         for worker in &self.workers {
             let _ = worker.send(Request::Stop);
         }

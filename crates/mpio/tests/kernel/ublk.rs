@@ -315,3 +315,37 @@ fn sixty_four_maps_are_sixty_four_devices_on_one_thread_per_cpu() {
         "one ublk thread per CPU, whatever the devices"
     );
 }
+
+#[test]
+#[ignore = "kernel test: needs root and ublk_drv; run scripts/kernel-test.sh"]
+fn a_daemon_that_fails_to_start_leaves_no_device_behind() {
+    modprobe(&["ublk_drv"]);
+    // The ublk device is made, then the control socket is refused (its
+    // directory is writable by others): the daemon exits, and the device
+    // must go with it, not wait for a server that will not come.
+    let dir = crate::daemon::test_dir("ublk-failed-start");
+    let open = dir.join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let control = open.join("control.sock").display().to_string();
+    let output = crate::common::mpio(&[
+        "serve",
+        "--table",
+        "0 8192 multipath 0 0 1 1 round-robin 0 1 1 memory:d#a 1",
+        "--ublk",
+        "11",
+        "--control",
+        &control,
+    ]);
+    assert!(
+        !output.status.success(),
+        "mpio serve started with an open socket directory"
+    );
+    let message = crate::common::stderr(&output);
+    assert!(message.contains("writable by other users"), "{message}");
+    assert!(
+        !Path::new("/dev/ublkb11").exists(),
+        "/dev/ublkb11 was left behind"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
