@@ -96,14 +96,7 @@ impl Control {
     /// # Errors
     /// [`UblkError::IdTaken`] for a number in use; any refusal.
     pub fn add(&mut self, mut info: DevInfo) -> Result<DevInfo, UblkError> {
-        let command = CtrlCmd {
-            dev_id: info.dev_id,
-            queue_id: u16::MAX,
-            len: std::mem::size_of::<DevInfo>() as u16,
-            addr: (&mut info as *mut DevInfo) as u64,
-            data: [0; 2],
-        };
-        self.command("ADD_DEV", uapi::CMD_ADD_DEV, command)?;
+        self.with_buffer("ADD_DEV", uapi::CMD_ADD_DEV, info.dev_id, &mut info)?;
         Ok(info)
     }
 
@@ -112,15 +105,8 @@ impl Control {
     /// # Errors
     /// Parameters the kernel refuses.
     pub fn set_params(&mut self, id: u32, params: &Params) -> Result<(), UblkError> {
-        let command = CtrlCmd {
-            dev_id: id,
-            queue_id: u16::MAX,
-            len: std::mem::size_of::<Params>() as u16,
-            addr: (params as *const Params) as u64,
-            data: [0; 2],
-        };
-        self.command("SET_PARAMS", uapi::CMD_SET_PARAMS, command)
-            .map(drop)
+        let mut params = *params;
+        self.with_buffer("SET_PARAMS", uapi::CMD_SET_PARAMS, id, &mut params)
     }
 
     /// Device `id`'s description.
@@ -129,14 +115,7 @@ impl Control {
     /// `ENODEV` (as [`UblkError::Command`]) when there is no such device.
     pub fn info(&mut self, id: u32) -> Result<DevInfo, UblkError> {
         let mut info = DevInfo::default();
-        let command = CtrlCmd {
-            dev_id: id,
-            queue_id: u16::MAX,
-            len: std::mem::size_of::<DevInfo>() as u16,
-            addr: (&mut info as *mut DevInfo) as u64,
-            data: [0; 2],
-        };
-        self.command("GET_DEV_INFO", uapi::CMD_GET_DEV_INFO, command)?;
+        self.with_buffer("GET_DEV_INFO", uapi::CMD_GET_DEV_INFO, id, &mut info)?;
         Ok(info)
     }
 
@@ -149,15 +128,27 @@ impl Control {
             len: std::mem::size_of::<Params>() as u32,
             ..Params::default()
         };
+        self.with_buffer("GET_PARAMS", uapi::CMD_GET_PARAMS, id, &mut params)?;
+        Ok(params)
+    }
+
+    /// Command `nr` for device `id` whose buffer (in, out or both) is
+    /// `buffer`, one of the ABI's plain structs.
+    fn with_buffer<T: Copy>(
+        &mut self,
+        name: &'static str,
+        nr: u8,
+        id: u32,
+        buffer: &mut T,
+    ) -> Result<(), UblkError> {
         let command = CtrlCmd {
             dev_id: id,
             queue_id: u16::MAX,
-            len: std::mem::size_of::<Params>() as u16,
-            addr: (&mut params as *mut Params) as u64,
+            len: std::mem::size_of::<T>() as u16,
+            addr: (buffer as *mut T) as u64,
             data: [0; 2],
         };
-        self.command("GET_PARAMS", uapi::CMD_GET_PARAMS, command)?;
-        Ok(params)
+        self.command(name, nr, command).map(drop)
     }
 
     /// Readies quiesced device `id` (its server died) for this process.
