@@ -109,6 +109,17 @@ mpio_table() {   # mpio_table SELECTOR DEVICE...
     for device in "$@"; do paths="$paths file:$device 1"; done
     echo "0 $sectors multipath 0 0 1 1 $selector 0 $# 1$paths"
 }
+# mpio_counters PID: reads /dev/ublkb0 completed, then the context
+# switches and CPU time (clock ticks of 10 ms) of all of PID's threads.
+mpio_counters() {
+    ios=$(awk '{print $1}' /sys/block/ublkb0/stat)
+    switches=0 ticks=0
+    for task in /proc/"$1"/task/*; do
+        switches=$((switches + $(awk '/ctxt_switches/ {sum += $2} END {print sum}' "$task/status")))
+        ticks=$((ticks + $(awk '{print $14 + $15}' "$task/stat")))
+    done
+    echo "$ios $switches $ticks"
+}
 # Its own block device: a ublk queue per vCPU, fio on /dev/ublkbN.
 mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
     name=$1; shift
@@ -117,7 +128,13 @@ mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
     pid=$!
     for _ in $(seq 100); do [ -b /dev/ublkb0 ] && break; sleep 0.1; done
     if [ -b /dev/ublkb0 ]; then
+        before=$(mpio_counters "$pid")
         measure "$name" /dev/ublkb0
+        after=$(mpio_counters "$pid")
+        echo "$before $after" | awk -v name="$name" '{
+            ios = $4 - $1
+            if (ios > 0) printf "NOTE|%s: per I/O, mpio took %.2f context switches and %.1f us of CPU\n",
+                name, ($5 - $2) / ios, ($6 - $3) * 10000 / ios }'
     else
         note "$name: no /dev/ublkb0: $(cat /tmp/mpio.out)"
     fi
