@@ -189,6 +189,7 @@ impl Engine {
                 queue_id: u16::try_from(index).expect("at most 65536 threads"),
                 cpu: core.map_or(index, |core| core.id) as u32,
                 ring,
+                waker_count: Box::new(0),
                 waker: Arc::clone(&waker),
                 requests: receiver,
                 served: Vec::new(),
@@ -463,6 +464,9 @@ struct Thread {
     queue_id: u16,
     cpu: u32,
     ring: IoUring<squeue::Entry, cqueue::Entry>,
+    /// Where the kernel writes the waker's count. A field after `ring`,
+    /// so it is freed after the ring is closed (and with it the read).
+    waker_count: Box<u64>,
     waker: Arc<File>,
     requests: Receiver<Request>,
     /// The queues it serves, by slot (the high bits of a command's user
@@ -490,13 +494,9 @@ fn push(submitter: &Submitter<'_>, queue: &mut SubmissionQueue<'_>, entry: &sque
 
 impl Thread {
     fn run(mut self) {
-        // The waker's counter; declared before the loop's ring use and
-        // dropped after the ring (with the thread), so the kernel never
-        // writes into freed memory.
-        let mut counter = Box::new(0u64);
         let waker_read = opcode::Read::new(
             types::Fd(self.waker.as_raw_fd()),
-            (&mut *counter as *mut u64).cast::<u8>(),
+            (&mut *self.waker_count as *mut u64).cast::<u8>(),
             8,
         )
         .build()
