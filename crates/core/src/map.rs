@@ -49,7 +49,7 @@ pub struct MapOptions {
     /// before. `None`: wait for the fence however long it takes.
     pub fence_timeout_ns: Option<u64>,
     /// A read its path has not answered within that path's hedge delay
-    /// ([`crate::stall::hedge_delay_ns`]) is taken back, if the transport
+    /// ([`crate::stall::HEDGE_MULTIPLE`]) is taken back, if the transport
     /// can let go of it, and sent down another usable path.
     pub hedge_reads: bool,
     /// With `queue_if_no_path`, an I/O that has waited this long for a

@@ -24,7 +24,7 @@
 //!
 //! # Fast read failover
 //! A read that waits on a path longer than that path's hedge delay
-//! ([`hedge_delay_ns`]: [`HEDGE_MULTIPLE`] times its p99, at least the
+//! ([`HEDGE_MULTIPLE`] times its p99, at least the
 //! floor, at most half the I/O timeout), on a path that answered nothing
 //! for as long, is taken back with
 //! `PathQueue::abandon` (a read has nothing to fence) and sent down
@@ -62,7 +62,8 @@ pub const STALL_MULTIPLE: u64 = 8;
 pub const LIMIT_REFRESH_NS: u64 = 10_000_000;
 
 /// How many times its p99 latency a read may wait on a path before the
-/// queue sends it down another ([`hedge_delay_ns`]).
+/// queue sends it down another (the hedge delay, at least
+/// [`STALL_FLOOR_NS`], at most half the I/O timeout).
 pub const HEDGE_MULTIPLE: u64 = 4;
 
 /// How long a path the queue took a read back from is held out, unless it
@@ -80,28 +81,21 @@ const VIEW_GENERATION: u64 = 1 << 63;
 /// How old the oldest attempt on a path with `load` may be before the
 /// path counts as stalled (see the module docs).
 pub fn stall_limit_ns(load: &PathLoad, io_timeout_ns: Option<u64>) -> u64 {
-    let learnt = load
-        .latency_quantile_upper_ns(990)
-        .map_or(0, |p99| p99.saturating_mul(STALL_MULTIPLE));
-    let limit = learnt.max(STALL_FLOOR_NS);
-    match io_timeout_ns {
-        Some(timeout) => limit.min((timeout / 2).max(1)),
-        None => limit,
-    }
+    p99_multiple_ns(
+        load.latency_quantile_upper_ns(990),
+        STALL_MULTIPLE,
+        io_timeout_ns,
+    )
 }
 
-/// How long a read may wait on a path with `load` before the queue takes
-/// it back and sends it down another usable path: [`HEDGE_MULTIPLE`] times
-/// the path's p99 latency, at least [`STALL_FLOOR_NS`], at most half the
-/// I/O timeout.
-pub fn hedge_delay_ns(load: &PathLoad, io_timeout_ns: Option<u64>) -> u64 {
-    let learnt = load
-        .latency_quantile_upper_ns(990)
-        .map_or(0, |p99| p99.saturating_mul(HEDGE_MULTIPLE));
-    let delay = learnt.max(STALL_FLOOR_NS);
+/// `multiple` times a path's p99 latency (none learnt yet: 0), at least
+/// [`STALL_FLOOR_NS`], at most half the I/O timeout.
+fn p99_multiple_ns(p99_ns: Option<u64>, multiple: u64, io_timeout_ns: Option<u64>) -> u64 {
+    let learnt = p99_ns.map_or(0, |p99| p99.saturating_mul(multiple));
+    let bounded = learnt.max(STALL_FLOOR_NS);
     match io_timeout_ns {
-        Some(timeout) => delay.min((timeout / 2).max(1)),
-        None => delay,
+        Some(timeout) => bounded.min((timeout / 2).max(1)),
+        None => bounded,
     }
 }
 
@@ -125,7 +119,7 @@ pub(crate) struct Stalls {
     gave_up_ns: Box<[u64]>,
     /// Per path of the map: its limit ([`stall_limit_ns`]), as last read.
     limit_ns: Box<[u64]>,
-    /// Per path of the map: its hedge delay ([`hedge_delay_ns`]), as last
+    /// Per path of the map: its hedge delay ([`HEDGE_MULTIPLE`]), as last
     /// read.
     hedge_delay_ns: Box<[u64]>,
     next_refresh_ns: u64,
@@ -225,8 +219,10 @@ impl Stalls {
         if now_ns >= self.next_refresh_ns {
             self.next_refresh_ns = now_ns.saturating_add(LIMIT_REFRESH_NS);
             for (path, load) in loads.iter().enumerate() {
-                self.limit_ns[path] = stall_limit_ns(load, io_timeout_ns);
-                self.hedge_delay_ns[path] = hedge_delay_ns(load, io_timeout_ns);
+                // One quantile read serves both bounds.
+                let p99_ns = load.latency_quantile_upper_ns(990);
+                self.limit_ns[path] = p99_multiple_ns(p99_ns, STALL_MULTIPLE, io_timeout_ns);
+                self.hedge_delay_ns[path] = p99_multiple_ns(p99_ns, HEDGE_MULTIPLE, io_timeout_ns);
             }
         }
         let mut changed = false;
