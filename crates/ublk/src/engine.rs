@@ -212,7 +212,7 @@ impl Engine {
         Ok(Engine {
             workers,
             control: Mutex::new(control),
-            config: EngineConfig { threads, ..config },
+            config,
             served: Mutex::new(Vec::new()),
         })
     }

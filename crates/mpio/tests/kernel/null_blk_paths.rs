@@ -26,23 +26,13 @@ fn fio_verify_holds_while_null_blk_paths_fail_and_return() {
 fn write_then_verify_through_one_path(name: &str, table: &str, first: &str) -> FioResult {
     let daemon = Daemon::with_table(name, table);
     let uri = &daemon.uris[0];
-    let limit = Duration::from_secs(600);
-    FioVerify::start(
-        Target::Nbd(uri),
-        32,
-        Phase::Write,
-        daemon.dir.join("write.log"),
-    )
-    .finish(limit)
-    .assert_clean();
+    let run = |phase, log: &str| {
+        FioVerify::start(Target::Nbd(uri), 32, phase, daemon.dir.join(log))
+            .finish(Duration::from_secs(600))
+    };
+    run(Phase::Write, "write.log").assert_clean();
     daemon.ok(&["message", "mpatha", "fail_path", first]);
-    FioVerify::start(
-        Target::Nbd(uri),
-        32,
-        Phase::Verify,
-        daemon.dir.join("verify.log"),
-    )
-    .finish(limit)
+    run(Phase::Verify, "verify.log")
 }
 
 #[test]

@@ -18,15 +18,15 @@ fn ublk_daemon(name: &str, size_mib: u64) -> (Daemon, [String; 2], NullBlk) {
     modprobe(&["ublk_drv"]);
     let mut disk = NullBlk::memory_backed(&format!("mpio-kt-{name}"), size_mib);
     let paths = disk.two_paths();
-    let daemon = serve_ublk(name, &disk, &paths, &["--ublk"]);
+    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
+    let daemon = serve_ublk(name, &table, &["--ublk"]);
     (daemon, paths, disk)
 }
 
-/// `mpio serve --table <two paths over disk> ARGS`, which must print
-/// one ublk device and no NBD URI.
-fn serve_ublk(name: &str, disk: &NullBlk, paths: &[String; 2], args: &[&str]) -> Daemon {
-    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
-    let mut all = vec!["--table", &table];
+/// `mpio serve --table TABLE ARGS`, which must print one ublk device and
+/// no NBD URI.
+fn serve_ublk(name: &str, table: &str, args: &[&str]) -> Daemon {
+    let mut all = vec!["--table", table];
     all.extend(args);
     let daemon = Daemon::start(crate::daemon::test_dir(name), &all);
     assert_eq!(daemon.devices.len(), 1, "one ublk device printed");
@@ -132,10 +132,7 @@ fn io_affinity_sends_each_cpu_s_io_down_its_own_path() {
         paths[0],
         paths[1]
     );
-    let daemon = Daemon::start(
-        crate::daemon::test_dir("ublk-affinity"),
-        &["--table", &table, "--ublk"],
-    );
+    let daemon = serve_ublk("ublk-affinity", &table, &["--ublk"]);
     let device = &daemon.devices[0];
     for (cpu, own, other) in [(0, &paths[0], &paths[1]), (1, &paths[1], &paths[0])] {
         let (own_before, other_before) = (path_ios(&daemon, own), path_ios(&daemon, other));
@@ -172,7 +169,8 @@ fn kill_9_under_fio_then_a_restart_loses_nothing() {
     modprobe(&["ublk_drv"]);
     let mut disk = NullBlk::memory_backed("mpio-kt-ublk-recovery", 256);
     let paths = disk.two_paths();
-    let mut first = serve_ublk("ublk-recovery-1", &disk, &paths, &["--ublk", "7"]);
+    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
+    let mut first = serve_ublk("ublk-recovery-1", &table, &["--ublk", "7"]);
     let device = first.devices[0].clone();
     assert_eq!(device, "/dev/ublkb7");
     let logs = crate::daemon::test_dir("ublk-recovery-fio");
@@ -190,7 +188,7 @@ fn kill_9_under_fio_then_a_restart_loses_nothing() {
     std::thread::sleep(Duration::from_secs(1));
     assert!(Path::new(&device).exists(), "{device} went with its server");
     assert!(fio.is_running(), "fio ended while no server ran");
-    let second = serve_ublk("ublk-recovery-2", &disk, &paths, &["--ublk", "7"]);
+    let second = serve_ublk("ublk-recovery-2", &table, &["--ublk", "7"]);
     assert_eq!(second.devices[0], device);
     fio.finish(Duration::from_secs(1200)).assert_clean();
     let _ = std::fs::remove_dir_all(&logs);
@@ -251,10 +249,7 @@ fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
         paths[0],
         paths[1]
     );
-    let daemon = Daemon::start(
-        crate::daemon::test_dir("ublk-queueing"),
-        &["--table", &table, "--ublk"],
-    );
+    let daemon = serve_ublk("ublk-queueing", &table, &["--ublk"]);
     let mut fio = FioVerify::start(
         Target::Block(&daemon.devices[0]),
         32,
