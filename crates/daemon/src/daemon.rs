@@ -31,6 +31,7 @@ use mpio_core::message::Message;
 use mpio_core::table::Table;
 use mpio_server::{Server, ServerConfig, ServerError, ShutdownReport};
 use mpio_transport::checker::{Checker, CheckerThread, Clock};
+use mpio_transport::limits::Limits;
 use mpio_transport::lock;
 use mpio_transport::{DeviceSlot, PathNames, SetupError, Transports};
 use mpio_ublk::UblkDevice;
@@ -559,12 +560,23 @@ fn send_message(running: &RunningMap, text: &str) -> Result<Response, String> {
 /// is taken to read the map's config and slot, released while the new
 /// map is built and installed, and taken again to record it.
 fn reload(state: &State, name: &str, source: ReloadSource) -> Result<Response, String> {
-    let (new_config, kind, slot, notes) = {
+    let (new_config, kind, slot, notes, served_as) = {
         let mut maps = lock(&state.maps);
         let running = find(&mut maps, name)?;
         let (new_config, kind) = reload_config(running, source)?;
         let notes = reload_notes(running, &new_config)?;
-        (new_config, kind, Arc::clone(&running.slot), notes)
+        let served_as: Vec<Limits> = running
+            .ublk_devices
+            .iter()
+            .map(|ublk| ublk.device.limits())
+            .collect();
+        (
+            new_config,
+            kind,
+            Arc::clone(&running.slot),
+            notes,
+            served_as,
+        )
     };
     let old = state
         .transports
@@ -573,6 +585,7 @@ fn reload(state: &State, name: &str, source: ReloadSource) -> Result<Response, S
             &new_config.table,
             map_options(&new_config),
             &names_of(&new_config),
+            &served_as,
         )
         .map_err(|error| format!("map {name:?}: {error}; the map keeps its table"))?;
     let mut maps = lock(&state.maps);

@@ -11,12 +11,14 @@ pub mod checker;
 pub mod clock;
 pub mod file;
 pub mod host;
+pub mod limits;
 pub mod memory;
 pub mod nbd;
 pub mod null;
 pub mod uri;
 
 use file::{FileError, FilePath, FileQueue};
+use limits::Limits;
 use memory::{MemoryDisk, MemoryQueue, PortControl};
 use mpio_core::map::{Map, MapError, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
@@ -125,6 +127,13 @@ pub enum SetupError {
         /// What differs.
         what: String,
     },
+    /// The new paths cannot take what a block device serving the map
+    /// sends (its limits were fixed when the kernel made it).
+    #[error("the map's block device cannot be served by these paths: {refused}")]
+    Limits {
+        /// What they would refuse.
+        refused: limits::LimitsRefused,
+    },
     /// A memory disk larger than the host's memory.
     #[error(
         "path {word:?}: a memory disk of {size_bytes} bytes cannot be held by this host \
@@ -215,8 +224,31 @@ impl Transports {
         options: MapOptions,
         names: &PathNames,
     ) -> Result<Device, SetupError> {
+        self.build_checked(table, options, names, &[])
+    }
+
+    /// As [`Transports::build_named`], refusing paths that a block device
+    /// advertising any of `served_as` sends what they cannot take
+    /// ([`Limits::admits`]).
+    fn build_checked(
+        &self,
+        table: &Table,
+        options: MapOptions,
+        names: &PathNames,
+        served_as: &[Limits],
+    ) -> Result<Device, SetupError> {
         let mut created = Vec::new();
-        let built = self.build_recording(table, options, names, &mut created);
+        let built = self
+            .build_recording(table, options, names, &mut created)
+            .and_then(|device| {
+                let paths = Limits::of_all(device.paths.iter().map(PathHandle::limits));
+                for device_limits in served_as {
+                    device_limits
+                        .admits(&paths)
+                        .map_err(|refused| SetupError::Limits { refused })?;
+                }
+                Ok(device)
+            });
         if built.is_err() {
             // A build that failed leaves no disk behind (a failed reload
             // once kept each memory disk it had made, and its memory).
@@ -334,22 +366,26 @@ impl Transports {
     /// As [`Transports::build`]; the slot keeps its map then.
     pub fn reload(&self, slot: &DeviceSlot, table: &Table) -> Result<Arc<Map>, SetupError> {
         let options = slot.map().options().clone();
-        self.reload_named(slot, table, options, &PathNames::new())
+        self.reload_named(slot, table, options, &PathNames::new(), &[])
     }
 
     /// As [`Transports::reload`], with new map options and path names (see
     /// [`Transports::build_named`]): what a reload from a config does.
+    /// The slot serves block devices advertising `served_as`: the new
+    /// paths must take all they send.
     ///
     /// # Errors
-    /// As [`Transports::build`]; the slot keeps its map then.
+    /// As [`Transports::build`], or [`SetupError::Limits`]; the slot keeps
+    /// its map then.
     pub fn reload_named(
         &self,
         slot: &DeviceSlot,
         table: &Table,
         options: MapOptions,
         names: &PathNames,
+        served_as: &[Limits],
     ) -> Result<Arc<Map>, SetupError> {
-        let device = self.build_named(table, options, names)?;
+        let device = self.build_checked(table, options, names, served_as)?;
         Ok(slot.install(device.map, Arc::new(device.paths)))
     }
 
@@ -447,6 +483,15 @@ impl PathHandle {
         match self {
             PathHandle::Nbd(target) => target.min_block(),
             PathHandle::Null { .. } | PathHandle::Memory { .. } | PathHandle::File(_) => 1,
+        }
+    }
+
+    /// What the path's storage takes.
+    pub fn limits(&self) -> Limits {
+        match self {
+            PathHandle::Null { .. } | PathHandle::Memory { .. } => Limits::ANY,
+            PathHandle::File(file) => file.limits(),
+            PathHandle::Nbd(target) => target.limits(),
         }
     }
 

@@ -22,11 +22,13 @@
 #![allow(unsafe_code)]
 
 use crate::control::Control;
+use crate::params::{limits_of, params_for};
 use crate::queue::{slot_and_tag, ServedQueue, SharedDevice};
-use crate::uapi::{self, DevInfo, ParamBasic, ParamDiscard, Params};
+use crate::uapi::{self, DevInfo};
 use crate::UblkError;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, SubmissionQueue, Submitter};
-use mpio_transport::{clock::now_ns, device_queue, lock, DeviceSlot};
+use mpio_transport::limits::Limits;
+use mpio_transport::{clock::now_ns, device_queue, lock, DeviceSlot, PathHandle};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -118,6 +120,7 @@ impl Worker {
 #[derive(Debug)]
 pub struct UblkDevice {
     device: Arc<SharedDevice>,
+    limits: Limits,
 }
 
 impl UblkDevice {
@@ -129,6 +132,12 @@ impl UblkDevice {
     /// Its block device, `/dev/ublkbN`.
     pub fn path(&self) -> String {
         format!("/dev/ublkb{}", self.device.id)
+    }
+
+    /// What it sends its map's paths: a map reloaded under it must take
+    /// all of it ([`Limits::admits`]).
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 }
 
@@ -237,11 +246,19 @@ impl Engine {
         slot: &Arc<DeviceSlot>,
         options: DeviceOptions,
     ) -> Result<UblkDevice, UblkError> {
+        let limits = paths_limits(slot);
+        let params = params_for(
+            &limits,
+            slot.map().size_bytes(),
+            self.config.max_io_bytes,
+            options.read_only,
+        )
+        .map_err(|reason| UblkError::Unservable { reason })?;
         let mut control = lock(&self.control);
         if let Some(id) = options.id {
             match control.info(id) {
                 Ok(info) if info.state == uapi::S_DEV_QUIESCED => {
-                    return self.recover(&mut control, info, slot);
+                    return self.recover(&mut control, info, slot, &limits);
                 }
                 Ok(info) if info.state == uapi::S_DEV_DEAD => control.delete(id)?,
                 Ok(_) => return Err(UblkError::IdTaken { id }),
@@ -262,13 +279,16 @@ impl Engine {
         })?;
         let id = info.dev_id;
         let started = control
-            .set_params(id, &self.params(slot.map().size_bytes(), options))
+            .set_params(id, &params)
             .and_then(|()| self.serve_queues(&info, slot))
             .and_then(|device| control.start(id).map(|()| device));
         match started {
             Ok(device) => {
                 lock(&self.served).push(id);
-                Ok(UblkDevice { device })
+                Ok(UblkDevice {
+                    device,
+                    limits: limits_of(&params),
+                })
             }
             Err(error) => {
                 let _ = control.stop(id);
@@ -284,6 +304,7 @@ impl Engine {
         control: &mut Control,
         info: DevInfo,
         slot: &Arc<DeviceSlot>,
+        paths: &Limits,
     ) -> Result<UblkDevice, UblkError> {
         let id = info.dev_id;
         let refuse = |reason: String| Err(UblkError::Recovery { id, reason });
@@ -298,12 +319,17 @@ impl Engine {
                 self.workers.len()
             ));
         }
-        let sectors = control.params(id)?.basic.dev_sectors;
+        let params = control.params(id)?;
+        let sectors = params.basic.dev_sectors;
         if sectors != slot.map().size_bytes() >> 9 {
             return refuse(format!(
                 "it has {sectors} sectors and the map {}",
                 slot.map().size_bytes() >> 9
             ));
+        }
+        let limits = limits_of(&params);
+        if let Err(refused) = limits.admits(paths) {
+            return refuse(refused.to_string());
         }
         // The dead server's files close as the kernel reaps it.
         let deadline = Instant::now() + DEVICE_WAIT;
@@ -323,7 +349,7 @@ impl Engine {
             device = id,
             "ublk device recovered: its waiting I/O flows again"
         );
-        Ok(UblkDevice { device })
+        Ok(UblkDevice { device, limits })
     }
 
     /// Opens device `info.dev_id`'s char device and has every thread
@@ -381,38 +407,6 @@ impl Engine {
         Ok(device)
     }
 
-    /// The parameters of a device of `size_bytes`.
-    fn params(&self, size_bytes: u64, options: DeviceOptions) -> Params {
-        let mut attrs = uapi::ATTR_VOLATILE_CACHE | uapi::ATTR_FUA;
-        if options.read_only {
-            attrs |= uapi::ATTR_READ_ONLY;
-        }
-        let max_sectors = self.config.max_io_bytes >> 9;
-        Params {
-            len: std::mem::size_of::<Params>() as u32,
-            types: uapi::PARAM_TYPE_BASIC | uapi::PARAM_TYPE_DISCARD,
-            basic: ParamBasic {
-                attrs,
-                logical_bs_shift: 9,
-                physical_bs_shift: 12,
-                io_opt_shift: 12,
-                io_min_shift: 9,
-                max_sectors,
-                chunk_sectors: 0,
-                dev_sectors: size_bytes >> 9,
-                virt_boundary_mask: 0,
-            },
-            discard: ParamDiscard {
-                discard_alignment: 0,
-                discard_granularity: 4096,
-                max_discard_sectors: 1 << 21,
-                max_write_zeroes_sectors: 1 << 21,
-                max_discard_segments: 1,
-                reserved0: 0,
-            },
-        }
-    }
-
     /// Stops and deletes `device`: its disk goes (the block layer first
     /// waits for the requests it holds), its queues end, then the device.
     ///
@@ -457,6 +451,12 @@ impl Drop for Engine {
             }
         }
     }
+}
+
+/// What every path of the map `slot` serves takes.
+fn paths_limits(slot: &DeviceSlot) -> Limits {
+    let (_, paths, _) = slot.current();
+    Limits::of_all(paths.iter().map(PathHandle::limits))
 }
 
 /// One I/O thread.

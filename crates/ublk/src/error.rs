@@ -45,6 +45,12 @@ pub enum UblkError {
         /// Why.
         reason: String,
     },
+    /// The map's paths take no block device the driver can make.
+    #[error("the map cannot be a ublk device: {reason}")]
+    Unservable {
+        /// What the paths take that the driver cannot match.
+        reason: String,
+    },
     /// The I/O threads are gone (a thread panicked and the daemon is
     /// going down).
     #[error("the ublk I/O threads have stopped")]

@@ -20,6 +20,7 @@
 pub mod control;
 pub mod engine;
 mod error;
+mod params;
 mod queue;
 pub mod uapi;
 

@@ -71,6 +71,12 @@ pub struct NullBlk {
 impl NullBlk {
     /// A new disk of `size_mib` MiB that keeps what is written to it.
     pub fn memory_backed(name: &str, size_mib: u64) -> NullBlk {
+        NullBlk::memory_backed_with(name, size_mib, &[])
+    }
+
+    /// As [`NullBlk::memory_backed`], with configfs `attributes` (say,
+    /// `blocksize`) set before it powers on.
+    pub fn memory_backed_with(name: &str, size_mib: u64, attributes: &[(&str, &str)]) -> NullBlk {
         // nr_devices=0: no parameter-made disk beside the tests' own.
         modprobe(&["null_blk", "nr_devices=0"]);
         let config = Path::new("/sys/kernel/config/nullb").join(name);
@@ -83,6 +89,9 @@ impl NullBlk {
         };
         set("size", &size_mib.to_string());
         set("memory_backed", "1");
+        for (attribute, value) in attributes {
+            set(attribute, value);
+        }
         set("power", "1");
         // 6.12 names a configfs-made disk after its directory; older
         // kernels `nullb<index>`.

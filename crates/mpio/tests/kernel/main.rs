@@ -20,4 +20,5 @@ mod fio;
 mod nbd_ext4;
 mod null_blk_paths;
 mod ublk;
+mod ublk_limits;
 mod ublk_transports;

@@ -25,7 +25,7 @@ fn ublk_daemon(name: &str, size_mib: u64) -> (Daemon, [String; 2], NullBlk) {
 
 /// `mpio serve --table TABLE ARGS`, which must print one ublk device and
 /// no NBD URI.
-fn serve_ublk(name: &str, table: &str, args: &[&str]) -> Daemon {
+pub fn serve_ublk(name: &str, table: &str, args: &[&str]) -> Daemon {
     let mut all = vec!["--table", table];
     all.extend(args);
     let daemon = Daemon::start(crate::daemon::test_dir(name), &all);

@@ -54,8 +54,10 @@
 //! file back. Tests use it to fail and heal one path of several to the
 //! same file; an operator could use it to take a path out of service.
 
+mod limits;
 mod ring;
 
+use crate::limits::Limits;
 use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
 pub use ring::FileQueue;
 use std::fs::{File, OpenOptions};
@@ -138,6 +140,8 @@ pub struct FilePath {
     path: PathBuf,
     block_device: bool,
     size_bytes: u64,
+    /// What the storage takes, read at open.
+    limits: Limits,
     /// Set by [`FilePath::revoke`], cleared by [`FilePath::restore`].
     revoked: AtomicBool,
     /// Bumped on every revoke and restore, so a queue notices with one
@@ -204,6 +208,7 @@ impl FilePath {
             source,
         })?;
         Ok(FilePath {
+            limits: limits::limits_of(&file, direct),
             file,
             path: path.to_path_buf(),
             block_device,
@@ -221,6 +226,11 @@ impl FilePath {
     /// Size in bytes when opened.
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes
+    }
+
+    /// What the storage takes (see [`limits`]).
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// True for a block device, false for a regular file.
@@ -293,6 +303,7 @@ impl FilePath {
             path: PathBuf::from("(test file)"),
             block_device: false,
             size_bytes,
+            limits: Limits::ANY,
             revoked: AtomicBool::new(false),
             switches: AtomicU64::new(0),
         }

@@ -1,5 +1,5 @@
-//! One thread's io_uring queue to one file path: the only unsafe code of
-//! the file transport.
+//! One thread's io_uring queue to one file path: the file transport's
+//! unsafe code, beside one `statx` call in `limits`.
 //!
 //! # Shape
 //! One ring per path queue, with the path's file registered as fixed file

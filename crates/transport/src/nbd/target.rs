@@ -33,6 +33,7 @@
 
 use super::handshake::{handshake, Export, HandshakeError};
 use super::stream::Stream;
+use crate::limits::Limits;
 use mpio_nbd::consts::*;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -190,6 +191,31 @@ impl NbdTarget {
         self.settled
             .get()
             .map_or(1, |settled| settled.shared.min_block.max(1))
+    }
+
+    /// What the path takes, once settled: its shared block and payload
+    /// limits, its export's operations and cache (a server that takes
+    /// flushes has a cache to flush). Before, the most careful guess.
+    pub fn limits(&self) -> Limits {
+        let Some(settled) = self.settled.get() else {
+            return Limits {
+                logical_block: 4096,
+                physical_block: 4096,
+                max_io_bytes: DEFAULT_MAX_PAYLOAD,
+                discard: false,
+                write_zeroes: false,
+                volatile_cache: true,
+            };
+        };
+        let logical_block = settled.shared.min_block.max(512).next_power_of_two();
+        Limits {
+            logical_block,
+            physical_block: logical_block.max(4096),
+            max_io_bytes: settled.shared.max_payload,
+            discard: settled.shared.flags & FLAG_SEND_TRIM != 0,
+            write_zeroes: settled.shared.flags & FLAG_SEND_WRITE_ZEROES != 0,
+            volatile_cache: settled.export.has(FLAG_SEND_FLUSH),
+        }
     }
 
     /// Records what the path's export is and what the map's NBD paths
