@@ -533,7 +533,9 @@ impl Checker {
             if probe.started_ns.is_some() || probe.stalled_tag.is_some() {
                 continue;
             }
-            let queue = probe.queue.get_or_insert_with(|| probe.handle.open(1));
+            let queue = probe
+                .queue
+                .get_or_insert_with(|| probe.handle.open(1, None));
             // A reload may have changed the probe's size.
             let buf = probe
                 .buf

@@ -44,6 +44,26 @@ pub enum AnyQueue {
     Nbd(NbdQueue),
 }
 
+/// An eventfd a thread sleeps on, borrowed by the path queues it opens:
+/// each completion they post signals it (see [`AnyQueue::rests_on_waker`]).
+/// The thread keeps it open for as long as those queues live.
+#[derive(Clone, Copy, Debug)]
+pub struct Waker(pub std::os::fd::RawFd);
+
+impl AnyQueue {
+    /// True when a thread may sleep until the [`Waker`] this queue was
+    /// opened with fires instead of polling it: all it holds is with the
+    /// kernel, and each completion signals the waker. A file path's ring
+    /// does (the waker is its eventfd); the other transports complete
+    /// where only a poll sees it.
+    pub fn rests_on_waker(&mut self) -> bool {
+        match self {
+            AnyQueue::File(queue) => queue.rests_on_waker(),
+            AnyQueue::Null(_) | AnyQueue::Memory(_) | AnyQueue::Nbd(_) => false,
+        }
+    }
+}
+
 impl PathQueue for AnyQueue {
     // Always inlined into the core's dispatch: one jump on the transport's
     // kind instead of a call that moves the I/O twice.
@@ -495,14 +515,15 @@ impl PathHandle {
         }
     }
 
-    /// Opens one thread's queue to the path, with room for `depth` I/Os.
-    pub fn open(&self, depth: usize) -> AnyQueue {
+    /// Opens one thread's queue to the path, with room for `depth` I/Os;
+    /// a queue that can signals `waker` at each completion.
+    pub fn open(&self, depth: usize, waker: Option<Waker>) -> AnyQueue {
         match self {
             PathHandle::Null { latency_ns } => AnyQueue::Null(NullQueue::new(*latency_ns, depth)),
             PathHandle::Memory { disk, port } => {
                 AnyQueue::Memory(MemoryQueue::new(Arc::clone(disk), Arc::clone(port), depth))
             }
-            PathHandle::File(file) => AnyQueue::File(file.open_queue(depth)),
+            PathHandle::File(file) => AnyQueue::File(file.open_queue(depth, waker)),
             PathHandle::Nbd(target) => AnyQueue::Nbd(NbdQueue::open(Arc::clone(target), depth)),
         }
     }
@@ -513,7 +534,7 @@ impl Device {
     pub fn queue(&self, depth: usize, cpu: u32) -> Queue<AnyQueue> {
         Queue::new(
             Arc::clone(&self.map),
-            open_paths(&self.paths, depth),
+            open_paths(&self.paths, depth, None),
             depth,
             cpu,
         )
@@ -527,8 +548,8 @@ impl Device {
 }
 
 /// One transport queue per path, in [`Map::paths`] order.
-fn open_paths(paths: &[PathHandle], depth: usize) -> Vec<AnyQueue> {
-    paths.iter().map(|path| path.open(depth)).collect()
+fn open_paths(paths: &[PathHandle], depth: usize, waker: Option<Waker>) -> Vec<AnyQueue> {
+    paths.iter().map(|path| path.open(depth, waker)).collect()
 }
 
 /// A device that takes new tables while it serves: the map now served and
@@ -545,9 +566,20 @@ pub type DeviceQueue = ReloadingQueue<
 
 /// Opens a [`DeviceQueue`] of `depth` I/Os on `slot` for a thread on `cpu`.
 pub fn device_queue(slot: &Arc<DeviceSlot>, depth: usize, cpu: u32) -> DeviceQueue {
+    waking_device_queue(slot, depth, cpu, None)
+}
+
+/// As [`device_queue`], with path queues that signal `waker` at each
+/// completion where their transport can ([`AnyQueue::rests_on_waker`]).
+pub fn waking_device_queue(
+    slot: &Arc<DeviceSlot>,
+    depth: usize,
+    cpu: u32,
+    waker: Option<Waker>,
+) -> DeviceQueue {
     ReloadingQueue::new(
         Arc::clone(slot),
-        Box::new(move |_: &Arc<Map>, paths: &Vec<PathHandle>| open_paths(paths, depth)),
+        Box::new(move |_: &Arc<Map>, paths: &Vec<PathHandle>| open_paths(paths, depth, waker)),
         depth,
         cpu,
     )

@@ -166,7 +166,7 @@ fn abort_never_takes_back_what_the_kernel_holds() {
     let dir = direct_dir();
     let file = pattern_file(dir.path(), "lun", BYTES);
     let device = device(&format!("file:{}", file.display()));
-    let mut queue = device.paths[0].open(4);
+    let mut queue = device.paths[0].open(4, None);
     queue.submit(
         PathIo {
             tag: 7,
@@ -218,7 +218,7 @@ fn dropping_a_queue_with_io_in_flight_gives_every_buffer_back_first() {
     let dir = direct_dir();
     let file = pattern_file(dir.path(), "lun", BYTES);
     let device = device(&format!("file:{}", file.display()));
-    let mut queue = device.paths[0].open(64);
+    let mut queue = device.paths[0].open(64, None);
     for tag in 0..64u64 {
         queue.submit(
             PathIo::read(tag, tag * u64::from(BLOCK), Buffer::zeroed(BLOCK as usize)),
@@ -247,7 +247,7 @@ fn more_io_than_the_ring_holds_waits_its_turn() {
     let file = pattern_file(dir.path(), "lun", BYTES);
     let device = device(&format!("file:{}", file.display()));
     // A ring of 4 entries (8 completions) given 64 reads at once.
-    let mut queue = device.paths[0].open(4);
+    let mut queue = device.paths[0].open(4, None);
     for tag in 0..64u64 {
         queue.submit(
             PathIo::read(tag, tag * u64::from(BLOCK), Buffer::zeroed(BLOCK as usize)),

@@ -28,7 +28,7 @@ use crate::uapi::{self, DevInfo};
 use crate::UblkError;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, SubmissionQueue, Submitter};
 use mpio_transport::limits::Limits;
-use mpio_transport::{clock::now_ns, device_queue, lock, DeviceSlot, PathHandle};
+use mpio_transport::{clock::now_ns, lock, waking_device_queue, DeviceSlot, PathHandle, Waker};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -38,10 +38,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Turns without a completion during which a thread with requests at a
-/// map polls without sleeping.
+/// map that must be polled polls without sleeping.
 const SPIN_TURNS: u32 = 64;
 /// How long such a thread then waits for a command between map polls.
 const BUSY_WAIT: Duration = Duration::from_micros(100);
+/// The longest a thread sleeps on its ring while requests are at paths
+/// that signal its waker: the maps' own timers (I/O timeouts, stalls,
+/// held I/O) are checked at least this often.
+const REST_BOUND: Duration = Duration::from_millis(1);
 /// The user data of the waker's read.
 const WAKER: u64 = u64::MAX;
 /// Ring entries per thread; the completion queue has twice as many, and
@@ -510,12 +514,19 @@ impl Thread {
             let busy = self.served.iter().flatten().any(ServedQueue::is_busy);
             let submitted = if !busy {
                 self.ring.submit_and_wait(1)
+            } else if self
+                .served
+                .iter_mut()
+                .flatten()
+                .all(ServedQueue::rests_on_waker)
+            {
+                // Each path completion signals the waker, whose read is
+                // on this ring: sleep until it or a command comes.
+                self.wait_at_most(REST_BOUND)
             } else if idle_turns < SPIN_TURNS {
                 self.ring.submit()
             } else {
-                let timeout = types::Timespec::from(BUSY_WAIT);
-                let arguments = types::SubmitArgs::new().timespec(&timeout);
-                self.ring.submitter().submit_with_args(1, &arguments)
+                self.wait_at_most(BUSY_WAIT)
             };
             if let Err(error) = submitted {
                 match error.raw_os_error() {
@@ -545,6 +556,7 @@ impl Thread {
                                     device,
                                     &slot,
                                     (self.queue_id, self.cpu),
+                                    Waker(self.waker.as_raw_fd()),
                                     &submitter,
                                     &mut queue,
                                 );
@@ -583,6 +595,15 @@ impl Thread {
     }
 }
 
+impl Thread {
+    /// Submits what is queued and waits for one completion, or `limit`.
+    fn wait_at_most(&mut self, limit: Duration) -> std::io::Result<usize> {
+        let timeout = types::Timespec::from(limit);
+        let arguments = types::SubmitArgs::new().timespec(&timeout);
+        self.ring.submitter().submit_with_args(1, &arguments)
+    }
+}
+
 /// Starts serving queue `queue_id` of `device` on this thread: maps its
 /// descriptors, takes a free slot and hands the kernel every tag's
 /// fetch at once (START_DEV waits for them).
@@ -591,11 +612,12 @@ fn serve(
     device: Arc<SharedDevice>,
     slot: &Arc<DeviceSlot>,
     (queue_id, cpu): (u16, u32),
+    waker: Waker,
     submitter: &Submitter<'_>,
     queue: &mut SubmissionQueue<'_>,
 ) -> Result<(), String> {
     let id = device.id;
-    let map_queue = device_queue(slot, usize::from(device.depth), cpu);
+    let map_queue = waking_device_queue(slot, usize::from(device.depth), cpu, Some(waker));
     let new = ServedQueue::new(device, queue_id, map_queue)
         .map_err(|error| format!("mapping queue {queue_id} of /dev/ublkc{id}: {error}"))?;
     let index = served

@@ -31,7 +31,7 @@
 use crate::uapi::{self, IoCmd, IoDesc};
 use io_uring::{opcode, squeue, types};
 use mpio_core::io::{Buffer, Completion, Io, Op, SECTOR_SIZE};
-use mpio_transport::DeviceQueue;
+use mpio_transport::{AnyQueue, DeviceQueue};
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -315,6 +315,21 @@ impl ServedQueue {
     /// Requests are at the map or waiting for room there.
     pub fn is_busy(&self) -> bool {
         self.map_queue.in_flight() > 0 || !self.backlog.is_empty() || !self.finished.is_empty()
+    }
+
+    /// True when the thread's waker is all it must watch for this queue:
+    /// nothing waits to go to the map or back to the kernel, and every
+    /// path queue holding requests rests on the waker
+    /// ([`AnyQueue::rests_on_waker`]).
+    pub fn rests_on_waker(&mut self) -> bool {
+        self.backlog.is_empty()
+            && self.finished.is_empty()
+            && self.map_queue.queues_mut().all(|queue| {
+                queue
+                    .path_queues_mut()
+                    .iter_mut()
+                    .all(AnyQueue::rests_on_waker)
+            })
     }
 
     /// Every tag has ended and nothing is at the map: the queue can go.

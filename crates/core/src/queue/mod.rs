@@ -380,6 +380,11 @@ impl<P: PathQueue> Queue<P> {
     }
 
     /// The transport queues, in [`Map::paths`] order.
+    pub fn path_queues(&self) -> &[P] {
+        &self.path_queues
+    }
+
+    /// The transport queues, in [`Map::paths`] order.
     pub fn path_queues_mut(&mut self) -> &mut [P] {
         &mut self.path_queues
     }

@@ -260,7 +260,8 @@ pub fn run(
                             run_job(&mut target, &spec, progress)
                         }
                         Prepared::Raw(path) => {
-                            let mut target = RawTarget::new(path.open(spec.iodepth), spec.iodepth);
+                            let mut target =
+                                RawTarget::new(path.open(spec.iodepth, None), spec.iodepth);
                             run_job(&mut target, &spec, progress)
                         }
                     }

@@ -253,9 +253,14 @@ impl FilePath {
         self.switches.fetch_add(1, Ordering::Release);
     }
 
-    /// Opens one thread's queue to this path, for `depth` I/Os in flight.
-    pub fn open_queue(self: &std::sync::Arc<Self>, depth: usize) -> FileQueue {
-        FileQueue::new(std::sync::Arc::clone(self), depth)
+    /// Opens one thread's queue to this path, for `depth` I/Os in flight,
+    /// signalling `waker` at each completion if given.
+    pub fn open_queue(
+        self: &std::sync::Arc<Self>,
+        depth: usize,
+        waker: Option<crate::Waker>,
+    ) -> FileQueue {
+        FileQueue::new(std::sync::Arc::clone(self), depth, waker)
     }
 
     /// The switch count and the revoked flag it goes with.

@@ -50,6 +50,7 @@
 #![allow(unsafe_code)]
 
 use super::{outcome_of_errno, FilePath};
+use crate::Waker;
 use io_uring::{opcode, squeue, types, IoUring};
 use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
@@ -104,6 +105,8 @@ pub struct FileQueue {
     reaped: Vec<(u64, i32)>,
     /// The path's switch count this queue last applied to its ring.
     switches_seen: Option<u64>,
+    /// Every completion signals the waker the queue was opened with.
+    signals_waker: bool,
 }
 
 impl std::fmt::Debug for FileQueue {
@@ -118,8 +121,9 @@ impl std::fmt::Debug for FileQueue {
 }
 
 impl FileQueue {
-    /// A queue to `path` with room for `depth` I/Os in flight.
-    pub fn new(path: Arc<FilePath>, depth: usize) -> Self {
+    /// A queue to `path` with room for `depth` I/Os in flight; the ring
+    /// signals `waker` (`IORING_REGISTER_EVENTFD`) at each completion.
+    pub fn new(path: Arc<FilePath>, depth: usize, waker: Option<Waker>) -> Self {
         let entries = depth.clamp(1, MAX_RING_ENTRIES).next_power_of_two() as u32;
         let mut ring = IoUring::builder()
             .build(entries)
@@ -142,6 +146,12 @@ impl FileQueue {
             Ok(ring) => ring.completion().capacity(),
             Err(_) => 0,
         };
+        // Without the registration the queue is only polled, as without
+        // a waker: slower to notice, never wrong.
+        let signals_waker = match (&ring, waker) {
+            (Ok(ring), Some(Waker(fd))) => ring.submitter().register_eventfd(fd).is_ok(),
+            _ => false,
+        };
         let mut queue = FileQueue {
             path,
             ring,
@@ -153,9 +163,23 @@ impl FileQueue {
             done: Vec::with_capacity(depth),
             reaped: Vec::with_capacity(2 * entries as usize),
             switches_seen: None,
+            signals_waker,
         };
         queue.apply_switch();
         queue
+    }
+
+    /// True when the waker is all a poller needs to watch: every
+    /// completion signals it and all the queue holds is submitted (nothing
+    /// waits in the submission ring, the backlog, or `done`).
+    pub fn rests_on_waker(&mut self) -> bool {
+        self.signals_waker
+            && self.done.is_empty()
+            && self.backlog.is_empty()
+            && self
+                .ring
+                .as_mut()
+                .is_ok_and(|ring| ring.submission().is_empty())
     }
 
     /// Why the ring could not be set up, if it could not.
@@ -466,6 +490,7 @@ mod tests {
     use super::super::pipe;
     use super::*;
     use mpio_core::io::Buffer;
+    use std::os::fd::FromRawFd;
 
     /// What a FUA I/O puts in the kernel: a write goes as one write (its
     /// `RWF_DSYNC` is not visible in an entry's Debug form), a discard or
@@ -520,7 +545,7 @@ mod tests {
     fn dropping_a_queue_cancels_and_reaps_what_the_kernel_holds() {
         let (read_end, _write_end) = pipe();
         let path = Arc::new(FilePath::over(read_end, 1 << 20));
-        let mut queue = FileQueue::new(path, 4);
+        let mut queue = FileQueue::new(path, 4, None);
         assert_eq!(queue.setup_error(), None);
         for tag in 0..2 {
             queue.submit(PathIo::read(tag, 0, Buffer::zeroed(4096)), 0);
@@ -539,5 +564,52 @@ mod tests {
             .done
             .iter()
             .all(|done| matches!(done.outcome, PathOutcome::Path(_))));
+    }
+
+    /// A thread sleeping on the waker learns of a completion: the ring
+    /// signals it once the read the pipe held completes, not before.
+    #[test]
+    fn a_queue_opened_with_a_waker_signals_it_at_each_completion() {
+        // SAFETY: eventfd has no preconditions; the result is checked.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        assert!(raw >= 0, "eventfd: {}", std::io::Error::last_os_error());
+        // SAFETY: `raw` is a new descriptor that nothing else owns.
+        let waker = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+        let count = || {
+            let mut value = [0u8; 8];
+            // SAFETY: `value` is 8 writable bytes; the fd is open.
+            let read = unsafe { libc::read(raw, value.as_mut_ptr().cast(), 8) };
+            if read == 8 {
+                u64::from_ne_bytes(value)
+            } else {
+                0
+            }
+        };
+        let (read_end, write_end) = pipe();
+        let path = Arc::new(FilePath::over(read_end, 1 << 20));
+        let mut queue = FileQueue::new(path, 4, Some(Waker(raw)));
+        assert!(queue.rests_on_waker(), "an empty queue");
+        queue.submit(PathIo::read(7, 0, Buffer::zeroed(4096)), 0);
+        assert!(!queue.rests_on_waker(), "the read is not submitted yet");
+        let mut done = Vec::new();
+        queue.poll(0, &mut done);
+        assert!(done.is_empty());
+        assert!(queue.rests_on_waker(), "the read is with the kernel");
+        assert_eq!(count(), 0, "no completion yet");
+        std::io::Write::write_all(&mut &write_end, &[1u8; 4096]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while count() == 0 {
+            assert!(Instant::now() < deadline, "the waker never fired");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        while done.is_empty() {
+            assert!(Instant::now() < deadline, "the read never completed");
+            queue.poll(0, &mut done);
+        }
+        assert_eq!(done[0].tag, 7);
+        drop(queue);
+        drop(waker);
+        let mut unwoken = FileQueue::new(Arc::new(FilePath::over(pipe().0, 1)), 1, None);
+        assert!(!unwoken.rests_on_waker(), "a queue without a waker");
     }
 }

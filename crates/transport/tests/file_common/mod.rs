@@ -141,7 +141,7 @@ pub fn run_path(queue: &mut AnyQueue, path_io: PathIo) -> PathCompletion {
 
 /// Reads `bytes` from offset 0 through `handle` alone, block by block.
 pub fn read_through(handle: &PathHandle, bytes: u64) -> Vec<u8> {
-    let mut queue = handle.open(1);
+    let mut queue = handle.open(1, None);
     let mut data = Vec::with_capacity(bytes as usize);
     for block in 0..bytes / u64::from(BLOCK) {
         let completion = run_path(
