@@ -12,6 +12,7 @@
 #   RUNTIME=5       seconds per sample (after 1 s of ramp)
 #   CONFIGS='*'     configurations to run, as shell patterns
 #   MPIO_SELECTORS='round-robin queue-length service-time'  mpio's two-path runs
+#   NULLB_COMPLETION_NS=0   null_blk completes at once; N > 0: after N ns
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/kernel-vm/host.sh
@@ -29,6 +30,7 @@ ROUNDS=${ROUNDS:-3}
 RUNTIME=${RUNTIME:-5}
 CONFIGS='${CONFIGS:-*}'
 MPIO_SELECTORS='${MPIO_SELECTORS:-round-robin queue-length service-time}'
+NULLB_COMPLETION_NS=${NULLB_COMPLETION_NS:-0}
 CONF
 mkdir -p "$KVM_CACHE/logs"
 log=$KVM_CACHE/logs/bench-$(date +%Y%m%d-%H%M%S).log
@@ -38,6 +40,7 @@ kvm_boot "$overlay" "${MPIO_KVM_TIMEOUT:-5400}" "$log" > /dev/null || status=$?
 echo
 echo "kernel $KVM_KVER under $(kvm_accel), $KVM_CPUS vCPUs, $KVM_MEM; host $(nproc) CPUs; $(date -u +%Y-%m-%d)"
 echo "fio randread 4k libaio iodepth=32 numjobs=$KVM_CPUS direct=1, ${RUNTIME:-5} s per sample, ${ROUNDS:-3} interleaved rounds"
+[ "${NULLB_COMPLETION_NS:-0}" -gt 0 ] && echo "null_blk completes each I/O after ${NULLB_COMPLETION_NS} ns (timer)"
 [ "$(kvm_accel)" = tcg ] && echo "TCG emulation: absolute IOPS mean nothing; compare only ratios measured in this run."
 echo
 grep -a '^RESULT|' "$log" | awk -F'|' '

@@ -39,8 +39,16 @@ measure() {   # measure CONFIGURATION DEVICE
     fi
 }
 
+# NULLB_COMPLETION_NS: a completion latency (timer interrupt) instead of
+# the softirq completion at once.
+if [ "${NULLB_COMPLETION_NS:-0}" -gt 0 ]; then
+    completion="irqmode=2 completion_nsec=$NULLB_COMPLETION_NS"
+else
+    completion="irqmode=1 completion_nsec=1"
+fi
+# shellcheck disable=SC2086 # $completion is two parameters
 modprobe null_blk nr_devices=2 gb=4 bs=512 hw_queue_depth=4096 queue_mode=2 \
-    irqmode=1 completion_nsec=1 submit_queues="$JOBS"
+    $completion submit_queues="$JOBS"
 sectors=$(cat /sys/block/nullb0/size)
 modprobe dm-multipath
 for selector in round-robin queue-length service-time; do modprobe "dm-$selector"; done
@@ -124,7 +132,7 @@ mpio_counters() {
 mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
     name=$1; shift
     mpio serve --table "$(mpio_table "$@")" --ublk 0 --control /tmp/mpio/control.sock \
-        --log-level warn > /tmp/mpio.out 2>&1 &
+        --log-level info > /tmp/mpio.out 2>&1 &
     pid=$!
     for _ in $(seq 100); do [ -b /dev/ublkb0 ] && break; sleep 0.1; done
     if [ -b /dev/ublkb0 ]; then
@@ -139,6 +147,15 @@ mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
         note "$name: no /dev/ublkb0: $(cat /tmp/mpio.out)"
     fi
     kill "$pid"; wait "$pid" 2>/dev/null
+    # Each I/O thread logs its turns as it ends (the whole run, ramp
+    # included): wake-ups per I/O, and how many they served at once.
+    grep -a 'ublk thread ended' /tmp/mpio.out | awk -v name="$name" -v ios="$(echo "$before $after" | awk '{print $4 - $1}')" '
+        { for (i = 1; i <= NF; i++) { split($i, pair, "="); if (pair[2] != "") sum[pair[1]] += pair[2] } }
+        END {
+            turns = sum["idle"] + sum["rests"] + sum["spins"] + sum["busy_waits"]
+            if (ios > 0 && turns > 0)
+                printf "NOTE|%s: per measured I/O, the threads entered the kernel %.2f times (%.2f spinning, %.2f waiting 100 us, %.2f resting on the waker, %.2f idle), %.1f commands per entry\n",
+                    name, turns / ios, sum["spins"] / ios, sum["busy_waits"] / ios, sum["rests"] / ios, sum["idle"] / ios, sum["commands"] / turns }'
 }
 # Over NBD: the map on a unix socket, attached as /dev/nbd0 with a
 # connection per job (the server spreads connections over its event

@@ -478,6 +478,23 @@ struct Thread {
     served: Vec<Option<ServedQueue>>,
 }
 
+/// What a thread's turns did, logged when it ends: each turn enters the
+/// kernel once, so these say how often it woke and how much each wake-up
+/// served (the benchmark reads them per I/O).
+#[derive(Debug, Default)]
+struct TurnCounts {
+    /// Turns that slept with no request at a map.
+    idle: u64,
+    /// Turns that slept on the waker while requests were at paths.
+    rests: u64,
+    /// Turns that polled without sleeping.
+    spins: u64,
+    /// Turns that waited at most [`BUSY_WAIT`] between polls.
+    busy_waits: u64,
+    /// Command completions (requests, fetches ended) handled.
+    commands: u64,
+}
+
 /// Pushes `entry`, submitting first when the submission queue is full.
 fn push(submitter: &Submitter<'_>, queue: &mut SubmissionQueue<'_>, entry: &squeue::Entry) {
     loop {
@@ -510,9 +527,11 @@ impl Thread {
             push(&submitter, &mut queue, &waker_read);
         }
         let mut idle_turns = 0u32;
+        let mut counts = TurnCounts::default();
         loop {
             let busy = self.served.iter().flatten().any(ServedQueue::is_busy);
             let submitted = if !busy {
+                counts.idle += 1;
                 self.ring.submit_and_wait(1)
             } else if self
                 .served
@@ -522,10 +541,13 @@ impl Thread {
             {
                 // Each path completion signals the waker, whose read is
                 // on this ring: sleep until it or a command comes.
+                counts.rests += 1;
                 self.wait_at_most(REST_BOUND)
             } else if idle_turns < SPIN_TURNS {
+                counts.spins += 1;
                 self.ring.submit()
             } else {
+                counts.busy_waits += 1;
                 self.wait_at_most(BUSY_WAIT)
             };
             if let Err(error) = submitted {
@@ -566,6 +588,7 @@ impl Thread {
                     }
                     continue;
                 }
+                counts.commands += 1;
                 let (slot, tag) = slot_and_tag(completion.user_data());
                 if let Some(Some(served)) = self.served.get_mut(slot) {
                     served.command_done(slot, tag, completion.result(), now, &mut |command| {
@@ -584,6 +607,15 @@ impl Thread {
                 }
             }
             if stop {
+                tracing::info!(
+                    thread = self.queue_id,
+                    idle = counts.idle,
+                    rests = counts.rests,
+                    spins = counts.spins,
+                    busy_waits = counts.busy_waits,
+                    commands = counts.commands,
+                    "ublk thread ended"
+                );
                 return;
             }
             idle_turns = if worked {
