@@ -121,12 +121,13 @@ mpio_table() {   # mpio_table SELECTOR DEVICE...
 # switches and CPU time (clock ticks of 10 ms) of all of PID's threads.
 mpio_counters() {
     ios=$(awk '{print $1}' /sys/block/ublkb0/stat)
-    switches=0 ticks=0
+    switches=0 user=0 system=0
     for task in /proc/"$1"/task/*; do
         switches=$((switches + $(awk '/ctxt_switches/ {sum += $2} END {print sum}' "$task/status")))
-        ticks=$((ticks + $(awk '{print $14 + $15}' "$task/stat")))
+        user=$((user + $(awk '{print $14}' "$task/stat")))
+        system=$((system + $(awk '{print $15}' "$task/stat")))
     done
-    echo "$ios $switches $ticks"
+    echo "$ios $switches $user $system"
 }
 # Its own block device: a ublk queue per vCPU, fio on /dev/ublkbN.
 mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
@@ -140,16 +141,16 @@ mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
         measure "$name" /dev/ublkb0
         after=$(mpio_counters "$pid")
         echo "$before $after" | awk -v name="$name" '{
-            ios = $4 - $1
-            if (ios > 0) printf "NOTE|%s: per I/O, mpio took %.2f context switches and %.1f us of CPU\n",
-                name, ($5 - $2) / ios, ($6 - $3) * 10000 / ios }'
+            ios = $5 - $1
+            if (ios > 0) printf "NOTE|%s: per I/O, mpio took %.2f context switches and %.1f us of CPU (%.1f user, %.1f kernel)\n",
+                name, ($6 - $2) / ios, ($7 + $8 - $3 - $4) * 10000 / ios, ($7 - $3) * 10000 / ios, ($8 - $4) * 10000 / ios }'
     else
         note "$name: no /dev/ublkb0: $(cat /tmp/mpio.out)"
     fi
     kill "$pid"; wait "$pid" 2>/dev/null
     # Each I/O thread logs its turns as it ends (the whole run, ramp
     # included): wake-ups per I/O, and how many they served at once.
-    grep -a 'ublk thread ended' /tmp/mpio.out | awk -v name="$name" -v ios="$(echo "$before $after" | awk '{print $4 - $1}')" '
+    grep -a 'ublk thread ended' /tmp/mpio.out | awk -v name="$name" -v ios="$(echo "$before $after" | awk '{print $5 - $1}')" '
         { for (i = 1; i <= NF; i++) { split($i, pair, "="); if (pair[2] != "") sum[pair[1]] += pair[2] } }
         END {
             turns = sum["idle"] + sum["rests"] + sum["spins"] + sum["busy_waits"]
