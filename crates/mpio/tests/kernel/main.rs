@@ -20,5 +20,6 @@ mod fio;
 mod nbd_ext4;
 mod null_blk_paths;
 mod ublk;
+mod ublk_latency;
 mod ublk_limits;
 mod ublk_transports;
