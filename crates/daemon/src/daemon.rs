@@ -1,11 +1,12 @@
 //! The daemon: the maps of a config, each built over its transports,
-//! exported over NBD, watched by its own path checker, and steered through
-//! the control socket.
+//! exported over NBD or as ublk devices, watched by a path checker (all
+//! maps' checkers run on one thread, a [`CheckerPool`]), and steered
+//! through the control socket.
 //!
 //! # Shape
 //! [`Daemon::start`] builds every map (a map that cannot be built stops the
-//! start, naming the map and why), starts its checker thread and its NBD
-//! servers, then opens the control socket. Control requests are answered
+//! start, naming the map and why), adds its checker to the pool and starts
+//! its NBD servers, then opens the control socket. Control requests are answered
 //! one at a time by [`Daemon`]'s handler, so a reload and a message never
 //! interleave; a reload builds its map without holding the list of maps,
 //! so a metrics scrape never waits behind it. The I/O path takes no part
@@ -30,7 +31,7 @@ use mpio_core::map::Map;
 use mpio_core::message::Message;
 use mpio_core::table::Table;
 use mpio_server::{Server, ServerConfig, ServerError, ShutdownReport};
-use mpio_transport::checker::{Checker, CheckerThread, Clock};
+use mpio_transport::checker::{Checker, CheckerPool, PooledChecker};
 use mpio_transport::limits::Limits;
 use mpio_transport::lock;
 use mpio_transport::{DeviceSlot, PathNames, SetupError, Transports};
@@ -114,8 +115,8 @@ pub struct RunningMap {
     pub config: MapConfig,
     /// The map now served, and its paths.
     pub slot: Arc<DeviceSlot>,
-    /// Its path checker.
-    pub checker: CheckerThread,
+    /// Its path checker, in the daemon's pool.
+    pub checker: PooledChecker,
     /// Its NBD exports.
     pub servers: Vec<Server>,
     /// Its ublk exports.
@@ -199,6 +200,8 @@ struct State {
     control: Mutex<()>,
     maps: Mutex<Vec<RunningMap>>,
     ublk: UblkExports,
+    /// Every map's checker, on one thread.
+    checkers: CheckerPool,
 }
 
 /// A running daemon. Stops its servers, checkers and control socket when
@@ -235,13 +238,14 @@ impl Daemon {
                 control: Mutex::new(()),
                 maps: Mutex::new(Vec::with_capacity(config.maps.len())),
                 ublk: UblkExports::default(),
+                checkers: CheckerPool::start(Arc::new(mpio_transport::clock::now_ns), PROBE_POLL)?,
             }),
             control: None,
             metrics: None,
         };
         let state = &daemon.state;
         for map_config in config.maps {
-            let running = start_map(&state.transports, &state.ublk, map_config, settings)?;
+            let running = start_map(state, map_config, settings)?;
             lock(&state.maps).push(running);
         }
         let socket = control_socket
@@ -419,11 +423,11 @@ fn render_metrics(state: &State) -> String {
 /// Builds one map and starts its checker and exports. A ublk device that
 /// cannot be made is logged and left out, and the other exports serve.
 fn start_map(
-    transports: &Transports,
-    ublk: &UblkExports,
+    state: &State,
     config: MapConfig,
     settings: ServerSettings,
 ) -> Result<RunningMap, DaemonError> {
+    let (transports, ublk) = (&state.transports, &state.ublk);
     let setup = |source| DaemonError::Setup {
         map: config.name.clone(),
         source: Box::new(source),
@@ -432,9 +436,9 @@ fn start_map(
         .build_named(&config.table, map_options(&config), &names_of(&config))
         .map_err(setup)?;
     let slot = device.into_slot();
-    let checker = Checker::on_slot(Arc::clone(&slot), config.checker);
-    let clock: Clock = Arc::new(mpio_transport::clock::now_ns);
-    let checker = CheckerThread::spawn(checker, clock, PROBE_POLL)?;
+    let checker = state
+        .checkers
+        .add(Checker::on_slot(Arc::clone(&slot), config.checker));
     let mut servers = Vec::with_capacity(config.exports.len());
     let mut ublk_devices = Vec::new();
     for export in &config.exports {

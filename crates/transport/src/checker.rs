@@ -82,16 +82,17 @@
 //! # Time
 //! [`Checker`] is a pollable object with no thread and no clock: the caller
 //! passes `now_ns` and is told when to poll again, so tests drive it with
-//! a clock of their own. [`CheckerThread`] runs one on a thread with an
-//! injected clock.
+//! a clock of their own. A [`CheckerPool`] runs the checkers of every map
+//! on one thread with an injected clock, each polled when it said it next
+//! has something due (see [`pool`]).
 //!
 //! # Status
 //! [`Checker::path_checks`] gives each path's checker state (up, down,
 //! pending), its last probe, its counts and its marginal state;
-//! [`Checker::named_path_checks`] and [`CheckerThread::path_checks`] give
+//! [`Checker::named_path_checks`] and [`PooledChecker::path_checks`] give
 //! each with the path's word, for `show topology`-style output.
 
-use crate::{lock, AnyQueue, Device, DeviceSlot, PathHandle};
+use crate::{AnyQueue, Device, DeviceSlot, PathHandle};
 use mpio_core::failback::{Decision, Failback, FailbackState, PathView, Round};
 use mpio_core::io::{Buffer, PathError, PathOutcome, BUFFER_ALIGN};
 use mpio_core::map::{Map, PathTransitions};
@@ -99,9 +100,7 @@ use mpio_core::marginal::{MarginalPolicy, MarginalTracker};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use mpio_core::status::{GroupState, PathState};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::Arc;
 
 /// The shortest probe interval and timeout: a checker must not spin.
 pub const MIN_INTERVAL_NS: u64 = 1_000_000;
@@ -725,112 +724,11 @@ fn admin_reinstated(map: &Map, word: &str, tracker: &mut MarginalTracker) {
     }
 }
 
-/// A clock for [`CheckerThread`]: monotonic ns.
+/// A clock for [`CheckerPool`]: monotonic ns.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
-/// What the checker thread shares with its owner.
-#[derive(Debug, Default)]
-struct Shared {
-    control: Mutex<ThreadControl>,
-    wake: Condvar,
-    checks: Mutex<Vec<(String, PathCheck)>>,
-}
-
-/// What the owner asks of the checker thread.
-#[derive(Debug, Default)]
-struct ThreadControl {
-    /// End the thread.
-    stop: bool,
-    /// Poll now (after a reload), not at the next due time.
-    woken: bool,
-}
-
-/// A [`Checker`] running on its own thread until stopped or dropped.
-#[derive(Debug)]
-pub struct CheckerThread {
-    shared: Arc<Shared>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl CheckerThread {
-    /// Runs `checker` on a new thread, reading time from `clock`, and
-    /// polling probes in flight every `probe_poll` (transports complete
-    /// only when polled).
-    ///
-    /// # Errors
-    /// The thread could not be spawned.
-    pub fn spawn(
-        mut checker: Checker,
-        clock: Clock,
-        probe_poll: Duration,
-    ) -> std::io::Result<CheckerThread> {
-        let shared = Arc::new(Shared::default());
-        let thread_shared = Arc::clone(&shared);
-        let handle = std::thread::Builder::new()
-            .name("mpio-checker".into())
-            .spawn(move || {
-                let shared = thread_shared;
-                let mut control = lock(&shared.control);
-                while !control.stop {
-                    control.woken = false;
-                    drop(control);
-                    let now_ns = clock();
-                    let next_ns = checker.poll(now_ns);
-                    *lock(&shared.checks) = checker.named_path_checks();
-                    let mut wait = Duration::from_nanos(next_ns.saturating_sub(now_ns));
-                    if checker.probing() {
-                        wait = wait.min(probe_poll);
-                    }
-                    control = lock(&shared.control);
-                    if !control.stop && !control.woken {
-                        control = shared
-                            .wake
-                            .wait_timeout(control, wait)
-                            .expect("a lock was poisoned: a thread panicked holding it")
-                            .0;
-                    }
-                }
-            })?;
-        Ok(CheckerThread {
-            shared,
-            handle: Some(handle),
-        })
-    }
-
-    /// Each path's word and checker record as of the thread's last poll,
-    /// in [`Map::paths`] order of the map it polled.
-    pub fn path_checks(&self) -> Vec<(String, PathCheck)> {
-        lock(&self.shared.checks).clone()
-    }
-
-    /// Makes the thread poll now rather than when its next poll is due:
-    /// after a reload, so it follows the new map (and lists its paths) at
-    /// once. A wake while the thread is polling makes it poll again.
-    pub fn wake(&self) {
-        lock(&self.shared.control).woken = true;
-        self.shared.wake.notify_all();
-    }
-
-    /// Stops the thread and waits for it.
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        lock(&self.shared.control).stop = true;
-        self.shared.wake.notify_all();
-        if let Some(handle) = self.handle.take() {
-            // A panic in the checker thread has already been reported.
-            let _ = handle.join();
-        }
-    }
-}
-
-impl Drop for CheckerThread {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
+mod pool;
+pub use pool::{CheckerPool, PooledChecker};
 
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,7 @@ use mpio_core::marginal::MarginalPolicy;
 use mpio_core::message::Message;
 use mpio_core::status::PathState;
 use mpio_core::table::Table;
-use mpio_transport::checker::{Checker, CheckerOptions, CheckerThread, ProbeState};
+use mpio_transport::checker::{Checker, CheckerOptions, CheckerPool, ProbeState};
 use mpio_transport::memory::PortControl;
 use mpio_transport::{Device, Transports};
 use std::sync::Arc;
@@ -290,7 +290,7 @@ fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
 }
 
 #[test]
-fn the_checker_thread_fails_and_reinstates_on_the_real_clock() {
+fn the_checker_pool_fails_and_reinstates_on_the_real_clock() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a"], &["b"]]);
     let options = CheckerOptions {
@@ -300,12 +300,12 @@ fn the_checker_thread_fails_and_reinstates_on_the_real_clock() {
         fail_active_paths: true,
         marginal: None,
     };
-    let checker = CheckerThread::spawn(
-        Checker::new(&device, options),
+    let pool = CheckerPool::start(
         Arc::new(mpio_transport::clock::now_ns),
         Duration::from_millis(1),
     )
     .unwrap();
+    let checker = pool.add(Checker::new(&device, options));
     wait_for("the first round", || {
         checker
             .path_checks()
@@ -324,6 +324,72 @@ fn the_checker_thread_fails_and_reinstates_on_the_real_clock() {
             && checker.path_checks()[0].1.reinstated == 1
     });
     checker.stop();
+}
+
+/// The words of a pooled checker's paths, as last recorded.
+fn recorded_words(checker: &mpio_transport::checker::PooledChecker) -> Vec<String> {
+    checker
+        .path_checks()
+        .into_iter()
+        .map(|(word, _)| word)
+        .collect()
+}
+
+/// Two hundred maps' checkers on the pool's one thread: each makes its
+/// rounds; a wake makes one follow its reload at once, not at its next
+/// round an hour away; a checker stopped is dropped (its slot let go)
+/// and the others go on.
+#[test]
+fn one_pool_thread_runs_every_map_s_checker() {
+    let pool = CheckerPool::start(
+        Arc::new(mpio_transport::clock::now_ns),
+        Duration::from_millis(1),
+    )
+    .unwrap();
+    let often = CheckerOptions {
+        interval_ns: 5_000_000,
+        ..options(Failback::Manual)
+    };
+    let maps: Vec<_> = (0..200)
+        .map(|map| {
+            let transports = Transports::new();
+            let word = format!("m{map}");
+            let device = build(&transports, &[&[word.as_str()]]);
+            let checker = pool.add(Checker::new(&device, often));
+            (transports, device, checker)
+        })
+        .collect();
+    wait_for("three rounds of every map", || {
+        maps.iter().all(|(_, _, checker)| {
+            checker
+                .path_checks()
+                .first()
+                .is_some_and(|(_, check)| check.probes >= 3)
+        })
+    });
+
+    let transports = Transports::new();
+    let slot = build(&transports, &[&["a", "b"]]).into_slot();
+    let hourly = CheckerOptions {
+        interval_ns: 3600 * SECOND,
+        ..options(Failback::Manual)
+    };
+    let checker = pool.add(Checker::on_slot(Arc::clone(&slot), hourly));
+    wait_for("the first round", || recorded_words(&checker).len() == 2);
+    transports.reload(&slot, &table(&[&["c", "a"]])).unwrap();
+    checker.wake();
+    wait_for("the reload followed", || {
+        recorded_words(&checker) == ["memory:disk#c", "memory:disk#a"]
+    });
+    assert!(Arc::strong_count(&slot) > 1, "the checker holds the slot");
+    checker.stop();
+    assert_eq!(Arc::strong_count(&slot), 1, "the stopped checker is gone");
+
+    let (_, _, first) = &maps[0];
+    let probes = first.path_checks()[0].1.probes;
+    wait_for("rounds go on after a stop", || {
+        first.path_checks()[0].1.probes > probes
+    });
 }
 
 #[test]

@@ -7,7 +7,7 @@ use crate::file::{pipe, FilePath};
 use mpio_core::map::{MapOptions, PathInfo};
 use mpio_core::table::Table;
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const INTERVAL: u64 = 1_000_000_000;
 const TIMEOUT: u64 = 100_000_000;
