@@ -552,7 +552,9 @@ impl Map {
             .get(index)
             .is_some_and(|&current| current != access)
         {
-            control.access[index] = access;
+            let from = std::mem::replace(&mut control.access[index], access);
+            let name = self.path_name(index);
+            events::access_changed(self.name(), name, self.group_of(index), from, access);
             self.publish(&mut control, Cause::AccessChanged);
         }
     }
