@@ -113,6 +113,18 @@ impl AccessState {
         })
     }
 
+    /// The state of an NVMe path from the kernel's words for ANA states
+    /// (sysfs `ana_state` with native multipath on); `None` for others.
+    pub fn from_ana_word(word: &str) -> Option<Self> {
+        Some(match word.trim() {
+            "optimized" => AccessState::Optimized,
+            "non-optimized" => AccessState::NonOptimized,
+            "inaccessible" | "persistent-loss" => AccessState::Inaccessible,
+            "change" => AccessState::Transitioning,
+            _ => return None,
+        })
+    }
+
     /// multipath-tools' `alua`/`ana` prioritizer value of the state, for
     /// `group_by_prio`: higher is better.
     pub fn prio(self) -> u32 {
@@ -210,6 +222,14 @@ mod tests {
             Some(AccessState::Inaccessible)
         );
         assert_eq!(AccessState::from_ana_code(0), None);
+        assert_eq!(
+            AccessState::from_ana_word("persistent-loss"),
+            Some(AccessState::Inaccessible)
+        );
+        assert_eq!(
+            AccessState::from_ana_word("change\n"),
+            Some(AccessState::Transitioning)
+        );
         let usable: Vec<_> = AccessState::ALL
             .into_iter()
             .filter(|state| state.carries_io())

@@ -7,6 +7,7 @@
 //! keeping the shared objects behind them (memory disks and their ports) by
 //! name; a [`Device`] opens per-thread queues from its handles.
 
+pub mod blockdev;
 pub mod checker;
 pub mod clock;
 pub mod file;
