@@ -58,6 +58,9 @@ pub struct MapOptions {
     /// Most attempts of one I/O (the first and its retries after path
     /// errors) before it fails with [`crate::io::IoError::RetryLimit`].
     pub max_attempts: u32,
+    /// NUMA nodes given to paths by word (a config's `numa_node`), over
+    /// what their transports report.
+    pub path_nodes: std::collections::BTreeMap<String, u16>,
 }
 
 impl Default for MapOptions {
@@ -70,6 +73,7 @@ impl Default for MapOptions {
             hedge_reads: true,
             no_path_timeout_ns: None,
             max_attempts: 64,
+            path_nodes: std::collections::BTreeMap::new(),
         }
     }
 }

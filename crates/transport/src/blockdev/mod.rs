@@ -26,6 +26,7 @@ pub mod blacklist;
 pub mod discover;
 pub mod wwid;
 
+use mpio_core::map::PathInfo;
 use mpio_core::path::AccessState;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -74,6 +75,48 @@ impl BlockDevice {
     }
 }
 
+/// The access state of `device` now: its sysfs state, else (an NVMe
+/// namespace whose kernel keeps none) its group's state in the ANA log
+/// page of its controller, `/dev/<controller>`; `None` where neither
+/// says (no ALUA handler, a controller without ANA).
+pub fn current_access(device: &BlockDevice) -> Option<AccessState> {
+    device.access.or_else(|| {
+        let namespace = device.nvme.as_ref()?;
+        let controller = Path::new("/dev").join(&namespace.controller);
+        ana::read_state(&controller, namespace.nsid).ok().flatten()
+    })
+}
+
+/// The sysfs name of the block device at `node` (`/dev/sdb`, or any
+/// node with its numbers), if it is one.
+pub fn name_of_node(sysfs: &Sysfs, node: &Path) -> Option<String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let metadata = std::fs::metadata(node).ok()?;
+    if !metadata.file_type().is_block_device() {
+        return None;
+    }
+    let rdev = metadata.rdev();
+    sysfs.name_of(libc::major(rdev), libc::minor(rdev))
+}
+
+/// What a map is told of a path when it is built: for a `file:` path on
+/// a block device, its NUMA node and access state from the host's sysfs
+/// (and ANA log page); nothing for other paths.
+pub fn path_info(endpoint: &crate::Endpoint) -> PathInfo {
+    let crate::Endpoint::File { path, .. } = endpoint else {
+        return PathInfo::default();
+    };
+    let sysfs = Sysfs::host();
+    let Some(device) = name_of_node(&sysfs, Path::new(path)).and_then(|name| sysfs.device(&name))
+    else {
+        return PathInfo::default();
+    };
+    PathInfo {
+        node: device.numa_node,
+        access: current_access(&device).unwrap_or_default(),
+    }
+}
+
 /// A sysfs tree: the host's (`/sys`) or a copy in tests.
 #[derive(Clone, Debug)]
 pub struct Sysfs {
@@ -91,6 +134,11 @@ impl Sysfs {
         Sysfs { root: root.into() }
     }
 
+    /// The directory of block device `name`: `<root>/block/<name>`.
+    pub fn block_path(&self, name: &str) -> PathBuf {
+        self.root.join("block").join(name)
+    }
+
     /// Every block device of `/sys/block` (whole disks: partitions are
     /// not there), sorted by name.
     pub fn block_devices(&self) -> Vec<BlockDevice> {
@@ -106,7 +154,7 @@ impl Sysfs {
 
     /// The block device `name`, if sysfs has it.
     pub fn device(&self, name: &str) -> Option<BlockDevice> {
-        let block = self.root.join("block").join(name);
+        let block = self.block_path(name);
         let dev = read_word(&block.join("dev"))?;
         let size_bytes = read_word(&block.join("size"))
             .and_then(|sectors| sectors.parse::<u64>().ok())
