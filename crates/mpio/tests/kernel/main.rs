@@ -19,5 +19,7 @@ mod failover;
 mod fio;
 mod nbd_ext4;
 mod null_blk_paths;
+mod nvme;
+mod nvme_ana;
 mod ublk;
 mod ublk_transports;
