@@ -21,5 +21,8 @@ mod nbd_ext4;
 mod null_blk_paths;
 mod nvme;
 mod nvme_ana;
+mod nvme_stall;
+mod scsi;
+mod scsi_paths;
 mod ublk;
 mod ublk_transports;

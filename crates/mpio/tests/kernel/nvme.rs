@@ -6,7 +6,7 @@
 //! 1 state is set through nvmet's configfs; a port can be taken away and
 //! given back. Undone when dropped.
 
-use crate::devices::{modprobe, run, wait_until, NullBlk};
+use crate::devices::{modprobe, read_attribute, run, wait_until, write_attribute, NullBlk};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,16 +22,34 @@ pub struct NvmeLoop {
 
 impl NvmeLoop {
     /// A target named `name` over a `size_mib` MiB disk on `ports`, both
-    /// connected. Loads `nvme_core` with `multipath=N` first, and fails if
-    /// it was already loaded with native multipath on.
+    /// connected, with the kernel's native multipath off: two block
+    /// devices.
     pub fn new(name: &str, size_mib: u64, ports: [u32; 2]) -> NvmeLoop {
-        modprobe(&["nvme_core", "multipath=N"]);
-        let multipath = std::fs::read_to_string("/sys/module/nvme_core/parameters/multipath")
-            .expect("nvme_core is loaded");
+        NvmeLoop::with_native_multipath(name, size_mib, ports, false)
+    }
+
+    /// As [`NvmeLoop::new`], with the kernel's native multipath `native`
+    /// (on: one block device, the subsystem's head). Reloads the NVMe
+    /// modules with that setting if they are loaded with the other one
+    /// and not in use, and fails if it cannot.
+    pub fn with_native_multipath(
+        name: &str,
+        size_mib: u64,
+        ports: [u32; 2],
+        native: bool,
+    ) -> NvmeLoop {
+        let wanted = if native { "Y" } else { "N" };
+        let parameter = "/sys/module/nvme_core/parameters/multipath";
+        if read_attribute(parameter).is_some_and(|now| now != wanted) {
+            let _ = std::process::Command::new("modprobe")
+                .args(["-r", "nvme_loop", "nvme_fabrics", "nvme_core"])
+                .output();
+        }
+        modprobe(&["nvme_core", &format!("multipath={wanted}")]);
         assert_eq!(
-            multipath.trim(),
-            "N",
-            "nvme_core was loaded with native multipath on before this test"
+            read_attribute(parameter).as_deref(),
+            Some(wanted),
+            "nvme_core is loaded with the other multipath setting and in use"
         );
         for module in ["nvme_fabrics", "nvmet", "nvme_loop"] {
             modprobe(&[module]);
@@ -41,19 +59,19 @@ impl NvmeLoop {
         let target = NvmeLoop { nqn, ports, disk };
         let subsystem = target.subsystem();
         std::fs::create_dir(&subsystem).unwrap();
-        write(&subsystem.join("attr_allow_any_host"), "1");
+        write_attribute(&subsystem.join("attr_allow_any_host"), "1");
         std::fs::create_dir(subsystem.join("namespaces/1")).unwrap();
-        write(
+        write_attribute(
             &subsystem.join("namespaces/1/device_path"),
             target.disk.device.to_str().unwrap(),
         );
-        write(&subsystem.join("namespaces/1/enable"), "1");
+        write_attribute(&subsystem.join("namespaces/1/enable"), "1");
         for port in ports {
             let directory = port_dir(port);
             std::fs::create_dir(&directory).unwrap();
-            write(&directory.join("addr_trtype"), "loop");
+            write_attribute(&directory.join("addr_trtype"), "loop");
             // nvme-loop picks the port by its traddr.
-            write(&directory.join("addr_traddr"), &port.to_string());
+            write_attribute(&directory.join("addr_traddr"), &port.to_string());
             target.add_port(port);
         }
         target
@@ -69,11 +87,11 @@ impl NvmeLoop {
         let link = port_dir(port).join("subsystems").join(&self.nqn);
         std::os::unix::fs::symlink(self.subsystem(), link).unwrap();
         let options = format!("transport=loop,traddr={port},nqn={}", self.nqn);
-        write(Path::new("/dev/nvme-fabrics"), &options);
+        write_attribute(Path::new("/dev/nvme-fabrics"), &options);
         wait_until(
             "the new controller's namespace appears",
             Duration::from_secs(60),
-            || self.device_of(port).is_some(),
+            || self.namespace_of(port).is_some(),
         );
     }
 
@@ -85,33 +103,50 @@ impl NvmeLoop {
         wait_until(
             "the port's controller goes away",
             Duration::from_secs(120),
-            || self.device_of(port).is_none(),
+            || self.controller_of(port).is_none(),
         );
     }
 
     /// Sets the ANA state of `port`'s group 1 (`optimized`,
     /// `non-optimized`, `inaccessible`, ...).
     pub fn set_ana(&self, port: u32, state: &str) {
-        write(&port_dir(port).join("ana_groups/1/ana_state"), state);
+        write_attribute(&port_dir(port).join("ana_groups/1/ana_state"), state);
+    }
+
+    /// The host's controller (`nvme1`) to `port`, if connected.
+    pub fn controller_of(&self, port: u32) -> Option<String> {
+        self.controllers().into_iter().find(|controller| {
+            read_attribute(&format!("/sys/class/nvme/{controller}/address"))
+                .is_some_and(|address| address.contains(&format!("traddr={port}")))
+        })
+    }
+
+    /// The namespace's node under `port`'s controller: its block device
+    /// (`nvme1n1`) with native multipath off, its hidden path device
+    /// (`nvme0c1n1`) with it on.
+    fn namespace_of(&self, port: u32) -> Option<String> {
+        let controller = self.controller_of(port)?;
+        std::fs::read_dir(format!("/sys/class/nvme/{controller}"))
+            .ok()?
+            .flatten()
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .find(|name| name.starts_with("nvme") && name.contains('n') && name != &controller)
     }
 
     /// The block device name (`nvme1n1`) of the namespace on the host's
-    /// controller to `port`, if connected.
+    /// controller to `port`, if connected (native multipath off).
     pub fn device_of(&self, port: u32) -> Option<String> {
-        self.controllers()
-            .into_iter()
-            .find(|controller| {
-                read(&format!("/sys/class/nvme/{controller}/address"))
-                    .is_some_and(|address| address.contains(&format!("traddr={port}")))
-            })
-            .and_then(|controller| {
-                let prefix = format!("{controller}n");
-                std::fs::read_dir(format!("/sys/class/nvme/{controller}"))
-                    .ok()?
-                    .flatten()
-                    .filter_map(|entry| entry.file_name().into_string().ok())
-                    .find(|name| name.starts_with(&prefix))
-            })
+        self.namespace_of(port)
+            .filter(|name| Path::new("/sys/block").join(name).exists())
+    }
+
+    /// The subsystem's head device (`/dev/nvme0n1`) with native
+    /// multipath on.
+    pub fn head(&self) -> Option<String> {
+        let path = self.namespace_of(self.ports[0])?;
+        let (subsystem, rest) = path.split_once('c')?;
+        let namespace = rest.split_once('n')?.1;
+        Some(format!("{subsystem}n{namespace}"))
     }
 
     /// The host's controllers to this subsystem.
@@ -122,7 +157,8 @@ impl NvmeLoop {
                     .flatten()
                     .filter_map(|entry| entry.file_name().into_string().ok())
                     .filter(|controller| {
-                        read(&format!("/sys/class/nvme/{controller}/subsysnqn")).as_deref()
+                        read_attribute(&format!("/sys/class/nvme/{controller}/subsysnqn"))
+                            .as_deref()
                             == Some(self.nqn.as_str())
                     })
                     .collect()
@@ -133,7 +169,7 @@ impl NvmeLoop {
     /// The namespace's WWID as the host reads it.
     pub fn wwid(&self) -> String {
         let device = self.device_of(self.ports[0]).expect("port connected");
-        read(&format!("/sys/block/{device}/wwid")).expect("the namespace has a wwid")
+        read_attribute(&format!("/sys/block/{device}/wwid")).expect("the namespace has a wwid")
     }
 }
 
@@ -159,15 +195,4 @@ impl Drop for NvmeLoop {
 
 fn port_dir(port: u32) -> PathBuf {
     Path::new(NVMET).join("ports").join(port.to_string())
-}
-
-fn write(path: &Path, value: &str) {
-    std::fs::write(path, value)
-        .unwrap_or_else(|error| panic!("{} = {value}: {error}", path.display()));
-}
-
-fn read(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|text| text.trim().to_string())
 }

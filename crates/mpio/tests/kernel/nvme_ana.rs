@@ -7,14 +7,12 @@
 //! error seen by fio.
 
 use crate::common::{mpio, stderr, stdout};
-use crate::daemon::{test_dir, Daemon};
 use crate::devices::wait_until;
-use crate::failover::{path_ios, path_row};
-use crate::fio::{FioVerify, Phase, Target};
+use crate::failover::{
+    assert_only_one_serves, finish_clean, serve_by_wwid, verify_running_through, wait_for_access,
+    wait_serves, LIMIT,
+};
 use crate::nvme::NvmeLoop;
-use std::time::{Duration, Instant};
-
-const LIMIT: Duration = Duration::from_secs(300);
 
 /// `mpio discover --json`'s LUN `wwid`, if listed.
 fn discovered(wwid: &str) -> Option<serde_json::Value> {
@@ -77,47 +75,6 @@ fn discover_shows_one_wwid_with_two_nvme_paths_and_their_ana_states() {
     });
 }
 
-/// `mpio serve` over a map by `wwid`: one group of both paths
-/// (round-robin), checked every 500 ms.
-fn serve_by_wwid(name: &str, wwid: &str) -> Daemon {
-    let dir = test_dir(name);
-    let config = dir.join("mpio.toml");
-    let socket = dir.join("nbd.sock");
-    let text = format!(
-        "[[map]]\nname = \"mpatha\"\nwwid = \"{wwid}\"\npath_grouping_policy = \"multibus\"\n\
-         selector = \"round-robin\"\nchecker_interval_ms = 500\nfailback = \"immediate\"\n\
-         [[map.export]]\nsocket = \"{}\"\n",
-        socket.display()
-    );
-    std::fs::write(&config, text).unwrap();
-    Daemon::start(dir, &["--config", config.to_str().unwrap()])
-}
-
-/// Waits until path `name` of the daemon's map shows `access`; returns
-/// how long that took.
-fn wait_for_access(daemon: &Daemon, name: &str, access: &str) -> Duration {
-    let start = Instant::now();
-    wait_until(&format!("{name} shows {access}"), LIMIT, || {
-        path_row(daemon, name)["access"] == access
-    });
-    start.elapsed()
-}
-
-/// Path `quiet` gets no new I/O while path `busy` serves 300 more.
-fn assert_only_one_serves(daemon: &Daemon, quiet: &str, busy: &str) {
-    let quiet_ios = path_ios(daemon, quiet);
-    let busy_ios = path_ios(daemon, busy);
-    wait_until(&format!("{busy} serves alone"), LIMIT, || {
-        path_ios(daemon, busy) > busy_ios + 300
-    });
-    // At most fio's queue depth was on its way as the state changed.
-    assert!(
-        path_ios(daemon, quiet) <= quiet_ios + 16,
-        "{}",
-        path_row(daemon, quiet)
-    );
-}
-
 #[test]
 #[ignore = "kernel test: needs root, nvmet and nvme-loop; run scripts/kernel-test.sh"]
 fn a_map_by_wwid_follows_ana_states_under_fio_verify() {
@@ -125,17 +82,7 @@ fn a_map_by_wwid_follows_ana_states_under_fio_verify() {
     let first = target.device_of(21).unwrap();
     let second = target.device_of(22).unwrap();
     let daemon = serve_by_wwid("kernel-ana", &target.wwid());
-    let log = daemon.dir.join("fio.log");
-    let mut fio = FioVerify::start(
-        Target::Nbd(&daemon.uris[0]),
-        128,
-        Phase::WriteAndVerify,
-        log,
-    );
-    let before = path_ios(&daemon, &first);
-    wait_until("both paths serve", LIMIT, || {
-        path_ios(&daemon, &first) > before + 100
-    });
+    let fio = verify_running_through(&daemon, &first);
     for state in ["non-optimized", "inaccessible"] {
         target.set_ana(21, state);
         let took = wait_for_access(&daemon, &first, state);
@@ -144,15 +91,8 @@ fn a_map_by_wwid_follows_ana_states_under_fio_verify() {
     }
     target.set_ana(21, "optimized");
     wait_for_access(&daemon, &first, "optimized");
-    let before = path_ios(&daemon, &first);
-    wait_until("the path serves again", LIMIT, || {
-        path_ios(&daemon, &first) > before + 100
-    });
-    assert!(
-        fio.is_running(),
-        "fio ended before the states were through: the test proved nothing"
-    );
-    fio.finish(Duration::from_secs(1200)).assert_clean();
+    wait_serves(&daemon, &first, 100, "the path serves again");
+    finish_clean(fio);
 }
 
 #[test]
@@ -162,17 +102,7 @@ fn a_removed_port_leaves_the_map_and_its_return_rejoins_it() {
     let first = target.device_of(31).unwrap();
     let second = target.device_of(32).unwrap();
     let daemon = serve_by_wwid("kernel-hotplug", &target.wwid());
-    let log = daemon.dir.join("fio.log");
-    let mut fio = FioVerify::start(
-        Target::Nbd(&daemon.uris[0]),
-        128,
-        Phase::WriteAndVerify,
-        log,
-    );
-    let before = path_ios(&daemon, &first);
-    wait_until("both paths serve", LIMIT, || {
-        path_ios(&daemon, &first) > before + 100
-    });
+    let fio = verify_running_through(&daemon, &first);
     target.remove_port(31);
     let listed = |name: &str| {
         daemon
@@ -185,22 +115,12 @@ fn a_removed_port_leaves_the_map_and_its_return_rejoins_it() {
     wait_until("the vanished device leaves the map", LIMIT, || {
         !listed(&first)
     });
-    let before = path_ios(&daemon, &second);
-    wait_until("the other path serves", LIMIT, || {
-        path_ios(&daemon, &second) > before + 300
-    });
+    wait_serves(&daemon, &second, 300, "the other path serves");
     target.add_port(31);
     let returned = target.device_of(31).unwrap();
     wait_until("the returned device joins the map", LIMIT, || {
         listed(&returned)
     });
-    let before = path_ios(&daemon, &returned);
-    wait_until("the returned path serves", LIMIT, || {
-        path_ios(&daemon, &returned) > before + 100
-    });
-    assert!(
-        fio.is_running(),
-        "fio ended before the port was back: the test proved nothing"
-    );
-    fio.finish(Duration::from_secs(1200)).assert_clean();
+    wait_serves(&daemon, &returned, 100, "the returned path serves");
+    finish_clean(fio);
 }
