@@ -5,7 +5,10 @@
 //! multipath (`numa` iopolicy: one path carries it) on the same event.
 //! Each runs fio 4k random reads at queue depth 1 with a latency log of
 //! every I/O; the port goes at about a third of the run. It prints the
-//! longest completion latency (the stall) and the median; it asserts
+//! longest total latency (submission to completion: fio's `lat`, since
+//! libaio's `clat` leaves out the time inside `io_submit`) of the I/Os
+//! that ended around the removal (the stall), the longest of the others
+//! (the noise) and the median; it asserts
 //! only that fio saw no error (tests assert behaviour, not speed).
 //! The numbers are in docs/BENCHMARKS.md.
 
@@ -21,7 +24,7 @@ use std::time::{Duration, Instant};
 const RUNTIME_S: u64 = 24;
 
 /// Starts fio's random reads on `target_args`, logging every I/O's
-/// completion latency under `dir`.
+/// latency under `dir`.
 fn start_fio(dir: &Path, target_args: &[String]) -> Child {
     let log = std::fs::File::create(dir.join("fio-stall.out")).unwrap();
     Command::new("fio")
@@ -45,12 +48,12 @@ fn start_fio(dir: &Path, target_args: &[String]) -> Child {
         .expect("fio runs")
 }
 
-/// From fio's latency log (µs, ms into the run): the longest completion
+/// From fio's total latency log (µs, ms into the run): the longest
 /// latency of an I/O that ended from 0.5 s before to 5 s after
 /// `removed_ms` (the stall), the longest of the others (the noise), and
 /// the median.
 fn latencies(dir: &Path, removed_ms: u64) -> (u64, u64, u64) {
-    let text = std::fs::read_to_string(dir.join("stall_clat.1.log")).expect("fio's latency log");
+    let text = std::fs::read_to_string(dir.join("stall_lat.1.log")).expect("fio's latency log");
     let mut samples: Vec<(u64, u64)> = text
         .lines()
         .filter_map(|line| {
