@@ -2,6 +2,10 @@
 //! with its transport, access state, NUMA node, size and holders (as
 //! `multipath -d -v3` lists them), as text or JSON; or, with `--config`,
 //! a config with a map by WWID for each LUN that has a path.
+//!
+//! An NVMe namespace's ANA state is read from its controller
+//! (`/dev/nvmeN`), which needs read access to that device (root): without
+//! it the state shows as `unknown` (`null` in JSON).
 
 use mpio_transport::blockdev::blacklist::Blacklist;
 use mpio_transport::blockdev::discover::{discover, Discovery};
