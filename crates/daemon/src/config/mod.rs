@@ -171,7 +171,7 @@ pub struct MapConfig {
     /// devices found with it when the config was checked.
     pub wwid: Option<String>,
     /// For a map by WWID, the config text it was checked from: checked
-    /// again each round to find the devices now ([`crate::devices`]).
+    /// again each round to find the devices now (the daemon's rescan).
     pub source: Option<std::sync::Arc<str>>,
     /// The map's table. Its path words are the names of [`MapConfig::paths`]
     /// entries or transport URIs.

@@ -1,6 +1,6 @@
 //! Maps by WWID (`wwid = "..."` instead of `[[map.path]]`s): their paths
 //! are the block devices with that WWID when the config is checked —
-//! at start, at a reload, and at each rescan ([`crate::devices`]) —
+//! at start, at a reload, and at each round of the daemon's rescan —
 //! named as the kernel names them (`sdb`, `nvme1n1`), each a
 //! `file:/dev/<name>` path whose `prio` (for `group_by_prio`) is its
 //! access state's, as multipath-tools' `alua`/`ana` prioritizers give it.
