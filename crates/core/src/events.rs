@@ -16,6 +16,7 @@
 //! |-------------------------|-------|-----------------------------------------|
 //! | `path failed`           | warn  | map, path, group, cause (`path error` or `message`), error |
 //! | `path reinstated`       | info  | map, path, group, cause (`checker` or `message`) |
+//! | `access state changed`  | warn when the path can no longer carry I/O, else info | map, path, group, from, to |
 //! | `group switched`        | info  | map, from, to (`none` before a first route), cause |
 //! | `no usable path`        | warn  | map, from, queue_if_no_path (true: I/O is queued) |
 //! | `group disabled` / `group enabled` | info | map, group                 |
@@ -32,6 +33,7 @@
 
 use crate::io::PathError;
 use crate::message::Message;
+use crate::path::AccessState;
 use std::fmt;
 
 /// Why a map chose its route again.
@@ -100,6 +102,22 @@ pub(crate) fn path_failed(map: &str, path: &str, group: usize, error: Option<Pat
 pub(crate) fn path_reinstated(map: &str, path: &str, group: usize, by_message: bool) {
     let cause = if by_message { "message" } else { "checker" };
     tracing::info!(map, path, group = group + 1, cause, "path reinstated");
+}
+
+/// Path `path` (in 0-based `group`) went from access state `from` to `to`.
+pub(crate) fn access_changed(
+    map: &str,
+    path: &str,
+    group: usize,
+    from: AccessState,
+    to: AccessState,
+) {
+    let (group, from, to_word) = (group + 1, from.as_str(), to.as_str());
+    if to.carries_io() {
+        tracing::info!(map, path, group, from, to = to_word, "access state changed");
+    } else {
+        tracing::warn!(map, path, group, from, to = to_word, "access state changed");
+    }
 }
 
 /// The route moved from group `from` to group `to` (0-based; `None`: no

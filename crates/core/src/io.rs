@@ -9,7 +9,10 @@
 //! Every failure is classified once, where it is born, into a [`PathError`]
 //! (the route is bad: fail the path, retry elsewhere) or a [`TargetError`]
 //! (the storage itself refused: hand back to the caller unchanged). This is
-//! the rule of the kernel's `blk_path_error()`.
+//! the rule of the kernel's `blk_path_error()`. A third outcome,
+//! [`PathOutcome::Busy`], is a resource shortage on the route: the I/O is
+//! dispatched again and the path kept, as dm requeues on
+//! `BLK_STS_RESOURCE`.
 
 use serde::Serialize;
 
@@ -231,6 +234,10 @@ pub enum PathOutcome {
     Path(PathError),
     /// The storage refused: return to the caller.
     Target(TargetError),
+    /// A resource on the route ran short (the kernel's `ENOMEM`, `EBUSY`,
+    /// `EAGAIN`: dm's `BLK_STS_RESOURCE`): retry, without failing the
+    /// path, within the map's attempt limit.
+    Busy,
 }
 
 /// Why the multipath device failed an I/O. This is what the caller sees.

@@ -58,6 +58,9 @@ pub struct MapOptions {
     /// Most attempts of one I/O (the first and its retries after path
     /// errors) before it fails with [`crate::io::IoError::RetryLimit`].
     pub max_attempts: u32,
+    /// NUMA nodes given to paths by word (a config's `numa_node`), over
+    /// what their transports report.
+    pub path_nodes: std::collections::BTreeMap<String, u16>,
 }
 
 impl Default for MapOptions {
@@ -70,6 +73,7 @@ impl Default for MapOptions {
             hedge_reads: true,
             no_path_timeout_ns: None,
             max_attempts: 64,
+            path_nodes: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -552,7 +556,9 @@ impl Map {
             .get(index)
             .is_some_and(|&current| current != access)
         {
-            control.access[index] = access;
+            let from = std::mem::replace(&mut control.access[index], access);
+            let name = self.path_name(index);
+            events::access_changed(self.name(), name, self.group_of(index), from, access);
             self.publish(&mut control, Cause::AccessChanged);
         }
     }

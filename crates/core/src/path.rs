@@ -14,7 +14,7 @@ use serde::Serialize;
 /// ALUA / ANA access state of a path.
 ///
 /// Selectors use `Optimized` paths first, `NonOptimized` only when no
-/// optimized path is usable, and never the other two.
+/// optimized path is usable, and never the others.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AccessState {
@@ -27,9 +27,25 @@ pub enum AccessState {
     Standby,
     /// Unavailable: must not carry I/O.
     Unavailable,
+    /// Inaccessible (ANA inaccessible or persistent loss, ALUA offline):
+    /// must not carry I/O.
+    Inaccessible,
+    /// Changing state (ANA change, ALUA transitioning): must not carry
+    /// I/O until it settles.
+    Transitioning,
 }
 
 impl AccessState {
+    /// Every state, best first.
+    pub const ALL: [AccessState; 6] = [
+        AccessState::Optimized,
+        AccessState::NonOptimized,
+        AccessState::Standby,
+        AccessState::Unavailable,
+        AccessState::Inaccessible,
+        AccessState::Transitioning,
+    ];
+
     /// True for the states that may carry I/O.
     pub fn carries_io(self) -> bool {
         matches!(self, AccessState::Optimized | AccessState::NonOptimized)
@@ -42,19 +58,82 @@ impl AccessState {
             AccessState::NonOptimized => "non-optimized",
             AccessState::Standby => "standby",
             AccessState::Unavailable => "unavailable",
+            AccessState::Inaccessible => "inaccessible",
+            AccessState::Transitioning => "transitioning",
         }
     }
 
     /// Parses [`AccessState::as_str`]'s words.
     pub fn parse(word: &str) -> Option<Self> {
-        [
-            AccessState::Optimized,
-            AccessState::NonOptimized,
-            AccessState::Standby,
-            AccessState::Unavailable,
-        ]
-        .into_iter()
-        .find(|state| state.as_str() == word)
+        Self::ALL.into_iter().find(|state| state.as_str() == word)
+    }
+
+    /// The state of a SCSI path from the words of its sysfs
+    /// `device/access_state` (`scsi_dh_alua`'s names); `None` for a word
+    /// that names no state (`unknown`, or a handler that is not ALUA).
+    /// `lba-dependent` carries I/O to some blocks only: taken as
+    /// non-optimized, as multipath-tools' `alua` prioritizer ranks it
+    /// below active/non-optimized but above standby.
+    pub fn from_alua(word: &str) -> Option<Self> {
+        Some(match word.trim() {
+            "active/optimized" => AccessState::Optimized,
+            "active/non-optimized" | "lba-dependent" => AccessState::NonOptimized,
+            "standby" => AccessState::Standby,
+            "unavailable" => AccessState::Unavailable,
+            "offline" => AccessState::Inaccessible,
+            "transitioning" => AccessState::Transitioning,
+            _ => return None,
+        })
+    }
+
+    /// The state of an ALUA target port group from the low nibble of its
+    /// REPORT TARGET PORT GROUPS descriptor (SPC-4 asymmetric access
+    /// state); `None` for a reserved code.
+    pub fn from_alua_code(code: u8) -> Option<Self> {
+        Some(match code & 0x0f {
+            0x0 => AccessState::Optimized,
+            0x1 | 0x4 => AccessState::NonOptimized,
+            0x2 => AccessState::Standby,
+            0x3 => AccessState::Unavailable,
+            0xe => AccessState::Inaccessible,
+            0xf => AccessState::Transitioning,
+            _ => return None,
+        })
+    }
+
+    /// The state of an NVMe ANA group from its ANA log page descriptor's
+    /// state byte (NVMe base spec, ANA state); `None` for a reserved code.
+    pub fn from_ana_code(code: u8) -> Option<Self> {
+        Some(match code & 0x0f {
+            0x1 => AccessState::Optimized,
+            0x2 => AccessState::NonOptimized,
+            0x3 | 0x4 => AccessState::Inaccessible,
+            0xf => AccessState::Transitioning,
+            _ => return None,
+        })
+    }
+
+    /// The state of an NVMe path from the kernel's words for ANA states
+    /// (sysfs `ana_state` with native multipath on); `None` for others.
+    pub fn from_ana_word(word: &str) -> Option<Self> {
+        Some(match word.trim() {
+            "optimized" => AccessState::Optimized,
+            "non-optimized" => AccessState::NonOptimized,
+            "inaccessible" | "persistent-loss" => AccessState::Inaccessible,
+            "change" => AccessState::Transitioning,
+            _ => return None,
+        })
+    }
+
+    /// multipath-tools' `alua`/`ana` prioritizer value of the state, for
+    /// `group_by_prio`: higher is better.
+    pub fn prio(self) -> u32 {
+        match self {
+            AccessState::Optimized => 50,
+            AccessState::NonOptimized => 10,
+            AccessState::Standby => 1,
+            AccessState::Unavailable | AccessState::Inaccessible | AccessState::Transitioning => 0,
+        }
     }
 }
 
@@ -102,5 +181,61 @@ impl PathShared {
         // Release: see `is_failed`.
         self.failed.store(failed, Ordering::Release);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_words_and_codes_name_states() {
+        for state in AccessState::ALL {
+            assert_eq!(AccessState::parse(state.as_str()), Some(state));
+        }
+        assert_eq!(
+            AccessState::from_alua("active/optimized\n"),
+            Some(AccessState::Optimized)
+        );
+        assert_eq!(
+            AccessState::from_alua("active/non-optimized"),
+            Some(AccessState::NonOptimized)
+        );
+        assert_eq!(
+            AccessState::from_alua("standby"),
+            Some(AccessState::Standby)
+        );
+        assert_eq!(AccessState::from_alua("unknown"), None);
+        assert_eq!(
+            AccessState::from_alua_code(0x82),
+            Some(AccessState::Standby),
+            "the preferred bit is not the state"
+        );
+        assert_eq!(AccessState::from_alua_code(0x7), None);
+        assert_eq!(AccessState::from_ana_code(1), Some(AccessState::Optimized));
+        assert_eq!(
+            AccessState::from_ana_code(2),
+            Some(AccessState::NonOptimized)
+        );
+        assert_eq!(
+            AccessState::from_ana_code(3),
+            Some(AccessState::Inaccessible)
+        );
+        assert_eq!(AccessState::from_ana_code(0), None);
+        assert_eq!(
+            AccessState::from_ana_word("persistent-loss"),
+            Some(AccessState::Inaccessible)
+        );
+        assert_eq!(
+            AccessState::from_ana_word("change\n"),
+            Some(AccessState::Transitioning)
+        );
+        let usable: Vec<_> = AccessState::ALL
+            .into_iter()
+            .filter(|state| state.carries_io())
+            .collect();
+        assert_eq!(usable, [AccessState::Optimized, AccessState::NonOptimized]);
+        assert!(AccessState::Optimized.prio() > AccessState::NonOptimized.prio());
+        assert!(AccessState::NonOptimized.prio() > AccessState::Standby.prio());
     }
 }

@@ -59,39 +59,52 @@ impl PathHealth {
 pub fn group_route(group: usize, paths: &[PathHealth]) -> Option<Route> {
     [AccessState::Optimized, AccessState::NonOptimized]
         .into_iter()
-        .find_map(|access| {
-            let usable: Box<[bool]> = paths.iter().map(|path| path.usable_as(access)).collect();
-            let candidates: Box<[u16]> = (0..paths.len())
-                .filter(|&position| usable[position])
-                .map(|position| position as u16)
-                .collect();
-            (!candidates.is_empty()).then_some(Route {
-                group,
-                access,
-                candidates,
-                usable,
-            })
-        })
+        .find_map(|access| group_route_as(group, paths, access))
 }
 
-/// Chooses the group I/O goes to, as dm does: the group asked for by
-/// `switch_group` (or the table's initial group) if it has a usable path;
-/// else the current group while it has one; else the first group in order
-/// that is not bypassed (`disable_group`); else the first bypassed one.
+/// The usable paths of one group in access class `access`, if any.
+fn group_route_as(group: usize, paths: &[PathHealth], access: AccessState) -> Option<Route> {
+    let usable: Box<[bool]> = paths.iter().map(|path| path.usable_as(access)).collect();
+    let candidates: Box<[u16]> = (0..paths.len())
+        .filter(|&position| usable[position])
+        .map(|position| position as u16)
+        .collect();
+    (!candidates.is_empty()).then_some(Route {
+        group,
+        access,
+        candidates,
+        usable,
+    })
+}
+
+/// Chooses the group I/O goes to: among the groups with a usable
+/// optimized path, as dm does — the group asked for by `switch_group` (or
+/// the table's initial group) if it is one; else the current group if it
+/// is one; else the first such group in order that is not bypassed
+/// (`disable_group`); else the first bypassed one. Only when no group has
+/// a usable optimized path, the same choice among the groups with a
+/// usable non-optimized path. So a non-optimized path carries I/O only
+/// while no optimized path of the map is usable, whatever the grouping
+/// (multipath-tools gets there by regrouping on a priority change; here
+/// the rule holds between regroupings too).
 pub fn choose_route(
     groups: &[&[PathHealth]],
     bypassed: &[bool],
     current: Option<usize>,
     requested: Option<usize>,
 ) -> Option<Route> {
-    let preferred = requested.into_iter().chain(current);
-    let in_order = [false, true].into_iter().flat_map(|want_bypassed| {
-        (0..groups.len()).filter(move |&group| bypassed[group] == want_bypassed)
-    });
-    preferred
-        .chain(in_order)
-        .filter(|&group| group < groups.len())
-        .find_map(|group| group_route(group, groups[group]))
+    let order = || {
+        let preferred = requested.into_iter().chain(current);
+        let in_order = [false, true].into_iter().flat_map(|want_bypassed| {
+            (0..groups.len()).filter(move |&group| bypassed[group] == want_bypassed)
+        });
+        preferred
+            .chain(in_order)
+            .filter(|&group| group < groups.len())
+    };
+    [AccessState::Optimized, AccessState::NonOptimized]
+        .into_iter()
+        .find_map(|access| order().find_map(|group| group_route_as(group, groups[group], access)))
 }
 
 #[cfg(test)]
@@ -208,6 +221,25 @@ mod tests {
         assert_eq!(group_of(choose_route(&[], &[], None, None)), None);
     }
 
+    /// A group whose paths are all non-optimized gives way to a group
+    /// with an optimized one, even when it is current or asked for; it
+    /// carries I/O again once no optimized path is usable.
+    #[test]
+    fn an_optimized_path_anywhere_wins_over_the_current_group() {
+        let slow: &[PathHealth] = &[SLOW];
+        let healthy: &[PathHealth] = &[UP];
+        let dead: &[PathHealth] = &[DOWN];
+        let route = choose_route(&[slow, healthy], &[false, false], Some(0), Some(0));
+        assert_eq!(group_of(route), Some(1));
+        let route = choose_route(&[slow, dead], &[false, false], Some(1), None).unwrap();
+        assert_eq!((route.group, route.access), (0, AccessState::NonOptimized));
+        let standby: &[PathHealth] = &[STANDBY];
+        assert_eq!(
+            group_of(choose_route(&[standby, dead], &[false, false], None, None)),
+            None
+        );
+    }
+
     fn health() -> impl Strategy<Value = PathHealth> {
         prop_oneof![Just(UP), Just(DOWN), Just(SLOW), Just(STANDBY)]
     }
@@ -231,6 +263,12 @@ mod tests {
                 let group = &groups[route.group];
                 let has_optimized = group.iter().any(|path| path.usable_as(AccessState::Optimized));
                 prop_assert_eq!(route.access == AccessState::Optimized, has_optimized);
+                // Non-optimized only while no group has an optimized path.
+                let map_has_optimized = groups
+                    .iter()
+                    .flatten()
+                    .any(|path| path.usable_as(AccessState::Optimized));
+                prop_assert_eq!(route.access == AccessState::Optimized, map_has_optimized);
                 for &position in route.candidates.iter() {
                     prop_assert!(group[usize::from(position)].usable_as(route.access));
                 }

@@ -83,6 +83,31 @@ fn path_failures_reinstatements_and_group_switches_are_logged_with_their_reason(
     );
 }
 
+/// An access state change is logged with the old and the new state, once
+/// per change; the map leaves a group whose paths all went non-optimized
+/// for one with an optimized path, and comes back when they return.
+#[test]
+fn access_state_changes_are_logged_with_both_states() {
+    use mpio_core::path::AccessState;
+    let map = map(true, None);
+    let capture = Capture::default();
+    capture.during(|| {
+        map.set_access_state(0, AccessState::NonOptimized);
+        map.set_access_state(1, AccessState::Inaccessible);
+        map.set_access_state(1, AccessState::Inaccessible); // no change
+        map.set_access_state(0, AccessState::Optimized);
+    });
+    assert_eq!(
+        summary(&capture.take()),
+        [
+            "INFO access state changed: from=optimized group=1 map=mpathe path=a to=non-optimized",
+            "WARN access state changed: from=optimized group=1 map=mpathe path=b to=inaccessible",
+            "INFO group switched: cause=access state changed from=1 map=mpathe to=2",
+            "INFO access state changed: from=non-optimized group=1 map=mpathe path=a to=optimized",
+        ]
+    );
+}
+
 #[test]
 fn no_path_groups_and_queue_if_no_path_are_logged_once_per_change() {
     let map = map(true, None);

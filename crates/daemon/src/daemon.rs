@@ -23,6 +23,7 @@
 use crate::config::{DaemonConfig, MapConfig};
 use crate::control::protocol::{ReloadSource, Request, Response};
 use crate::control::server::{ControlError, ControlServer};
+use crate::devices::{self, Rounds};
 use crate::metrics::http::{MetricsError, MetricsServer};
 use crate::metrics::{self, MapMetrics};
 use crate::ublk::{UblkExports, UblkShutdown};
@@ -211,6 +212,7 @@ pub struct Daemon {
     state: Arc<State>,
     control: Option<ControlServer>,
     metrics: Option<MetricsServer>,
+    devices: Option<Rounds>,
 }
 
 impl Daemon {
@@ -242,12 +244,25 @@ impl Daemon {
             }),
             control: None,
             metrics: None,
+            devices: None,
         };
         let state = &daemon.state;
+        let interval_ns = config
+            .maps
+            .iter()
+            .map(|map| map.checker.interval_ns)
+            .min()
+            .unwrap_or(u64::MAX);
         for map_config in config.maps {
             let running = start_map(state, map_config, settings)?;
             lock(&state.maps).push(running);
         }
+        let round_state = Arc::clone(state);
+        let mut rescans = Rescans::default();
+        daemon.devices = Some(Rounds::spawn(
+            Duration::from_nanos(interval_ns),
+            move || device_round(&round_state, &mut rescans),
+        )?);
         let socket = control_socket
             .map(Path::to_path_buf)
             .or(config.control_socket)
@@ -302,6 +317,7 @@ impl Daemon {
     /// each export's report, with its map's name and the export's.
     pub fn shutdown(mut self, deadline: Duration) -> Vec<ExportShutdown> {
         self.stop_control();
+        self.devices = None;
         let maps: Vec<RunningMap> = lock(&self.state.maps).drain(..).collect();
         let mut reports = Vec::new();
         let mut checkers = Vec::new();
@@ -361,6 +377,7 @@ impl Daemon {
 
     fn stop_all(&mut self) {
         self.stop_control();
+        self.devices = None;
         for running in lock(&self.state.maps).drain(..) {
             for server in running.servers {
                 server.stop();
@@ -379,6 +396,82 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+/// What the last rescan of each map by WWID could not do, so that it is
+/// logged once, not every round.
+#[derive(Debug, Default)]
+struct Rescans {
+    failed: std::collections::HashMap<String, String>,
+}
+
+/// One round of [`crate::devices`]: every map's block-device paths get
+/// their access state; every map by WWID is checked again from its
+/// config text, and reloaded when the devices with its WWID (or their
+/// priorities, under `group_by_prio`) changed. A rescan that finds no
+/// device leaves the map as it is: its paths fail by themselves.
+fn device_round(state: &State, rescans: &mut Rescans) {
+    let sysfs = mpio_transport::blockdev::Sysfs::host();
+    /// What a round needs of one map, copied out of the list.
+    struct Watched {
+        name: String,
+        slot: Arc<DeviceSlot>,
+        source: Option<Arc<str>>,
+        table: String,
+    }
+    let maps: Vec<Watched> = lock(&state.maps)
+        .iter()
+        .map(|running| Watched {
+            name: running.config.name.clone(),
+            slot: Arc::clone(&running.slot),
+            source: running.config.source.clone(),
+            table: running.config.table.to_string(),
+        })
+        .collect();
+    for Watched {
+        name,
+        slot,
+        source,
+        table,
+    } in maps
+    {
+        let (map, handles, _) = slot.current();
+        devices::refresh_access(&map, &handles, &sysfs);
+        let Some(text) = source else {
+            continue;
+        };
+        let found = DaemonConfig::parse(&text)
+            .map_err(|error| error.to_string())
+            .and_then(|config| {
+                config
+                    .map(&name)
+                    .map(|map| map.table.to_string())
+                    .ok_or_else(|| format!("no map named {name:?}"))
+            });
+        let outcome = match found {
+            Ok(found) if found == table => Ok(()),
+            Ok(_) => {
+                let _control = lock(&state.control);
+                let reload_source = ReloadSource::Config {
+                    origin: "rescan".into(),
+                    text: text.to_string(),
+                };
+                reload(state, &name, reload_source).map(|_| ())
+            }
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(()) => {
+                rescans.failed.remove(&name);
+            }
+            Err(error) => {
+                if rescans.failed.get(&name) != Some(&error) {
+                    tracing::warn!(map = %name, %error, "rescan by wwid: the map keeps its paths");
+                    rescans.failed.insert(name, error);
+                }
+            }
+        }
     }
 }
 

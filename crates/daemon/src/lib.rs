@@ -9,12 +9,15 @@
 //! - [`metrics`]: Prometheus text format of the maps, and its loopback HTTP server.
 //! - [`fail_fast`]: the failure policy: a panic anywhere aborts the daemon.
 //! - [`clients`]: the accepting thread both servers share, a thread per client.
+//! - `devices`: block-device paths kept current (access states, maps by
+//!   WWID found again) every round.
 
 pub mod clients;
 pub mod config;
 pub mod control;
 pub mod daemon;
 mod deadline;
+mod devices;
 pub mod fail_fast;
 pub mod metrics;
 pub mod ublk;

@@ -5,10 +5,12 @@
 //! it (`status`, `table`, `show topology`, `show paths`, `message`,
 //! `reload`), `bench` (measure a map against the raw path), `table check`
 //! (validate a dm table and print its canonical form), `sim` (the
-//! deterministic simulator: run seeds, replay one).
+//! deterministic simulator: run seeds, replay one), `discover` (the
+//! host's block devices by WWID, or a config for them).
 
 mod bench;
 mod control_cmd;
+mod discover_cmd;
 mod serve_cmd;
 mod signals;
 mod sim_cmd;
@@ -46,6 +48,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Deterministic simulation of failover: run seeds, or replay one.
     Sim(sim_cmd::SimArgs),
+    /// The host's block devices grouped by WWID (`multipath -d -v3`), or
+    /// a config for them (`--config`).
+    Discover(discover_cmd::DiscoverArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
         Command::Message(args) => control_cmd::message(args),
         Command::Reload(args) => control_cmd::reload(args),
         Command::Sim(args) => sim_cmd::main(args),
+        Command::Discover(args) => discover_cmd::main(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -179,8 +179,11 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
     Ok(DaemonConfig {
         control_socket: None,
         metrics: args.metrics,
+        blacklist: Default::default(),
         maps: vec![MapConfig {
             name: args.map.clone(),
+            wwid: None,
+            source: None,
             no_path_retry: if table.features.queue_if_no_path {
                 NoPathRetry::Queue
             } else {

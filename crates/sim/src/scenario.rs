@@ -154,6 +154,7 @@ impl Scenario {
             hedge_reads: false,
             no_path_timeout_ns: rng.chance(800).then(|| rng.range(1, 30) * 1_000_000),
             max_attempts: rng.pick(&[2, 4, 8, 16, 64]),
+            path_nodes: Default::default(),
         };
         let queues = (0..rng.range(1, 4))
             .map(|_| QueueSpec {

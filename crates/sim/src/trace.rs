@@ -159,6 +159,7 @@ pub fn outcome_word(outcome: PathOutcome) -> &'static str {
         PathOutcome::Target(TargetError::Protection) => "protection-error",
         PathOutcome::Target(TargetError::NotSupported) => "not-supported",
         PathOutcome::Target(TargetError::Invalid) => "invalid",
+        PathOutcome::Busy => "busy",
     }
 }
 

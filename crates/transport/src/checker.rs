@@ -591,11 +591,17 @@ impl Checker {
         check.probes += 1;
         check.last_probe_ns = Some(started_ns);
         check.last_outcome = Some(outcome);
+        if outcome == PathOutcome::Busy {
+            // A shortage on the route says nothing of its health: the
+            // verdict stands until a probe gets an answer.
+            return;
+        }
         let healthy = !matches!(outcome, PathOutcome::Path(_));
         if let Some(tracker) = watched.marginal.as_mut() {
             tracker.probe_ended(healthy, now_ns);
         }
         match outcome {
+            PathOutcome::Busy => {}
             PathOutcome::Ok | PathOutcome::Target(_) => {
                 check.state = ProbeState::Up;
                 let may_reinstate = watched

@@ -7,6 +7,7 @@
 //! keeping the shared objects behind them (memory disks and their ports) by
 //! name; a [`Device`] opens per-thread queues from its handles.
 
+pub mod blockdev;
 pub mod checker;
 pub mod clock;
 pub mod file;
@@ -303,7 +304,17 @@ impl Transports {
             .collect::<Result<Vec<_>, _>>()?;
         // The map validates the table (its size in bytes included) before
         // anything is sized from it.
-        let infos = vec![PathInfo::default(); endpoints.len()];
+        let infos: Vec<PathInfo> = endpoints
+            .iter()
+            .zip(&words)
+            .map(|(endpoint, word)| {
+                let mut info = blockdev::path_info(endpoint);
+                if let Some(&node) = options.path_nodes.get(*word) {
+                    info.node = Some(node);
+                }
+                info
+            })
+            .collect();
         let map = Arc::new(Map::new(table, &infos, options)?);
         let map_bytes = map.size_bytes();
         let mut paths = Vec::with_capacity(endpoints.len());

@@ -219,7 +219,7 @@ pub struct PortControl {
     fua_completed: AtomicU64,
 }
 
-const OUTCOMES: [PathOutcome; 10] = [
+const OUTCOMES: [PathOutcome; 11] = [
     PathOutcome::Path(PathError::Transport),
     PathOutcome::Path(PathError::Timeout),
     PathOutcome::Path(PathError::ConnectionLost),
@@ -230,6 +230,7 @@ const OUTCOMES: [PathOutcome; 10] = [
     PathOutcome::Target(TargetError::Protection),
     PathOutcome::Target(TargetError::NotSupported),
     PathOutcome::Target(TargetError::Invalid),
+    PathOutcome::Busy,
 ];
 
 impl PortControl {

@@ -230,6 +230,32 @@ fn target_errors_go_back_unchanged_and_keep_the_path() {
     assert_eq!(rig.queue.stats().retries, 0);
 }
 
+/// A resource shortage (the kernel's ENOMEM, EBUSY, EAGAIN) retries the
+/// I/O and fails no path: here on the other path while one stays busy,
+/// and with both busy until the attempt limit ends it.
+#[test]
+fn a_busy_path_is_retried_and_kept() {
+    let options = MapOptions {
+        max_attempts: 4,
+        ..MapOptions::default()
+    };
+    let mut rig = Rig::new(&[&["a", "b"]], false, options);
+    rig.port("a").fail(PathOutcome::Busy);
+    for block in 0..8 {
+        rig.submit(block, Op::Write, block, fill_of(block));
+    }
+    assert_all_ok_once(&rig.collect(8, 1_000), 8);
+    assert!(rig.queue.stats().busy > 0, "the busy path met I/O");
+    assert_eq!(rig.path_state(0, 0), PathState::Active);
+    assert_eq!(rig.path_state(0, 1), PathState::Active);
+    rig.port("b").fail(PathOutcome::Busy);
+    rig.submit(9, Op::Read, 0, 0);
+    let done = rig.collect(1, 1_000);
+    assert_eq!(done[0].result, Err(IoError::RetryLimit));
+    assert_eq!(rig.path_state(0, 0), PathState::Active);
+    assert_eq!(rig.path_state(0, 1), PathState::Active);
+}
+
 #[test]
 fn no_path_without_queueing_fails_with_eio() {
     let mut rig = Rig::new(&[&["a"], &["b"]], false, MapOptions::default());

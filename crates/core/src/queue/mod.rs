@@ -168,8 +168,11 @@ pub trait PathQueue {
 /// What one queue counted over all paths.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueueStats {
-    /// Attempts re-dispatched after a path error.
+    /// Attempts re-dispatched after a path error or a resource shortage.
     pub retries: u64,
+    /// Attempts that met a resource shortage ([`PathOutcome::Busy`]) and
+    /// were re-dispatched without failing their path.
+    pub busy: u64,
     /// I/Os that waited for a path to come back.
     pub queued_for_path: u64,
     /// Completions whose tag matched no I/O in flight (ignored).
@@ -707,13 +710,19 @@ impl<P: PathQueue> Queue<P> {
             self.stats.stray_completions += 1;
             return None;
         }
-        self.stalls.progress(path, now_ns);
+        if completion.outcome != PathOutcome::Busy {
+            self.stalls.progress(path, now_ns);
+        }
         self.end_attempt(index, path, now_ns);
         let result = match completion.outcome {
             PathOutcome::Ok => Ok(()),
             PathOutcome::Target(error) => Err(IoError::Target(error)),
             PathOutcome::Path(error) => {
                 self.fail_over(index, path, completion.buf, error, now_ns);
+                return None;
+            }
+            PathOutcome::Busy => {
+                self.retry_busy(index, path, completion.buf, now_ns);
                 return None;
             }
         };
@@ -728,6 +737,23 @@ impl<P: PathQueue> Queue<P> {
         self.slots[index as usize].buf = buf;
         self.loads[path].path_error();
         self.map.fail_path(path, error);
+        self.retry(index, now_ns);
+    }
+
+    /// The attempt of slot `index` on `path` met a resource shortage: the
+    /// path stays in the map, but this queue holds it out of its route
+    /// until it next answers (as a read hedged away from it,
+    /// [`crate::stall`]; for a bounded time), so the retry goes to another
+    /// candidate where there is one rather than back into the shortage.
+    #[cold]
+    #[inline(never)]
+    fn retry_busy(&mut self, index: u32, path: usize, buf: Buffer, now_ns: u64) {
+        self.slots[index as usize].buf = buf;
+        self.stats.busy += 1;
+        self.stalls.gave_up(path, now_ns);
+        let route = route_of(&self.map, &self.snapshot);
+        let timeout = self.map.options().io_timeout_ns;
+        self.stalls.check(now_ns, &self.loads, timeout, route);
         self.retry(index, now_ns);
     }
 
@@ -749,8 +775,8 @@ impl<P: PathQueue> Queue<P> {
         );
     }
 
-    /// Dispatches slot `index` again after a path error, within the map's
-    /// attempt limit.
+    /// Dispatches slot `index` again after a path error or a resource
+    /// shortage, within the map's attempt limit.
     fn retry(&mut self, index: u32, now_ns: u64) {
         // The simulator's canary, compiled only under `--cfg mpio_canary`
         // (never in a normal build): a deliberately broken failover that

@@ -7,9 +7,11 @@ use super::grouping::{self, GroupPlan, PathPlan, Refusal};
 use super::listen::{absolute_path, check_export, socket_address, Listeners};
 use super::raw::{RawConfig, RawMap, RawPath, Scalar};
 use super::settings::{self, check_words, integer, ns, Policy, Settings, DEFAULT_SELECTOR};
+use super::wwid::{self, PathSource};
 use super::{ConfigError, DaemonConfig, MapConfig, NamedPath, NoPathRetry};
 use mpio_core::map::{MapOptions, MAX_PATHS};
 use mpio_core::table::{Table, MAX_GROUPS};
+use mpio_transport::blockdev::blacklist::Blacklist;
 use mpio_transport::checker::CheckerOptions;
 use mpio_transport::uri::parse_size;
 use mpio_transport::Endpoint;
@@ -22,11 +24,20 @@ pub const MAX_MAPS: usize = 1024;
 pub const MAX_EXPORTS: usize = 64;
 /// Longest map or path name.
 pub const MAX_NAME_BYTES: usize = 128;
+/// Highest NUMA node a path may be given (the kernel's `MAX_NUMNODES`
+/// is at most 1024).
+pub const MAX_NUMA_NODE: u16 = 1023;
 /// Longest NBD export name (the protocol's limit).
 pub const MAX_EXPORT_NAME_BYTES: usize = 4096;
 
-/// Checks the whole text.
-pub(super) fn check(text: &str) -> Result<DaemonConfig, ConfigError> {
+/// Where maps by WWID find their paths, and which devices never are.
+struct Lookup<'a> {
+    blacklist: &'a Blacklist,
+    found: &'a dyn PathSource,
+}
+
+/// Checks the whole text; maps by WWID take their paths from `found`.
+pub(super) fn check(text: &str, found: &dyn PathSource) -> Result<DaemonConfig, ConfigError> {
     let source = Source { text };
     let raw: RawConfig = toml::from_str(text).map_err(|error| source.toml_error(&error))?;
     let mut listeners = Listeners::default();
@@ -60,6 +71,11 @@ pub(super) fn check(text: &str) -> Result<DaemonConfig, ConfigError> {
     let defaults = match raw.defaults {
         Some(defaults) => Settings::check(&source, defaults.into_inner(), "defaults")?,
         None => Settings::default(),
+    };
+    let blacklist = wwid::blacklist(&source, raw.blacklist.as_ref())?;
+    let lookup = Lookup {
+        blacklist: &blacklist,
+        found,
     };
     if raw.map.is_empty() {
         return Err(source.error(
@@ -109,12 +125,14 @@ pub(super) fn check(text: &str) -> Result<DaemonConfig, ConfigError> {
             own,
             &defaults,
             &mut listeners,
+            &lookup,
         )?);
     }
     Ok(DaemonConfig {
         control_socket,
         metrics,
         maps,
+        blacklist,
     })
 }
 
@@ -129,6 +147,7 @@ fn check_map(
     own: Settings,
     defaults: &Settings,
     listeners: &mut Listeners,
+    lookup: &Lookup<'_>,
 ) -> Result<MapConfig, ConfigError> {
     let own_policy = own.policy.clone();
     let own_retry = own.no_path_retry.clone();
@@ -140,7 +159,17 @@ fn check_map(
         .cloned();
     let settings = own.over(defaults);
 
-    let (paths, named) = check_paths(source, &map.path, context)?;
+    let (paths, named, found_bytes) = match &map.wwid {
+        Some(wwid) => {
+            let (paths, named, bytes) =
+                wwid::paths(source, &map, wwid, context, lookup.blacklist, lookup.found)?;
+            (paths, named, Some(bytes))
+        }
+        None => {
+            let (paths, named) = check_paths(source, &map.path, context)?;
+            (paths, named, None)
+        }
+    };
     let size = map
         .size
         .as_ref()
@@ -153,7 +182,14 @@ fn check_map(
                 })
                 .map_err(|reason| source.error(&place, Some(size.get_ref().toml()), reason))
         })
-        .transpose()?;
+        .transpose()?
+        .or_else(|| {
+            // A map by WWID is as large as its devices unless it says.
+            found_bytes.map(|bytes| Located {
+                value: bytes,
+                place: map_place.clone(),
+            })
+        });
 
     // Which form: a table, explicit groups, or a policy (the map's own or
     // the defaults'; a default policy does not conflict with a map's own
@@ -314,6 +350,8 @@ fn check_map(
         .collect::<Result<Vec<_>, _>>()?;
     Ok(MapConfig {
         name,
+        wwid: map.wwid.as_ref().map(|wwid| wwid.get_ref().clone()),
+        source: map.wwid.as_ref().map(|_| std::sync::Arc::from(source.text)),
         table,
         paths: named,
         io_timeout_ns,
@@ -407,6 +445,20 @@ fn check_paths(
             })
             .transpose()?
             .unwrap_or(0) as u32;
+        let numa_node = path
+            .numa_node
+            .as_ref()
+            .map(|node| {
+                integer(
+                    source,
+                    node,
+                    format!("{path_context}: numa_node"),
+                    0,
+                    u64::from(MAX_NUMA_NODE),
+                )
+            })
+            .transpose()?
+            .map(|node| node as u16);
         let (args, args_place) = match &path.args {
             Some(args) => {
                 let key = format!("{path_context}: args");
@@ -428,6 +480,7 @@ fn check_paths(
         named.push(NamedPath {
             name,
             uri: uri.clone(),
+            numa_node,
         });
     }
     Ok((plans, named))

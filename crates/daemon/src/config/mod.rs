@@ -50,6 +50,7 @@
 //! [[map.path]]
 //! name = "b"
 //! uri = "memory:disk0#b"
+//! numa_node = 1                    # the path's NUMA node, for numa/io-affinity; default: sysfs's, for block devices
 //! args = [1]
 //!
 //! [[map.export]]
@@ -73,6 +74,15 @@
 //! paths = ["c"]
 //! [[map.group]]
 //! paths = ["d"]
+//!
+//! [[map]]
+//! name = "mpathd"
+//! wwid = "naa.6001405abcdef0123456789abcdef012"  # paths: the block devices with this WWID
+//! path_grouping_policy = "group_by_prio"         # prio: the ALUA/ANA state's (50, 10, 1, 0)
+//!
+//! [blacklist]                      # never paths of a map by WWID, beside the built-in list
+//! devnode = ["^sda$"]              # regular expressions over the kernel name
+//! wwid = ["^t10\\."]               # ... and over the WWID
 //!
 //! [[map]]
 //! name = "mpathc"                  # a dm table; path words are names or URIs
@@ -107,8 +117,11 @@ mod raw;
 mod settings;
 #[cfg(test)]
 mod tests;
+pub mod wwid;
+#[cfg(test)]
+mod wwid_tests;
 
-pub use check::{MAX_EXPORTS, MAX_EXPORT_NAME_BYTES, MAX_MAPS, MAX_NAME_BYTES};
+pub use check::{MAX_EXPORTS, MAX_EXPORT_NAME_BYTES, MAX_MAPS, MAX_NAME_BYTES, MAX_NUMA_NODE};
 pub use error::ConfigError;
 pub use listen::DEFAULT_SOCKET_MODE;
 pub use settings::{
@@ -132,6 +145,9 @@ pub struct DaemonConfig {
     pub metrics: Option<SocketAddr>,
     /// The maps, in file order, with unique names.
     pub maps: Vec<MapConfig>,
+    /// Devices that are never paths of a map by WWID (`[blacklist]` over
+    /// the built-in list).
+    pub blacklist: mpio_transport::blockdev::blacklist::Blacklist,
 }
 
 /// What happens to I/O when a map has no usable path (multipath.conf's
@@ -151,6 +167,12 @@ pub enum NoPathRetry {
 pub struct MapConfig {
     /// The map's name (`mpatha`).
     pub name: String,
+    /// For a map by WWID (`wwid = "..."`), the WWID: its paths are the
+    /// devices found with it when the config was checked.
+    pub wwid: Option<String>,
+    /// For a map by WWID, the config text it was checked from: checked
+    /// again each round to find the devices now (the daemon's rescan).
+    pub source: Option<std::sync::Arc<str>>,
     /// The map's table. Its path words are the names of [`MapConfig::paths`]
     /// entries or transport URIs.
     pub table: Table,
@@ -180,6 +202,8 @@ pub struct NamedPath {
     pub name: String,
     /// The transport URI (`nbd+unix:///?socket=/run/a.sock`).
     pub uri: String,
+    /// NUMA node given in the config (`numa_node`), over the transport's.
+    pub numa_node: Option<u16>,
 }
 
 /// One NBD export of a map.
@@ -214,12 +238,25 @@ pub enum UblkNumber {
 }
 
 impl DaemonConfig {
-    /// Parses and checks a config's text.
+    /// Parses and checks a config's text; maps by WWID take the host's
+    /// devices with their WWID as paths.
     ///
     /// # Errors
     /// The first [`ConfigError`] found, with its line and key.
     pub fn parse(text: &str) -> Result<DaemonConfig, ConfigError> {
-        check::check(text)
+        DaemonConfig::parse_with(text, &wwid::HostPaths)
+    }
+
+    /// As [`DaemonConfig::parse`], with maps by WWID finding their paths
+    /// in `found`.
+    ///
+    /// # Errors
+    /// As [`DaemonConfig::parse`].
+    pub fn parse_with(
+        text: &str,
+        found: &dyn wwid::PathSource,
+    ) -> Result<DaemonConfig, ConfigError> {
+        check::check(text, found)
     }
 
     /// Reads and checks the config file at `path`.
@@ -266,6 +303,11 @@ impl MapConfig {
             hedge_reads: self.hedge_reads,
             no_path_timeout_ns,
             max_attempts: self.max_attempts,
+            path_nodes: self
+                .paths
+                .iter()
+                .filter_map(|path| Some((path.name.clone(), path.numa_node?)))
+                .collect(),
             ..MapOptions::default()
         }
     }

@@ -15,8 +15,20 @@ pub(super) struct RawConfig {
     pub control_socket: Option<Spanned<String>>,
     pub metrics: Option<Spanned<RawMetrics>>,
     pub defaults: Option<Spanned<RawSettings>>,
+    pub blacklist: Option<Spanned<RawBlacklist>>,
     #[serde(default)]
     pub map: Vec<Spanned<RawMap>>,
+}
+
+/// `[blacklist]`: patterns of devices that are never paths of a map by
+/// WWID.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBlacklist {
+    #[serde(default)]
+    pub devnode: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub wwid: Vec<Spanned<String>>,
 }
 
 /// `[metrics]`.
@@ -45,6 +57,7 @@ macro_rules! settings_keys {
         #[serde(deny_unknown_fields)]
         pub(super) struct RawMap {
             pub name: Spanned<String>,
+            pub wwid: Option<Spanned<String>>,
             pub size: Option<Spanned<Scalar>>,
             pub table: Option<Spanned<String>>,
             pub initial_group: Option<Spanned<i64>>,
@@ -101,6 +114,7 @@ pub(super) struct RawPath {
     pub name: Spanned<String>,
     pub uri: Spanned<String>,
     pub prio: Option<Spanned<i64>>,
+    pub numa_node: Option<Spanned<i64>>,
     pub args: Option<Spanned<Vec<Spanned<Scalar>>>>,
 }
 

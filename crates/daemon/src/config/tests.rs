@@ -297,9 +297,12 @@ fn the_module_docs_example_parses() {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let config = parse(&example);
-    assert_eq!(config.maps.len(), 3);
+    // Its map by WWID finds two devices wherever the test runs.
+    let config = DaemonConfig::parse_with(&example, &super::wwid_tests::Fake)
+        .unwrap_or_else(|error| panic!("refused: {error}"));
+    assert_eq!(config.maps.len(), 4);
     assert_eq!(config.maps[1].table.initial_group, 2);
+    assert_eq!(config.maps[2].paths.len(), 2);
 }
 
 /// One refusal: where (line, key) and a piece of why.

@@ -141,7 +141,7 @@ impl Target for RawTarget {
                 result: match completion.outcome {
                     PathOutcome::Ok => Ok(()),
                     PathOutcome::Target(error) => Err(IoError::Target(error)),
-                    PathOutcome::Path(_) => Err(IoError::NoPath),
+                    PathOutcome::Path(_) | PathOutcome::Busy => Err(IoError::NoPath),
                 },
             });
         }

@@ -52,6 +52,20 @@ pub fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bo
     }
 }
 
+/// Writes `value` to the sysfs or configfs attribute `path`, which must
+/// take it.
+pub fn write_attribute(path: &Path, value: &str) {
+    std::fs::write(path, value)
+        .unwrap_or_else(|error| panic!("{} = {value}: {error}", path.display()));
+}
+
+/// A sysfs or configfs attribute's text, trimmed, if it can be read.
+pub fn read_attribute(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|text| text.trim().to_string())
+}
+
 /// Loads a kernel module (with parameters); loading one already loaded
 /// does nothing.
 pub fn modprobe(module_and_parameters: &[&str]) {

@@ -2,10 +2,14 @@
 //! frontend: each path in turn is failed while fio writes, carries no new
 //! I/O while the other serves, and is reinstated.
 
-use crate::daemon::Daemon;
+use crate::daemon::{test_dir, Daemon};
 use crate::devices::wait_until;
 use crate::fio::{FioVerify, Phase, Target};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The bound on each wait for the daemon to act (a hang fails the test
+/// instead of stalling it; nothing is asserted about speed).
+pub const LIMIT: Duration = Duration::from_secs(300);
 
 /// Path `name`'s row of `mpio show paths --json`.
 pub fn path_row(daemon: &Daemon, name: &str) -> serde_json::Value {
@@ -85,4 +89,72 @@ fn assert_each_path_failed_once_and_served(daemon: &Daemon) {
         assert_eq!(row["state"], "active", "{rows}");
         assert!(row["ios"].as_u64().unwrap() > 1000, "{rows}");
     }
+}
+
+/// `mpio serve` over a map by `wwid`: one group of both paths
+/// (round-robin), checked every 500 ms.
+pub fn serve_by_wwid(name: &str, wwid: &str) -> Daemon {
+    let dir = test_dir(name);
+    let config = dir.join("mpio.toml");
+    let socket = dir.join("nbd.sock");
+    let text = format!(
+        "[[map]]\nname = \"mpatha\"\nwwid = \"{wwid}\"\npath_grouping_policy = \"multibus\"\n\
+         selector = \"round-robin\"\nchecker_interval_ms = 500\nfailback = \"immediate\"\n\
+         [[map.export]]\nsocket = \"{}\"\n",
+        socket.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    Daemon::start(dir, &["--config", config.to_str().unwrap()])
+}
+
+/// Waits until path `name` of the daemon's map shows `access`; returns
+/// how long that took.
+pub fn wait_for_access(daemon: &Daemon, name: &str, access: &str) -> Duration {
+    let start = Instant::now();
+    wait_until(&format!("{name} shows {access}"), LIMIT, || {
+        path_row(daemon, name)["access"] == access
+    });
+    start.elapsed()
+}
+
+/// Path `quiet` gets no new I/O while path `busy` serves 300 more.
+pub fn assert_only_one_serves(daemon: &Daemon, quiet: &str, busy: &str) {
+    let quiet_ios = path_ios(daemon, quiet);
+    wait_serves(daemon, busy, 300, &format!("{busy} serves alone"));
+    // At most fio's queue depth was on its way as the state changed.
+    assert!(
+        path_ios(daemon, quiet) <= quiet_ios + 16,
+        "{}",
+        path_row(daemon, quiet)
+    );
+}
+
+/// Starts fio verify (128 MiB written and read back over the daemon's
+/// NBD export) and waits until path `name` carried 100 of its I/Os.
+pub fn verify_running_through(daemon: &Daemon, name: &str) -> FioVerify {
+    let log = daemon.dir.join("fio.log");
+    let fio = FioVerify::start(
+        Target::Nbd(&daemon.uris[0]),
+        128,
+        Phase::WriteAndVerify,
+        log,
+    );
+    wait_serves(daemon, name, 100, "both paths serve");
+    fio
+}
+
+/// Waits until path `name` carried `count` more I/Os (`what`).
+pub fn wait_serves(daemon: &Daemon, name: &str, count: u64, what: &str) {
+    let before = path_ios(daemon, name);
+    wait_until(what, LIMIT, || path_ios(daemon, name) > before + count);
+}
+
+/// fio must still be running (else the steps before proved nothing);
+/// then it must end clean.
+pub fn finish_clean(mut fio: FioVerify) {
+    assert!(
+        fio.is_running(),
+        "fio ended before the steps were through: the test proved nothing"
+    );
+    fio.finish(Duration::from_secs(1200)).assert_clean();
 }

@@ -36,15 +36,34 @@
 //! without holes) completes as done, having changed nothing.
 //!
 //! # Errors
-//! Each errno is classified once, by [`classify_errno`], as dm classifies
-//! block statuses (`blk_path_error`): what the storage itself refused
-//! (`EOPNOTSUPP`, `ENOSPC`, `ENODATA` medium, `EILSEQ` protection,
-//! `EREMOTEIO` target, `EINVAL` malformed request) is a target error;
-//! everything else (`EIO`, `ETIMEDOUT`, `ENOLINK`, `EBADF`, `ENODEV`, ...)
-//! is a path error. A read that finds the end of the file before the end of
-//! the request (the file shrank under the map) is
-//! [`TargetError::OutOfRange`].
+//! Each errno is classified once, by [`classify_errno`], as dm-multipath
+//! classifies the kernel's block statuses (`blk_path_error`, with
+//! `BLK_STS_RESOURCE` requeued):
 //!
+//! | errno | kernel status | class | what happens |
+//! |---|---|---|---|
+//! | `EIO`, `ENOLINK`, `EBADE` | `IOERR`, `TRANSPORT`, `NEXUS` | path error (transport) | path failed, I/O retried on another path |
+//! | `ETIMEDOUT` | `TIMEOUT` | path error (timeout) | same |
+//! | `ENODEV`, `ENXIO`, `EBADF` | `OFFLINE`, the device gone, a revoked file | path error (connection lost) | same |
+//! | any other errno | unknown | path error (unknown) | same |
+//! | `ENOMEM`, `EBUSY`, `EAGAIN`, `EINTR` | `RESOURCE`, `AGAIN` | busy | retried (the same path may take it), the path kept; within the map's attempt limit |
+//! | `EREMOTEIO`, `ENODATA` | `TARGET`, `MEDIUM` | target error (medium) | back to the caller (EIO), no path failed |
+//! | `EILSEQ` | `PROTECTION` | target error (protection) | same (EIO) |
+//! | `ENOSPC`, `EDQUOT` | `NOSPC` | target error (no space) | same (ENOSPC) |
+//! | `EOPNOTSUPP`, `EROFS`, `EPERM`, `EACCES` | `NOTSUPP` | target error (not supported) | same (EOPNOTSUPP) |
+//! | `EINVAL` | the request is malformed | target error (invalid) | same (EINVAL) |
+//! | `EFBIG`, `EOVERFLOW` | beyond the file | target error (out of range) | same (EINVAL) |
+//!
+//! `EAGAIN` and `EINTR` are first resubmitted by the ring itself a few
+//! times. A read that finds the end of the file before the end of the
+//! request is [`TargetError::OutOfRange`] for a regular file (it shrank
+//! under the map: every path to it sees the same). On a **block device**
+//! it is a path error, and so is `ENOSPC`: `Transports::build` checked
+//! that the device holds the map, so an I/O inside the map that meets the
+//! device's end means the device went away (a deleted disk's capacity
+//! drops to zero: reads end at once, writes get `ENOSPC`) — that path is
+//! gone, not the storage ([`outcome_of_errno`]).
+
 //! # Fault switch
 //! [`FilePath::revoke`] takes the path's file away from every ring that
 //! uses it: each queue replaces its registered file with an empty slot, so
@@ -273,15 +292,34 @@ impl FilePath {
 
 /// How an errno that ended an `op` is reported: as [`classify_errno`]
 /// says, except that a discard the storage cannot do (`EOPNOTSUPP`) is the
-/// hint it is, done (see the module docs).
-pub fn outcome_of_errno(op: Op, errno: i32) -> PathOutcome {
+/// hint it is, done, and that a block device answering `ENOSPC` has gone
+/// (see the module docs).
+pub fn outcome_of_errno(op: Op, errno: i32, block_device: bool) -> PathOutcome {
     match (op, errno) {
         (Op::Discard, libc::EOPNOTSUPP) => PathOutcome::Ok,
+        (_, libc::ENOSPC) if block_device => vanished(),
         _ => classify_errno(errno),
     }
 }
 
-/// How an errno from a file operation is reported; see the module docs.
+/// A read or write that met the end of the file before the end of the
+/// request: a regular file shrank (every path sees it), a block device
+/// went away (see the module docs).
+pub fn end_of_file(block_device: bool) -> PathOutcome {
+    if block_device {
+        vanished()
+    } else {
+        PathOutcome::Target(TargetError::OutOfRange)
+    }
+}
+
+/// A block device that is gone from under its path.
+fn vanished() -> PathOutcome {
+    PathOutcome::Path(PathError::ConnectionLost)
+}
+
+/// How an errno from a file operation is reported: the table in the
+/// module docs.
 pub fn classify_errno(errno: i32) -> PathOutcome {
     match errno {
         libc::EOPNOTSUPP => PathOutcome::Target(TargetError::NotSupported),
@@ -291,8 +329,9 @@ pub fn classify_errno(errno: i32) -> PathOutcome {
         libc::EINVAL => PathOutcome::Target(TargetError::Invalid),
         libc::EFBIG | libc::EOVERFLOW => PathOutcome::Target(TargetError::OutOfRange),
         libc::EROFS | libc::EPERM | libc::EACCES => PathOutcome::Target(TargetError::NotSupported),
+        libc::ENOMEM | libc::EBUSY | libc::EAGAIN | libc::EINTR => PathOutcome::Busy,
         libc::ETIMEDOUT => PathOutcome::Path(PathError::Timeout),
-        libc::EBADF | libc::ENODEV | libc::ENXIO => PathOutcome::Path(PathError::ConnectionLost),
+        libc::EBADF | libc::ENODEV | libc::ENXIO => vanished(),
         libc::EIO | libc::ENOLINK | libc::EBADE => PathOutcome::Path(PathError::Transport),
         _ => PathOutcome::Path(PathError::Unknown),
     }
@@ -338,19 +377,19 @@ mod tests {
     #[test]
     fn a_discard_the_storage_cannot_do_is_a_hint_done() {
         assert_eq!(
-            outcome_of_errno(Op::Discard, libc::EOPNOTSUPP),
+            outcome_of_errno(Op::Discard, libc::EOPNOTSUPP, false),
             PathOutcome::Ok
         );
         assert_eq!(
-            outcome_of_errno(Op::WriteZeroes, libc::EOPNOTSUPP),
+            outcome_of_errno(Op::WriteZeroes, libc::EOPNOTSUPP, false),
             PathOutcome::Target(TargetError::NotSupported)
         );
         assert_eq!(
-            outcome_of_errno(Op::Discard, libc::EIO),
+            outcome_of_errno(Op::Discard, libc::EIO, false),
             PathOutcome::Path(PathError::Transport)
         );
         assert_eq!(
-            outcome_of_errno(Op::Discard, libc::EINVAL),
+            outcome_of_errno(Op::Discard, libc::EINVAL, false),
             PathOutcome::Target(TargetError::Invalid)
         );
     }
@@ -379,37 +418,51 @@ mod tests {
         assert!(refused(libc::EMFILE).contains("ulimit -n"));
     }
 
+    /// The table of the module docs, row by row: each errno the issue
+    /// names lands in its class.
     #[test]
     fn errnos_split_as_blk_path_error_does() {
-        for errno in [
-            libc::EOPNOTSUPP,
-            libc::ENOSPC,
-            libc::ENODATA,
-            libc::EILSEQ,
-            libc::EINVAL,
-        ] {
-            assert!(
-                matches!(classify_errno(errno), PathOutcome::Target(_)),
-                "errno {errno} is the target's answer"
-            );
+        use PathOutcome::{Busy, Path, Target};
+        let table = [
+            (libc::EIO, Path(PathError::Transport)),
+            (libc::ENOLINK, Path(PathError::Transport)),
+            (libc::EBADE, Path(PathError::Transport)),
+            (libc::ETIMEDOUT, Path(PathError::Timeout)),
+            (libc::ENODEV, Path(PathError::ConnectionLost)),
+            (libc::ENXIO, Path(PathError::ConnectionLost)),
+            (libc::EBADF, Path(PathError::ConnectionLost)),
+            (0, Path(PathError::Unknown)),
+            (9999, Path(PathError::Unknown)),
+            (libc::ENOMEM, Busy),
+            (libc::EBUSY, Busy),
+            (libc::EAGAIN, Busy),
+            (libc::EREMOTEIO, Target(TargetError::Medium)),
+            (libc::ENODATA, Target(TargetError::Medium)),
+            (libc::EILSEQ, Target(TargetError::Protection)),
+            (libc::ENOSPC, Target(TargetError::NoSpace)),
+            (libc::EOPNOTSUPP, Target(TargetError::NotSupported)),
+            (libc::EINVAL, Target(TargetError::Invalid)),
+        ];
+        for (errno, class) in table {
+            assert_eq!(classify_errno(errno), class, "errno {errno}");
         }
-        for errno in [
-            libc::EIO,
-            libc::ETIMEDOUT,
-            libc::ENOLINK,
-            libc::EBADF,
-            libc::ENODEV,
-            0,
-            9999,
-        ] {
-            assert!(
-                matches!(classify_errno(errno), PathOutcome::Path(_)),
-                "errno {errno} is the route's failure"
-            );
-        }
+    }
+
+    /// A block device that meets its end inside the map has gone: a path
+    /// error, where a regular file that shrank is the target's answer
+    /// (the vanished device once reached NBD clients as EINVAL).
+    #[test]
+    fn a_block_device_that_ends_early_has_gone() {
+        let lost = PathOutcome::Path(PathError::ConnectionLost);
+        assert_eq!(end_of_file(true), lost);
         assert_eq!(
-            classify_errno(libc::EBADF),
-            PathOutcome::Path(PathError::ConnectionLost)
+            end_of_file(false),
+            PathOutcome::Target(TargetError::OutOfRange)
+        );
+        assert_eq!(outcome_of_errno(Op::Write, libc::ENOSPC, true), lost);
+        assert_eq!(
+            outcome_of_errno(Op::Write, libc::ENOSPC, false),
+            PathOutcome::Target(TargetError::NoSpace)
         );
     }
 }

@@ -49,7 +49,7 @@
 
 #![allow(unsafe_code)]
 
-use super::{outcome_of_errno, FilePath};
+use super::{end_of_file, outcome_of_errno, FilePath};
 use crate::Waker;
 use io_uring::{opcode, squeue, types, IoUring};
 use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
@@ -284,7 +284,7 @@ impl FileQueue {
                 self.backlog.push_back(index);
                 return;
             }
-            outcome_of_errno(in_flight.io.op, errno)
+            outcome_of_errno(in_flight.io.op, errno, self.path.is_block_device())
         } else {
             match in_flight.io.op {
                 Op::Read | Op::Write => {
@@ -294,8 +294,8 @@ impl FileQueue {
                         PathOutcome::Ok
                     } else if moved == 0 {
                         // The end of the file came before the end of the
-                        // request: the storage shrank under the map.
-                        PathOutcome::Target(TargetError::OutOfRange)
+                        // request: a file shrank, a device went away.
+                        end_of_file(self.path.is_block_device())
                     } else {
                         self.backlog.push_back(index);
                         return;

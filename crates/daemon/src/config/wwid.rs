@@ -1,0 +1,162 @@
+//! Maps by WWID (`wwid = "..."` instead of `[[map.path]]`s): their paths
+//! are the block devices with that WWID when the config is checked —
+//! at start, at a reload, and at each round of the daemon's rescan —
+//! named as the kernel names them (`sdb`, `nvme1n1`), each a
+//! `file:/dev/<name>` path whose `prio` (for `group_by_prio`) is its
+//! access state's, as multipath-tools' `alua`/`ana` prioritizers give it.
+//! And `[blacklist]`: devices that are never such paths.
+
+use super::error::{quoted, Place, Source};
+use super::grouping::PathPlan;
+use super::raw::{RawBlacklist, RawMap};
+use super::{ConfigError, NamedPath};
+use mpio_core::map::MAX_PATHS;
+use mpio_transport::blockdev::blacklist::{Blacklist, DEFAULT_DEVNODE};
+use mpio_transport::blockdev::{current_access, discover, Sysfs};
+use toml::Spanned;
+
+/// One device a WWID leads to now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundPath {
+    /// Its kernel name: the path's name in the map.
+    pub name: String,
+    /// Its size in bytes.
+    pub size_bytes: u64,
+    /// Its `group_by_prio` priority.
+    pub prio: u32,
+}
+
+/// Where the paths of maps by WWID are looked up.
+pub trait PathSource {
+    /// The devices with `wwid` that `blacklist` lets through, by name.
+    fn paths_of(&self, wwid: &str, blacklist: &Blacklist) -> Vec<FoundPath>;
+}
+
+/// The host's block devices, from `/sys` (and the NVMe controllers' ANA
+/// log pages for the priorities).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostPaths;
+
+impl PathSource for HostPaths {
+    fn paths_of(&self, wwid: &str, blacklist: &Blacklist) -> Vec<FoundPath> {
+        discover::paths_of(&Sysfs::host(), blacklist, wwid)
+            .into_iter()
+            .map(|device| FoundPath {
+                prio: current_access(&device).unwrap_or_default().prio(),
+                size_bytes: device.size_bytes,
+                name: device.name,
+            })
+            .collect()
+    }
+}
+
+/// No devices at all: for checks that must not depend on the host (the
+/// fuzz target).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoPaths;
+
+impl PathSource for NoPaths {
+    fn paths_of(&self, _wwid: &str, _blacklist: &Blacklist) -> Vec<FoundPath> {
+        Vec::new()
+    }
+}
+
+/// The blacklist: the built-in device names, then the config's patterns.
+pub(super) fn blacklist(
+    source: &Source<'_>,
+    raw: Option<&Spanned<RawBlacklist>>,
+) -> Result<Blacklist, ConfigError> {
+    let empty = RawBlacklist::default();
+    let raw = raw.map_or(&empty, Spanned::get_ref);
+    let check = |patterns: &[Spanned<String>], key: &str| {
+        for (index, pattern) in patterns.iter().enumerate() {
+            Blacklist::new(&[pattern.get_ref().clone()], &[]).map_err(|reason| {
+                source.error(
+                    &Place::of(pattern, format!("blacklist: {key}[{index}]")),
+                    quoted(pattern.get_ref()),
+                    reason,
+                )
+            })?;
+        }
+        Ok::<_, ConfigError>(
+            patterns
+                .iter()
+                .map(|pattern| pattern.get_ref().clone())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let devnode: Vec<String> = std::iter::once(DEFAULT_DEVNODE.to_string())
+        .chain(check(&raw.devnode, "devnode")?)
+        .collect();
+    let wwid = check(&raw.wwid, "wwid")?;
+    Ok(Blacklist::new(&devnode, &wwid).expect("every pattern compiled alone"))
+}
+
+/// The paths of a map by WWID and the size they hold (the smallest
+/// device's, 512-byte aligned). A map by WWID lists no paths, table or
+/// groups of its own, and must find at least one device.
+pub(super) fn paths(
+    source: &Source<'_>,
+    map: &RawMap,
+    wwid: &Spanned<String>,
+    context: &str,
+    blacklist: &Blacklist,
+    found: &dyn PathSource,
+) -> Result<(Vec<PathPlan>, Vec<NamedPath>, u64), ConfigError> {
+    let place = Place::of(wwid, format!("{context}: wwid"));
+    let listed = [
+        map.path
+            .first()
+            .map(|path| Place::of(path, format!("{context} path[0]"))),
+        map.group
+            .first()
+            .map(|group| Place::of(group, format!("{context} group[0]"))),
+        map.table
+            .as_ref()
+            .map(|table| Place::of(table, format!("{context}: table"))),
+    ];
+    if let Some(other) = listed.into_iter().flatten().next() {
+        return Err(source.error(
+            &other,
+            None,
+            "a map by wwid has the devices with that WWID as its paths: it lists no paths, \
+             groups or table (use path_grouping_policy)",
+        ));
+    }
+    let mut devices = found.paths_of(wwid.get_ref(), blacklist);
+    if devices.is_empty() {
+        return Err(source.error(
+            &place,
+            quoted(wwid.get_ref()),
+            "no block device has this WWID (or every one is blacklisted); `mpio discover` lists \
+             the host's",
+        ));
+    }
+    devices.truncate(MAX_PATHS);
+    let size_bytes = devices
+        .iter()
+        .map(|device| device.size_bytes)
+        .min()
+        .unwrap_or(0)
+        / 512
+        * 512;
+    let plans = devices
+        .iter()
+        .map(|device| PathPlan {
+            name: device.name.clone(),
+            place: place.clone(),
+            prio: device.prio,
+            args: Vec::new(),
+            args_place: None,
+        })
+        .collect();
+    let named = devices
+        .into_iter()
+        .map(|device| NamedPath {
+            uri: format!("file:/dev/{}", device.name),
+            name: device.name,
+            numa_node: None,
+        })
+        .collect();
+    Ok((plans, named, size_bytes))
+}

@@ -1,0 +1,119 @@
+//! Block-device paths kept current: every round (the shortest checker
+//! interval of the daemon's maps) each `file:` path on a block device has
+//! its ALUA/ANA access state read and given to its map, and each map by
+//! WWID is looked up again so that devices that appeared with its WWID
+//! become paths and devices that vanished stop being paths (through a
+//! reload, [`crate::daemon`]).
+//!
+//! # Access states
+//! SCSI: sysfs `device/access_state`, kept by `scsi_dh_alua`. The handler
+//! refuses I/O to a standby or unavailable path inside the kernel, so no
+//! command reaches the target through it and the kernel would never learn
+//! of the path's return; for such a path the round asks the kernel to
+//! rescan the device (`device/rescan`), which makes `scsi_dh_alua` send
+//! REPORT TARGET PORT GROUPS again. NVMe with native multipath off: the
+//! controller's ANA log page ([`mpio_transport::blockdev::ana`]). A path
+//! whose state cannot be read keeps the one it has.
+//!
+//! # Threads
+//! One thread for the daemon ([`Rounds`]), started after the maps and
+//! stopped before they are; a round takes each map's lock only to set a
+//! state (the control lock of [`mpio_core::map::Map`]) and holds no lock
+//! of the daemon while it reads sysfs or asks a controller.
+
+use mpio_core::map::Map;
+use mpio_transport::blockdev::{current_access, name_of_node, Sysfs};
+use mpio_transport::{lock, PathHandle};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Reads the access state of every block-device path of `map` (whose
+/// path handles are `handles`) and sets it; asks the kernel to look again
+/// at SCSI paths that cannot carry I/O (see the module docs).
+pub(crate) fn refresh_access(map: &Map, handles: &[PathHandle], sysfs: &Sysfs) {
+    for (index, handle) in handles.iter().enumerate() {
+        let PathHandle::File(file) = handle else {
+            continue;
+        };
+        if !file.is_block_device() {
+            continue;
+        }
+        let Some(device) = name_of_node(sysfs, file.path()).and_then(|name| sysfs.device(&name))
+        else {
+            continue; // gone: the checker's probe finds that out
+        };
+        let Some(state) = current_access(&device) else {
+            continue;
+        };
+        map.set_access_state(index, state);
+        if device.nvme.is_none() && !state.carries_io() {
+            rescan_scsi(sysfs, &device.name);
+        }
+    }
+}
+
+/// Asks the kernel to rescan SCSI disk `name`, which re-reads its ALUA
+/// state through the device handler.
+fn rescan_scsi(sysfs: &Sysfs, name: &str) {
+    let rescan = sysfs.block_path(name).join("device/rescan");
+    if let Err(error) = std::fs::write(&rescan, "1") {
+        tracing::debug!(device = name, %error, "cannot rescan");
+    }
+}
+
+/// A thread that runs a round every interval until stopped.
+#[derive(Debug)]
+pub(crate) struct Rounds {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Rounds {
+    /// Runs `round` now and then every `interval`.
+    ///
+    /// # Errors
+    /// The thread could not be started.
+    pub(crate) fn spawn(
+        interval: Duration,
+        mut round: impl FnMut() + Send + 'static,
+    ) -> std::io::Result<Rounds> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let thread_stop = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("mpio-devices".into())
+            .spawn(move || {
+                let (stopped, wake) = &*thread_stop;
+                loop {
+                    round();
+                    let guard = lock(stopped);
+                    let (guard, _) = wake
+                        .wait_timeout_while(guard, interval, |stopped| !*stopped)
+                        .unwrap_or_else(|_| panic!("a lock was poisoned"));
+                    if *guard {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Rounds {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread and waits for it (a round in progress finishes).
+    pub(crate) fn stop(&mut self) {
+        let (stopped, wake) = &*self.stop;
+        *lock(stopped) = true;
+        wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Rounds {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
