@@ -7,7 +7,7 @@
 
 use crate::daemon::test_dir;
 use crate::devices::{modprobe, run, wait_bounded, wait_until, NullBlk};
-use crate::failover::path_row;
+use crate::failover::{path_row, two_path_table};
 use crate::ublk::serve_ublk;
 use std::path::Path;
 use std::time::Duration;
@@ -31,12 +31,7 @@ fn the_ublk_device_takes_its_paths_blocks_and_cache() {
         queue_attribute(paths[0].trim_start_matches("file:"), "write_cache"),
         "write through"
     );
-    let table = format!(
-        "0 {} multipath 0 0 1 1 round-robin 0 2 1 {} 1 {} 1",
-        large.sectors(),
-        paths[0],
-        paths[1]
-    );
+    let table = two_path_table(large.sectors(), &paths[0], &paths[1]);
     let daemon = serve_ublk("ublk-limits", &table, &["--ublk"]);
     let device = daemon.devices[0].clone();
     assert_eq!(queue_attribute(&device, "logical_block_size"), "4096");
@@ -73,12 +68,7 @@ fn the_ublk_device_takes_its_paths_blocks_and_cache() {
     // Smaller blocks without a cache suit it.
     let mut small = NullBlk::memory_backed("mpio-kt-limits-512", 64);
     let smaller = small.two_paths();
-    let table = format!(
-        "0 {} multipath 0 0 1 1 round-robin 0 2 1 {} 1 {} 1",
-        large.sectors(),
-        smaller[0],
-        smaller[1]
-    );
+    let table = two_path_table(large.sectors(), &smaller[0], &smaller[1]);
     daemon.ok(&["reload", "mpatha", &table]);
     std::fs::write(&device, &pattern).unwrap();
     run("sync", &[], Duration::from_secs(60));
@@ -115,12 +105,7 @@ fn a_full_file_system_reaches_the_writer_as_enospc_and_fails_no_path() {
         .unwrap();
     let word = format!("file:{}?direct=0", file.display());
     let paths = [format!("{word}#a"), format!("{word}#b")];
-    let table = format!(
-        "0 {} multipath 0 0 1 1 round-robin 0 2 1 {} 1 {} 1",
-        64 << 11,
-        paths[0],
-        paths[1]
-    );
+    let table = two_path_table(64 << 11, &paths[0], &paths[1]);
     let daemon = serve_ublk("ublk-enospc", &table, &["--ublk"]);
     let device = &daemon.devices[0];
     let written = std::process::Command::new("dd")

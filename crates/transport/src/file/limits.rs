@@ -16,6 +16,7 @@
 
 #![allow(unsafe_code)]
 
+use crate::blockdev::read_word;
 use crate::limits::Limits;
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -63,13 +64,7 @@ fn block_device_limits(device: &Path) -> Limits {
     let Some(queue) = queue_dir(device) else {
         return CAREFUL;
     };
-    let number = |name: &str| -> Option<u64> {
-        std::fs::read_to_string(queue.join(name))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    };
+    let number = |name: &str| -> Option<u64> { read_word(&queue.join(name))?.parse().ok() };
     let block = |name: &str| {
         number(name)
             .and_then(|bytes| u32::try_from(bytes).ok())
@@ -78,8 +73,8 @@ fn block_device_limits(device: &Path) -> Limits {
     let logical_block = block("logical_block_size").unwrap_or(CAREFUL.logical_block);
     let physical_block =
         block("physical_block_size").map_or(logical_block, |physical| physical.max(logical_block));
-    let volatile_cache = std::fs::read_to_string(queue.join("write_cache"))
-        .map_or(true, |mode| mode.trim() != "write through");
+    let volatile_cache =
+        read_word(&queue.join("write_cache")).is_none_or(|mode| mode != "write through");
     Limits {
         logical_block,
         physical_block,
