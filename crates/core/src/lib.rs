@@ -18,6 +18,7 @@ pub mod path;
 pub mod queue;
 pub mod reload;
 pub mod selector;
+pub mod slab;
 pub mod snapshot;
 pub mod stall;
 pub mod status;

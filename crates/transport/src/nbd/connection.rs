@@ -3,7 +3,7 @@
 //! into a send buffer, a batch at a time, as the socket takes them;
 //! replies are read into a receive buffer and parsed as they complete, in
 //! whatever order the server sends them. Each request travels under its
-//! own cookie from an [`InFlightTable`], not under the I/O's tag.
+//! own cookie from an [`Slab`], not under the I/O's tag.
 //!
 //! # Allocation
 //! None per I/O once the connection has carried its depth of requests
@@ -37,7 +37,7 @@
 //! the core's I/O timeout fails the path if the reply never ends).
 
 use super::handshake::Export;
-use super::in_flight::InFlightTable;
+use mpio_core::slab::Slab;
 use super::stream::Stream;
 use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo};
@@ -92,7 +92,7 @@ pub struct Broken(pub String);
 pub struct Connection {
     stream: Stream,
     export: Export,
-    in_flight: InFlightTable<InFlight>,
+    in_flight: Slab<InFlight>,
     /// Cookies of requests not yet encoded, in submission order.
     unsent: VecDeque<u64>,
     send: Vec<u8>,
@@ -140,7 +140,7 @@ impl Connection {
         Ok(Connection {
             stream,
             export,
-            in_flight: InFlightTable::with_capacity(depth),
+            in_flight: Slab::with_capacity(depth),
             unsent: VecDeque::with_capacity(depth),
             send: Vec::with_capacity(SEND_BATCH + Request::LEN),
             sent: 0,
@@ -170,7 +170,8 @@ impl Connection {
     /// True if `tag` is waiting for its reply (and not abandoned).
     pub fn is_in_flight(&self, tag: u64) -> bool {
         self.in_flight
-            .any(|in_flight| in_flight.io.tag == tag && !in_flight.abandoned)
+            .iter()
+            .any(|(_, in_flight)| in_flight.io.tag == tag && !in_flight.abandoned)
     }
 
     /// True once the server's side was seen closed.
@@ -421,7 +422,7 @@ impl Connection {
                 }
             }
         }
-        self.in_flight.for_each_mut(|in_flight| {
+        self.in_flight.iter_mut().for_each(|(_, in_flight)| {
             if in_flight.io.op == Op::Read && !in_flight.abandoned {
                 in_flight.abandoned = true;
                 completions.push(PathCompletion {
@@ -436,7 +437,9 @@ impl Connection {
     /// True while the connection holds a request the server may still
     /// apply (in flight and not abandoned).
     pub fn holds_requests(&self) -> bool {
-        self.in_flight.any(|in_flight| !in_flight.abandoned)
+        self.in_flight
+            .iter()
+            .any(|(_, in_flight)| !in_flight.abandoned)
     }
 
     /// Reads a cut connection ([`Connection::cut`]): replies still coming
@@ -478,7 +481,7 @@ impl Connection {
     /// timeout: the request may still take effect).
     pub fn abandon(&mut self, tag: u64) -> Option<PathIo> {
         let mut given = None;
-        self.in_flight.for_each_mut(|in_flight| {
+        self.in_flight.iter_mut().for_each(|(_, in_flight)| {
             if in_flight.io.tag == tag && !in_flight.abandoned {
                 in_flight.abandoned = true;
                 given = Some(PathIo {
@@ -734,7 +737,7 @@ fn wire(error: mpio_nbd::WireError) -> Broken {
 /// (one way for simple and structured replies alike: a list handed back
 /// with ranges in it would refuse the next read's chunks as overlaps).
 fn finish_in_flight(
-    in_flight: &mut InFlightTable<InFlight>,
+    in_flight: &mut Slab<InFlight>,
     spare: &mut Vec<Vec<(u32, u32)>>,
     cookie: u64,
 ) -> Result<InFlight, Broken> {
