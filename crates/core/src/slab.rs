@@ -148,11 +148,14 @@ impl<T> Slab<T> {
 
     /// The held values with their keys, writable, in slot order.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut T)> {
-        self.slots.iter_mut().enumerate().filter_map(|(index, slot)| {
-            let generation = slot.generation;
-            let value = slot.value.as_mut()?;
-            Some((key(generation, index as u32), value))
-        })
+        self.slots
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(index, slot)| {
+                let generation = slot.generation;
+                let value = slot.value.as_mut()?;
+                Some((key(generation, index as u32), value))
+            })
     }
 
     /// Takes every value out, handing each to `sink`.

@@ -37,10 +37,10 @@
 //! the core's I/O timeout fails the path if the reply never ends).
 
 use super::handshake::Export;
-use mpio_core::slab::Slab;
 use super::stream::Stream;
 use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo};
+use mpio_core::slab::Slab;
 use mpio_nbd::consts::*;
 use mpio_nbd::reply::{header_len, Chunk, ChunkHeader, SimpleReply, MAX_ERROR_MESSAGE};
 use mpio_nbd::request::Request;
