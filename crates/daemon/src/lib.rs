@@ -17,5 +17,6 @@ pub mod daemon;
 mod deadline;
 pub mod fail_fast;
 pub mod metrics;
+pub mod running;
 pub mod ublk;
 pub mod view;

@@ -22,8 +22,6 @@ pub const MAX_MAPS: usize = 1024;
 pub const MAX_EXPORTS: usize = 64;
 /// Longest map or path name.
 pub const MAX_NAME_BYTES: usize = 128;
-/// Longest NBD export name (the protocol's limit).
-pub const MAX_EXPORT_NAME_BYTES: usize = 4096;
 
 /// Checks the whole text.
 pub(super) fn check(text: &str) -> Result<DaemonConfig, ConfigError> {

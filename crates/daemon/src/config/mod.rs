@@ -108,9 +108,10 @@ mod settings;
 #[cfg(test)]
 mod tests;
 
-pub use check::{MAX_EXPORTS, MAX_EXPORT_NAME_BYTES, MAX_MAPS, MAX_NAME_BYTES};
+pub use check::{MAX_EXPORTS, MAX_MAPS, MAX_NAME_BYTES};
 pub use error::ConfigError;
 pub use listen::DEFAULT_SOCKET_MODE;
+pub use listen::MAX_EXPORT_NAME_BYTES;
 pub use settings::{
     DEFAULT_SELECTOR, MAX_ATTEMPTS, MAX_CHECKER_INTERVAL_MS, MAX_MARGINAL_FAILURES,
     MAX_NO_PATH_RETRY, MAX_TIMEOUT_MS,
