@@ -1,14 +1,17 @@
 //! One established NBD connection in the transmission phase, driven
-//! without blocking: requests wait in submission order and are encoded
-//! into a send buffer, a batch at a time, as the socket takes them;
+//! without blocking: requests wait in submission order and their headers
+//! are encoded into a send buffer, a batch at a time, as the socket takes
+//! them; a write's payload is sent from the I/O's own buffer (one vectored
+//! write carries headers and payloads: no copy);
 //! replies are read into a receive buffer and parsed as they complete, in
 //! whatever order the server sends them. Each request travels under its
 //! own cookie from an [`Slab`], not under the I/O's tag.
 //!
 //! # Allocation
-//! None per I/O once the connection has carried its depth of requests
-//! and its largest write: the table, the waiting list and the send buffer
-//! are sized then, whatever the server's pace; each request's list of
+//! None per I/O once the connection has carried its depth of requests:
+//! the table, the waiting list, the send buffer (headers only) and the
+//! batch's list of parts are sized then, whatever the server's pace; each
+//! request's list of
 //! covered ranges is one of `depth` lists made with the connection and
 //! reused (a server that sends a read's chunks out of order may grow one,
 //! once).
@@ -23,7 +26,10 @@
 //! a path error; otherwise the caller [`Connection::cut`]s it — our
 //! sending side shut, reads handed back at once, every other request
 //! kept until its reply or the server's close (read, or after a protocol
-//! error read and dropped, by [`Connection::poll_cut`]). A read
+//! error read and dropped, by [`Connection::poll_cut`]). A write whose
+//! payload is partly written cannot be given back (its bytes must follow
+//! its header): [`Connection::abandon`] refuses it until it is written.
+//! A read
 //! answered in structured chunks succeeds only when its chunks cover every
 //! byte of it exactly once: the connection tracks each read's covered
 //! ranges, so two chunks over the same half cannot pass for a whole read.
@@ -45,7 +51,7 @@ use mpio_nbd::consts::*;
 use mpio_nbd::reply::{header_len, Chunk, ChunkHeader, SimpleReply, MAX_ERROR_MESSAGE};
 use mpio_nbd::request::Request;
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, IoSlice, Read, Write};
 
 /// Receive buffer size before any large read reply grows it.
 const RECV_BUFFER: usize = 256 * 1024;
@@ -56,9 +62,28 @@ pub const POLL_BUDGET_REPLIES: usize = 1024;
 /// Bytes one poll reads from the socket at most.
 pub const POLL_BUDGET_BYTES: usize = 4 * 1024 * 1024;
 
-/// Requests are encoded into the send buffer until it holds this many
-/// bytes, so that small requests share a write call.
+/// Requests join a batch until its headers and payloads come to this
+/// many bytes, so that small requests share a write call.
 const SEND_BATCH: usize = 64 * 1024;
+
+/// Slices one vectored write passes at most (on the stack; Linux takes
+/// 1024).
+const MAX_SLICES: usize = 64;
+
+/// One request of the batch being sent: its header in the send buffer,
+/// then, for a write, the payload in its I/O's buffer.
+#[derive(Clone, Copy, Debug)]
+struct Part {
+    header_end: usize,
+    /// The write whose buffer follows the header, and its length.
+    payload: Option<(u64, usize)>,
+}
+
+impl Part {
+    fn len(&self, header_start: usize) -> usize {
+        self.header_end - header_start + self.payload.map_or(0, |(_, len)| len)
+    }
+}
 
 /// An I/O the server has not finished answering.
 #[derive(Debug)]
@@ -95,8 +120,13 @@ pub struct Connection {
     in_flight: Slab<InFlight>,
     /// Cookies of requests not yet encoded, in submission order.
     unsent: VecDeque<u64>,
+    /// The headers of the batch being sent.
     send: Vec<u8>,
-    sent: usize,
+    /// The batch being sent, request by request.
+    parts: Vec<Part>,
+    /// The first part not wholly written, and its bytes written.
+    part: usize,
+    part_sent: usize,
     recv: Box<[u8]>,
     recv_start: usize,
     recv_end: usize,
@@ -143,7 +173,9 @@ impl Connection {
             in_flight: Slab::with_capacity(depth),
             unsent: VecDeque::with_capacity(depth),
             send: Vec::with_capacity(SEND_BATCH + Request::LEN),
-            sent: 0,
+            parts: Vec::with_capacity(depth),
+            part: 0,
+            part_sent: 0,
             recv: vec![0; RECV_BUFFER].into_boxed_slice(),
             recv_start: 0,
             recv_end: 0,
@@ -186,18 +218,6 @@ impl Connection {
     /// The socket failed; `io` is in flight and comes back from
     /// [`Connection::sever`].
     pub fn send(&mut self, command: u16, io: PathIo) -> Result<(), Broken> {
-        // The buffer holds at most a batch plus one request: room for it
-        // is made when a larger write than before first comes, not while
-        // the socket is full.
-        let payload = if command == CMD_WRITE {
-            io.buf.len()
-        } else {
-            0
-        };
-        let need = SEND_BATCH + Request::LEN + payload;
-        if self.send.capacity() < need {
-            self.send.reserve_exact(need - self.send.len());
-        }
         let write_like = matches!(command, CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES);
         let flush_after = io.fua
             && write_like
@@ -221,11 +241,15 @@ impl Connection {
         self.flush()
     }
 
-    /// Encodes waiting requests into the empty send buffer, up to a batch.
+    /// Makes the next batch of waiting requests: their headers in the
+    /// empty send buffer, one part each.
     fn refill(&mut self) {
         self.send.clear();
-        self.sent = 0;
-        while self.send.len() < SEND_BATCH {
+        self.parts.clear();
+        self.part = 0;
+        self.part_sent = 0;
+        let mut batch = 0;
+        while batch < SEND_BATCH {
             let Some(cookie) = self.unsent.pop_front() else {
                 break;
             };
@@ -255,29 +279,84 @@ impl Connection {
                 length,
             };
             self.send.extend_from_slice(&request.encode());
-            if in_flight.command == CMD_WRITE {
-                self.send.extend_from_slice(in_flight.io.buf.as_slice());
-            }
+            // `command_for` checked that a write's buffer is its length.
+            let payload =
+                (in_flight.command == CMD_WRITE).then(|| (cookie, in_flight.io.buf.len()));
+            batch += Request::LEN + payload.map_or(0, |(_, len)| len);
+            self.parts.push(Part {
+                header_end: self.send.len(),
+                payload,
+            });
         }
     }
 
-    /// Writes what the socket takes of the waiting requests.
+    /// Writes what the socket takes of the waiting requests: headers from
+    /// the send buffer, payloads from their I/Os' buffers, in one vectored
+    /// write per up to [`MAX_SLICES`] slices.
+    ///
+    /// # Errors
+    /// The socket failed, or the server answered a write before its
+    /// payload was written (its buffer is gone: the stream cannot go on).
     fn flush(&mut self) -> Result<(), Broken> {
         loop {
-            if self.sent == self.send.len() {
+            if self.part == self.parts.len() {
                 self.refill();
-                if self.send.is_empty() {
+                if self.parts.is_empty() {
                     return Ok(());
                 }
             }
-            match self.stream.write(&self.send[self.sent..]) {
+            let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+            let count = batch_slices(
+                &self.send,
+                &self.parts[self.part..],
+                self.header_start(self.part),
+                self.part_sent,
+                &self.in_flight,
+                &mut slices,
+            )?;
+            match self.stream.write_vectored(&slices[..count]) {
                 Ok(0) => return Err(Broken("the server stopped taking requests".into())),
-                Ok(written) => self.sent += written,
+                Ok(written) => self.advance(written),
                 Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
                 Err(error) => return Err(Broken(format!("sending: {error}"))),
             }
         }
+    }
+
+    /// Where part `index`'s header starts in the send buffer.
+    fn header_start(&self, index: usize) -> usize {
+        index
+            .checked_sub(1)
+            .map_or(0, |before| self.parts[before].header_end)
+    }
+
+    /// Counts `written` more bytes of the batch as sent.
+    fn advance(&mut self, mut written: usize) {
+        while written > 0 {
+            let left = self.parts[self.part].len(self.header_start(self.part)) - self.part_sent;
+            if written < left {
+                self.part_sent += written;
+                return;
+            }
+            written -= left;
+            self.part += 1;
+            self.part_sent = 0;
+        }
+    }
+
+    /// True if `cookie`'s payload is in the batch and not wholly written.
+    fn payload_unsent(&self, cookie: u64) -> bool {
+        let mut start = self.header_start(self.part);
+        self.parts[self.part..]
+            .iter()
+            .enumerate()
+            .any(|(at, part)| {
+                let header_len = part.header_end - start;
+                start = part.header_end;
+                matches!(part.payload, Some((of, len)) if of == cookie
+                && (at > 0 || self.part_sent < header_len + len))
+            })
     }
 
     /// Sends what waits, reads what the server sent (within the poll
@@ -479,7 +558,25 @@ impl Connection {
     /// Gives back I/O `tag` if the connection still holds it, and drops
     /// its reply if one ever comes (the core's last resort past its fence
     /// timeout: the request may still take effect).
+    /// A write not yet encoded is taken out (the server never sees it); a
+    /// write whose payload is partly written is not given back (the
+    /// caller may ask again once it is).
     pub fn abandon(&mut self, tag: u64) -> Option<PathIo> {
+        let (cookie, _) = self
+            .in_flight
+            .iter()
+            .find(|(_, in_flight)| in_flight.io.tag == tag && !in_flight.abandoned)?;
+        if self.payload_unsent(cookie) {
+            return None;
+        }
+        if let Some(at) = self.unsent.iter().position(|&unsent| unsent == cookie) {
+            self.unsent.remove(at);
+            let mut in_flight = self.in_flight.remove(cookie)?;
+            let mut covered = std::mem::take(&mut in_flight.covered);
+            covered.clear();
+            self.spare_covered.push(covered);
+            return Some(in_flight.io);
+        }
         let mut given = None;
         self.in_flight.iter_mut().for_each(|(_, in_flight)| {
             if in_flight.io.tag == tag && !in_flight.abandoned {
@@ -691,6 +788,66 @@ impl Connection {
         }
         Ok(Some(total))
     }
+}
+
+/// Fills `slices` with what is left to write of `parts` (the first of
+/// them starting at `header_start` in `send`, `part_sent` bytes of it
+/// written): runs of headers as one slice, each payload from its I/O's
+/// buffer. Returns how many slices it filled.
+///
+/// # Errors
+/// A part's write is no longer held with its payload (the server answered
+/// it before it was written, or it was abandoned).
+fn batch_slices<'a>(
+    send: &'a [u8],
+    parts: &[Part],
+    header_start: usize,
+    part_sent: usize,
+    in_flight: &'a Slab<InFlight>,
+    slices: &mut [IoSlice<'a>; MAX_SLICES],
+) -> Result<usize, Broken> {
+    let mut count = 0;
+    // Headers not yet in a slice: `send[headers.0..headers.1]`.
+    let mut headers = (header_start + part_sent, header_start + part_sent);
+    let mut skip = part_sent;
+    let mut start = header_start;
+    for part in parts {
+        let header_len = part.header_end - start;
+        start = part.header_end;
+        let header_skip = skip.min(header_len);
+        skip -= header_skip;
+        headers.1 = part.header_end;
+        let Some((cookie, len)) = part.payload else {
+            continue;
+        };
+        // Room for the headers and this payload, with one slice to spare
+        // for the headers after it.
+        if count + 2 >= MAX_SLICES {
+            break;
+        }
+        let payload = in_flight
+            .get(cookie)
+            .map(|in_flight| in_flight.io.buf.as_slice())
+            .filter(|payload| payload.len() == len)
+            .ok_or_else(|| {
+                Broken(format!(
+                    "request {cookie:#x} ended before its payload was written                      (the server answered it early)"
+                ))
+            })?;
+        if headers.0 < headers.1 {
+            slices[count] = IoSlice::new(&send[headers.0..headers.1]);
+            count += 1;
+        }
+        headers = (part.header_end, part.header_end);
+        slices[count] = IoSlice::new(&payload[skip..]);
+        count += 1;
+        skip = 0;
+    }
+    if headers.0 < headers.1 && count < MAX_SLICES {
+        slices[count] = IoSlice::new(&send[headers.0..headers.1]);
+        count += 1;
+    }
+    Ok(count)
 }
 
 /// Adds `start..end` to the sorted, disjoint, merged `ranges`; false

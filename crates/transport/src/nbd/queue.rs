@@ -27,7 +27,9 @@ type Connecting = JoinHandle<Result<Connection, NbdError>>;
 pub struct NbdQueue {
     target: Arc<NbdTarget>,
     depth: usize,
-    connection: Option<Connection>,
+    /// Boxed: a connection's buffers and tables are far larger than the
+    /// other transports' queues, which share `AnyQueue` with this one.
+    connection: Option<Box<Connection>>,
     /// Connections cut from our side that still hold requests the server
     /// may apply: read until each reply comes or the server closes (the
     /// fence; see the module docs of [`super`]).
@@ -80,7 +82,9 @@ impl NbdQueue {
 
     /// I/Os sent on the live connection and not answered yet.
     pub fn in_flight(&self) -> usize {
-        self.connection.as_ref().map_or(0, Connection::in_flight)
+        self.connection
+            .as_ref()
+            .map_or(0, |connection| connection.in_flight())
     }
 
     /// Connections cut from our side and not yet fenced (their server may
@@ -97,7 +101,7 @@ impl NbdQueue {
     /// What the server said about the export on the live connection
     /// (narrowed to what the map's paths share).
     pub fn export(&self) -> Option<&Export> {
-        self.connection.as_ref().map(Connection::export)
+        self.connection.as_deref().map(Connection::export)
     }
 
     /// Starts a connect on a helper thread unless one runs or the backoff
@@ -159,7 +163,7 @@ impl NbdQueue {
         });
         match result {
             Ok(connection) => {
-                self.connection = Some(connection);
+                self.connection = Some(Box::new(connection));
                 self.retry = None;
                 self.backoff = FIRST_BACKOFF;
                 for io in std::mem::take(&mut self.waiting) {
@@ -206,11 +210,11 @@ impl NbdQueue {
     fn end_connection(&mut self, why: Broken) {
         if let Some(mut connection) = self.connection.take() {
             if connection.server_closed() {
-                connection.sever(&mut self.done);
+                (*connection).sever(&mut self.done);
             } else {
                 connection.cut(&mut self.done);
                 if connection.holds_requests() {
-                    self.cut.push(connection);
+                    self.cut.push(*connection);
                 }
             }
         }
@@ -324,7 +328,8 @@ impl PathQueue for NbdQueue {
     fn abandon(&mut self, tag: u64) -> Option<PathIo> {
         let io = self
             .connection
-            .iter_mut()
+            .as_deref_mut()
+            .into_iter()
             .chain(self.cut.iter_mut())
             .find_map(|connection| connection.abandon(tag))?;
         self.cut.retain(Connection::holds_requests);

@@ -585,3 +585,111 @@ fn an_abandoned_request_gives_its_buffer_back_and_its_reply_is_dropped() {
     }
     assert!(done.is_empty());
 }
+
+/// A write of `len` bytes of `fill` at block `block`.
+fn write_of(tag: u64, block: u64, len: u32, fill: u8) -> PathIo {
+    let mut io = io(tag, Op::Write, block * u64::from(len), len);
+    io.buf.as_mut_slice().fill(fill);
+    io
+}
+
+#[test]
+fn writes_go_out_from_their_buffers_in_step_when_the_socket_fills() {
+    // 64 KiB writes mixed with reads, far more than the socket holds: the
+    // vectored writes stop part-way through headers and payloads, and the
+    // server must still see every header followed by its own payload.
+    let (mut connection, mut server) = pair(false);
+    let mut sent = Vec::new();
+    for tag in 0..8u64 {
+        let len = 64 * 1024;
+        if tag % 3 == 2 {
+            connection
+                .send(CMD_READ, io(tag, Op::Read, tag * u64::from(len), 512))
+                .unwrap();
+        } else {
+            connection
+                .send(CMD_WRITE, write_of(tag, tag, len, tag as u8 + 1))
+                .unwrap();
+        }
+        sent.push(tag);
+    }
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            let mut header = [0; Request::LEN];
+            server.read_exact(&mut header).unwrap();
+            let request = Request::decode(&header).unwrap();
+            let mut payload = vec![0; request.payload_len() as usize];
+            server.read_exact(&mut payload).unwrap();
+            let fill = payload.first().copied();
+            assert!(payload.iter().all(|&byte| Some(byte) == fill));
+            seen.push((request.command, request.length, fill));
+        }
+        // Kept open: a close would break the client's next poll.
+        (seen, server)
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !reader.is_finished() {
+        connection.poll(&mut Vec::new()).unwrap();
+        assert!(std::time::Instant::now() < deadline, "requests not sent");
+        std::thread::yield_now();
+    }
+    let (seen, _server) = reader.join().unwrap();
+    let expected: Vec<_> = sent
+        .iter()
+        .map(|&tag| {
+            if tag % 3 == 2 {
+                (CMD_READ, 512, None)
+            } else {
+                (CMD_WRITE, 64 * 1024, Some(tag as u8 + 1))
+            }
+        })
+        .collect();
+    assert_eq!(seen, expected);
+}
+
+#[test]
+fn a_write_is_given_back_only_before_or_after_its_payload_goes_out() {
+    let (mut connection, mut server) = pair(false);
+    // Fill the socket so that later writes stay queued or part-written.
+    let len = 64 * 1024;
+    for tag in 0..8 {
+        connection
+            .send(CMD_WRITE, write_of(tag, tag, len, 7))
+            .unwrap();
+    }
+    // The last one is still waiting to be encoded: given back whole.
+    let last = connection.abandon(7).expect("not yet sent");
+    assert_eq!((last.tag, last.buf.len()), (7, len as usize));
+    assert!(last.buf.as_slice().iter().all(|&byte| byte == 7));
+    // The write being written is refused (its bytes must follow its
+    // header); the others are given back: those written whole (their
+    // replies will be dropped) and those not yet encoded (never sent).
+    let refused: Vec<u64> = (0..7)
+        .filter(|&tag| connection.abandon(tag).is_none())
+        .collect();
+    assert!(!refused.is_empty(), "a write was being written");
+    // Requests the server gets: the ones written or being written.
+    let expected = connection.in_flight();
+    let reader = std::thread::spawn(move || {
+        for _ in 0..expected {
+            let mut header = [0; Request::LEN];
+            server.read_exact(&mut header).unwrap();
+            let request = Request::decode(&header).unwrap();
+            let mut payload = vec![0; request.payload_len() as usize];
+            server.read_exact(&mut payload).unwrap();
+            assert!(payload.iter().all(|&byte| byte == 7), "payload in step");
+        }
+        server
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !reader.is_finished() {
+        connection.poll(&mut Vec::new()).unwrap();
+        assert!(std::time::Instant::now() < deadline, "requests not sent");
+        std::thread::yield_now();
+    }
+    let _server = reader.join().unwrap();
+    for tag in refused {
+        assert!(connection.abandon(tag).is_some(), "written now: given back");
+    }
+}
