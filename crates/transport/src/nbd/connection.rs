@@ -4,7 +4,12 @@
 //! them; a write's payload is sent from the I/O's own buffer (one vectored
 //! write carries headers and payloads: no copy);
 //! replies are read into a receive buffer and parsed as they complete, in
-//! whatever order the server sends them. Each request travels under its
+//! whatever order the server sends them. A read's data that has not
+//! arrived when its reply's header is parsed (a simple reply, or a
+//! structured data chunk) is read straight into the I/O's buffer, with
+//! what follows it read into the receive buffer in the same vectored
+//! read; only data that came in one read with the header before it is
+//! copied. Each request travels under its
 //! own cookie from an [`Slab`], not under the I/O's tag.
 //!
 //! # Allocation
@@ -51,7 +56,8 @@ use mpio_nbd::consts::*;
 use mpio_nbd::reply::{header_len, Chunk, ChunkHeader, SimpleReply, MAX_ERROR_MESSAGE};
 use mpio_nbd::request::Request;
 use std::collections::VecDeque;
-use std::io::{ErrorKind, IoSlice, Read, Write};
+use std::io::{ErrorKind, IoSlice, IoSliceMut, Read, Write};
+use std::ops::Range;
 
 /// Receive buffer size before any large read reply grows it.
 const RECV_BUFFER: usize = 256 * 1024;
@@ -108,6 +114,19 @@ struct InFlight {
     abandoned: bool,
 }
 
+/// A read's data being received straight into its buffer.
+#[derive(Clone, Debug)]
+struct Direct {
+    cookie: u64,
+    /// Where the data goes in the read's buffer.
+    range: Range<usize>,
+    /// Bytes of it received.
+    filled: usize,
+    /// The data ends a simple reply (`None`), or a structured data chunk
+    /// (`Some(done)`: with the reply's done flag or not).
+    chunk_done: Option<bool>,
+}
+
 /// Why a connection ended.
 #[derive(Debug)]
 pub struct Broken(pub String);
@@ -130,6 +149,9 @@ pub struct Connection {
     recv: Box<[u8]>,
     recv_start: usize,
     recv_end: usize,
+    /// The read whose data comes straight into its buffer, if one does:
+    /// the receive buffer is empty before it (see the module docs).
+    direct: Option<Direct>,
     /// Emptied `covered` lists of finished reads, reused so that steady
     /// state allocates nothing.
     spare_covered: Vec<Vec<(u32, u32)>>,
@@ -179,6 +201,7 @@ impl Connection {
             recv: vec![0; RECV_BUFFER].into_boxed_slice(),
             recv_start: 0,
             recv_end: 0,
+            direct: None,
             // One list per request the connection can have in flight,
             // made now: a new high of requests in flight later must not
             // allocate.
@@ -386,6 +409,17 @@ impl Connection {
         // Replies an earlier poll read but left to this one.
         self.parse(completions, &mut replies)?;
         while replies > 0 && bytes < POLL_BUDGET_BYTES {
+            if self.direct.is_some() {
+                let Some(read) = self.read_direct(completions)? else {
+                    return Ok(());
+                };
+                bytes += read;
+                if self.direct.is_none() {
+                    replies -= 1;
+                }
+                self.parse(completions, &mut replies)?;
+                continue;
+            }
             if self.recv_end == self.recv.len() {
                 self.make_room(self.recv.len() - self.recv_start + 1);
             }
@@ -419,6 +453,118 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Reads into the direct read's buffer, and whatever follows its data
+    /// into the receive buffer, in one vectored read; completes its data
+    /// once all of it came. The bytes read, or `None` if the socket holds
+    /// nothing now. A read given back meanwhile (cut or abandoned) has no
+    /// buffer: its data is read and dropped.
+    fn read_direct(
+        &mut self,
+        completions: &mut Vec<PathCompletion>,
+    ) -> Result<Option<usize>, Broken> {
+        let Some(direct) = self.direct.as_mut() else {
+            return Ok(None);
+        };
+        debug_assert_eq!(self.recv_start, 0);
+        let left = direct.range.len() - direct.filled;
+        let discard = left.min(self.recv.len());
+        let mut target = self
+            .in_flight
+            .get_mut(direct.cookie)
+            .filter(|in_flight| !in_flight.abandoned)
+            .map(|in_flight| {
+                &mut in_flight.io.buf.as_mut_slice()
+                    [direct.range.start + direct.filled..direct.range.end]
+            });
+        let read = loop {
+            let result = match target {
+                Some(ref mut target) => {
+                    let mut slices = [
+                        IoSliceMut::new(target),
+                        IoSliceMut::new(&mut self.recv[self.recv_end..]),
+                    ];
+                    self.stream.read_vectored(&mut slices)
+                }
+                // Nowhere to put it: read no further than its end.
+                None => self.stream.read(&mut self.recv[..discard]),
+            };
+            match result {
+                Ok(0) => {
+                    self.server_closed = true;
+                    return Err(Broken("the server closed the connection".into()));
+                }
+                Ok(read) => break read,
+                Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(error) if error.kind() == ErrorKind::Interrupted => {}
+                Err(error) => {
+                    self.server_closed = true;
+                    return Err(Broken(format!("receiving: {error}")));
+                }
+            }
+        };
+        let data = read.min(left);
+        if target.is_some() {
+            self.recv_end += read - data;
+        }
+        direct.filled += data;
+        if direct.filled == direct.range.len() {
+            self.end_direct(completions)?;
+        }
+        Ok(Some(read))
+    }
+
+    /// The direct read's data all came: ends its simple reply, or its
+    /// chunk (and the reply, if that chunk was the last).
+    fn end_direct(&mut self, completions: &mut Vec<PathCompletion>) -> Result<(), Broken> {
+        let Some(direct) = self.direct.take() else {
+            return Ok(());
+        };
+        match direct.chunk_done {
+            None => {
+                let in_flight =
+                    finish_in_flight(&mut self.in_flight, &mut self.spare_covered, direct.cookie)?;
+                self.finish(in_flight, PathOutcome::Ok, completions);
+                Ok(())
+            }
+            Some(done) => {
+                let in_flight = self
+                    .in_flight
+                    .get_mut(direct.cookie)
+                    .ok_or_else(|| unknown_cookie(direct.cookie))?;
+                in_flight.received += direct.range.len() as u64;
+                if done {
+                    self.end_reply(direct.cookie, completions)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts receiving the data of `cookie`'s read into `range` of its
+    /// buffer: the `present` bytes that came already are copied there, and
+    /// the receive buffer, which held nothing after them, is emptied.
+    fn start_direct(
+        &mut self,
+        cookie: u64,
+        range: Range<usize>,
+        present: usize,
+        chunk_done: Option<bool>,
+    ) {
+        let from = self.recv_end - present;
+        if let Some(in_flight) = self.in_flight.get_mut(cookie) {
+            in_flight.io.buf.as_mut_slice()[range.start..range.start + present]
+                .copy_from_slice(&self.recv[from..self.recv_end]);
+        }
+        self.recv_start = 0;
+        self.recv_end = 0;
+        self.direct = Some(Direct {
+            cookie,
+            range,
+            filled: present,
+            chunk_done,
+        });
     }
 
     /// Completes `in_flight` with `outcome`, or, for a FUA write that
@@ -464,6 +610,7 @@ impl Connection {
     /// as [`PathError::ConnectionLost`].
     fn fail_all(&mut self, completions: &mut Vec<PathCompletion>) {
         self.unsent.clear();
+        self.direct = None;
         self.in_flight.drain(|in_flight| {
             if !in_flight.abandoned {
                 completions.push(PathCompletion {
@@ -663,7 +810,12 @@ impl Connection {
         };
         let total = SimpleReply::LEN + data_len;
         if available.len() < total {
-            self.make_room(total);
+            if data_len > 0 && !in_flight.abandoned {
+                let present = available.len() - SimpleReply::LEN;
+                self.start_direct(reply.cookie, 0..data_len, present, None);
+            } else {
+                self.make_room(total);
+            }
             return Ok(None);
         }
         let mut in_flight =
@@ -706,50 +858,39 @@ impl Connection {
             )));
         }
         let total = ChunkHeader::LEN + header.length as usize;
+        // The offset of a data chunk, once its header and offset came.
+        const DATA_AT: usize = ChunkHeader::LEN + 8;
         if available.len() < total {
-            self.make_room(total);
+            let data_chunk = header.reply_type == REPLY_TYPE_OFFSET_DATA
+                && header.length > 8
+                && available.len() >= DATA_AT;
+            if data_chunk && !in_flight.abandoned {
+                let offset = u64::from_be_bytes(
+                    available[ChunkHeader::LEN..DATA_AT]
+                        .try_into()
+                        .expect("eight bytes"),
+                );
+                let present = available.len() - DATA_AT;
+                let range = place(in_flight, offset, u64::from(header.length) - 8)?;
+                self.start_direct(header.cookie, range, present, Some(header.is_done()));
+            } else {
+                self.make_room(total);
+            }
             return Ok(None);
         }
         let chunk = Chunk::decode(&header, &available[ChunkHeader::LEN..total]).map_err(wire)?;
-        let (io_offset, io_len, is_read) = (
-            in_flight.io.offset,
-            u64::from(in_flight.io.len),
-            in_flight.io.op == Op::Read,
-        );
-        // Where a data chunk or hole lands in the read, checked against
-        // the request (without overflow, whatever the server's offset)
-        // and against the chunks before it (no byte twice).
-        let covered = &mut in_flight.covered;
-        let mut place = |offset: u64, len: u64| -> Result<std::ops::Range<usize>, Broken> {
-            let start = offset.checked_sub(io_offset);
-            let end = start.and_then(|start| start.checked_add(len));
-            let (Some(start), Some(end)) = (start, end) else {
-                return Err(outside(offset, len, io_offset, io_len));
-            };
-            if !is_read || end > io_len {
-                return Err(outside(offset, len, io_offset, io_len));
-            }
-            // Both fit in the read's u32 length.
-            if !cover(covered, start as u32, end as u32) {
-                return Err(Broken(format!(
-                    "reply data at {offset}+{len} overlaps an earlier chunk of the request at \
-                     {io_offset}+{io_len}"
-                )));
-            }
-            Ok(start as usize..end as usize)
-        };
         match chunk {
             Chunk::None | Chunk::Unknown { .. }
                 if header.reply_type & REPLY_TYPE_FLAG_ERROR == 0 => {}
             Chunk::OffsetData { offset, data } => {
-                let range = place(offset, data.len() as u64)?;
+                let range = place(in_flight, offset, data.len() as u64)?;
                 if !in_flight.abandoned {
                     in_flight.io.buf.as_mut_slice()[range].copy_from_slice(data);
                 }
                 in_flight.received += data.len() as u64;
             }
             Chunk::OffsetHole { offset, length } => {
-                let range = place(offset, u64::from(length))?;
+                let range = place(in_flight, offset, u64::from(length))?;
                 if !in_flight.abandoned {
                     in_flight.io.buf.as_mut_slice()[range].fill(0);
                 }
@@ -765,28 +906,38 @@ impl Connection {
             }
         }
         if header.is_done() {
-            let in_flight =
-                finish_in_flight(&mut self.in_flight, &mut self.spare_covered, header.cookie)?;
-            let expected = if in_flight.io.op == Op::Read {
-                u64::from(in_flight.io.len)
-            } else {
-                0
-            };
-            let short = in_flight.error.is_none() && in_flight.received != expected;
-            let outcome = match in_flight.error {
-                Some(outcome) => outcome,
-                None if short => PathOutcome::Path(PathError::Transport),
-                None => PathOutcome::Ok,
-            };
-            let received = in_flight.received;
-            self.finish(in_flight, outcome, completions);
-            if short {
-                return Err(Broken(format!(
-                    "read of {expected} bytes answered with {received} (overlapping or missing chunks)"
-                )));
-            }
+            self.end_reply(header.cookie, completions)?;
         }
         Ok(Some(total))
+    }
+
+    /// The last chunk of `cookie`'s structured reply came: completes it
+    /// with its first error, or as short if its data did not cover it.
+    fn end_reply(
+        &mut self,
+        cookie: u64,
+        completions: &mut Vec<PathCompletion>,
+    ) -> Result<(), Broken> {
+        let in_flight = finish_in_flight(&mut self.in_flight, &mut self.spare_covered, cookie)?;
+        let expected = if in_flight.io.op == Op::Read {
+            u64::from(in_flight.io.len)
+        } else {
+            0
+        };
+        let short = in_flight.error.is_none() && in_flight.received != expected;
+        let outcome = match in_flight.error {
+            Some(outcome) => outcome,
+            None if short => PathOutcome::Path(PathError::Transport),
+            None => PathOutcome::Ok,
+        };
+        let received = in_flight.received;
+        self.finish(in_flight, outcome, completions);
+        if short {
+            return Err(Broken(format!(
+                "read of {expected} bytes answered with {received} (overlapping or missing chunks)"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -848,6 +999,30 @@ fn batch_slices<'a>(
         count += 1;
     }
     Ok(count)
+}
+
+/// Where a data chunk or hole of `len` bytes at `offset` lands in the read
+/// `in_flight`, checked against the request (without overflow, whatever
+/// the server's offset) and against the chunks before it (no byte twice;
+/// the range is marked covered).
+fn place(in_flight: &mut InFlight, offset: u64, len: u64) -> Result<Range<usize>, Broken> {
+    let (io_offset, io_len) = (in_flight.io.offset, u64::from(in_flight.io.len));
+    let start = offset.checked_sub(io_offset);
+    let end = start.and_then(|start| start.checked_add(len));
+    let (Some(start), Some(end)) = (start, end) else {
+        return Err(outside(offset, len, io_offset, io_len));
+    };
+    if in_flight.io.op != Op::Read || end > io_len {
+        return Err(outside(offset, len, io_offset, io_len));
+    }
+    // Both fit in the read's u32 length.
+    if !cover(&mut in_flight.covered, start as u32, end as u32) {
+        return Err(Broken(format!(
+            "reply data at {offset}+{len} overlaps an earlier chunk of the request at \
+             {io_offset}+{io_len}"
+        )));
+    }
+    Ok(start as usize..end as usize)
 }
 
 /// Adds `start..end` to the sorted, disjoint, merged `ranges`; false
