@@ -288,7 +288,9 @@ fn latency_histogram(encoder: &mut DescriptorEncoder<'_>, paths: &[PathSample]) 
                 (upper, count)
             })
             .collect();
-        let count = counts.iter().fold(0u64, |sum, count| sum.wrapping_add(*count));
+        let count = counts
+            .iter()
+            .fold(0u64, |sum, count| sum.wrapping_add(*count));
         let sum = seconds(path.load.latency_sum_ns());
         metric
             .encode_family(&path.labels)?
