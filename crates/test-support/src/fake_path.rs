@@ -93,23 +93,11 @@ impl PathQueue for FakePath {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mpio_core::io::{Buffer, Op, PathError};
+    use crate::poll_outcomes;
+    use mpio_core::io::{Buffer, PathError};
 
     fn io(tag: u64) -> PathIo {
-        PathIo {
-            tag,
-            op: Op::Read,
-            offset: 0,
-            len: 512,
-            buf: Buffer::zeroed(512),
-            fua: false,
-        }
-    }
-
-    fn tags(path: &mut FakePath, now_ns: u64) -> Vec<(u64, PathOutcome)> {
-        let mut done = Vec::new();
-        path.poll(now_ns, &mut done);
-        done.iter().map(|c| (c.tag, c.outcome)).collect()
+        PathIo::read(tag, 0, Buffer::zeroed(512))
     }
 
     #[test]
@@ -120,10 +108,10 @@ mod tests {
         };
         path.submit(io(1), 0);
         path.submit(io(2), 5);
-        assert_eq!(tags(&mut path, 0), []);
-        assert_eq!(tags(&mut path, 9), []);
-        assert_eq!(tags(&mut path, 10), [(1, PathOutcome::Ok)]);
-        assert_eq!(tags(&mut path, 15), [(2, PathOutcome::Ok)]);
+        assert_eq!(poll_outcomes(&mut path, 0), []);
+        assert_eq!(poll_outcomes(&mut path, 9), []);
+        assert_eq!(poll_outcomes(&mut path, 10), [(1, PathOutcome::Ok)]);
+        assert_eq!(poll_outcomes(&mut path, 15), [(2, PathOutcome::Ok)]);
     }
 
     #[test]
@@ -131,15 +119,15 @@ mod tests {
         let mut path = FakePath::hung();
         path.submit(io(1), 0);
         path.submit(io(2), 0);
-        assert_eq!(tags(&mut path, 1_000), []);
+        assert_eq!(poll_outcomes(&mut path, 1_000), []);
         assert!(path.abandon(1).is_none(), "does not give up unless told");
         path.gives_up = true;
         assert_eq!(path.abandon(1).map(|io| io.tag), Some(1));
         assert!(path.abort(2).is_none());
         let lost = PathOutcome::Path(PathError::ConnectionLost);
         path.release = Some(lost);
-        assert_eq!(tags(&mut path, 1_000), [(2, lost)]);
+        assert_eq!(poll_outcomes(&mut path, 1_000), [(2, lost)]);
         path.submit(io(3), 0);
-        assert_eq!(tags(&mut path, 1_000), [], "released once");
+        assert_eq!(poll_outcomes(&mut path, 1_000), [], "released once");
     }
 }

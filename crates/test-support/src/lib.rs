@@ -15,6 +15,8 @@ mod nbd_server;
 pub use fake_path::FakePath;
 pub use nbd_server::{pause_control, NbdServer};
 
+use mpio_core::io::PathOutcome;
+use mpio_core::queue::PathQueue;
 use mpio_core::table::Table;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -63,6 +65,15 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// Polls `queue` at `now_ns`: the tag and outcome of each completion.
+pub fn poll_outcomes(queue: &mut impl PathQueue, now_ns: u64) -> Vec<(u64, PathOutcome)> {
+    let mut done = Vec::new();
+    queue.poll(now_ns, &mut done);
+    done.iter()
+        .map(|completion| (completion.tag, completion.outcome))
+        .collect()
 }
 
 /// Panics with the Debian package to install if `program` is missing.
