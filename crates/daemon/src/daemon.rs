@@ -9,7 +9,8 @@
 //! one at a time by [`Daemon`]'s handler, so a reload and a message never
 //! interleave; a reload builds its map without holding the list of maps,
 //! so a metrics scrape never waits behind it. The I/O path takes no part
-//! in either lock (each NBD event loop follows its map's [`DeviceSlot`]).
+//! in either lock (each NBD event loop follows its map's
+//! [`DeviceSlot`](mpio_transport::DeviceSlot)).
 //!
 //! # Reload
 //! A reload builds the new map from a dm table or a config section and
