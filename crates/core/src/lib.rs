@@ -6,6 +6,8 @@
 //! and time comes in as `now_ns` arguments, so the deterministic simulator
 //! drives the very code that runs in production.
 
+#![warn(unreachable_pub)]
+
 mod events;
 pub mod failback;
 pub mod io;
@@ -18,6 +20,7 @@ pub mod path;
 pub mod queue;
 pub mod reload;
 pub mod selector;
+pub mod slab;
 pub mod snapshot;
 pub mod stall;
 pub mod status;

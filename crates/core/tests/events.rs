@@ -10,9 +10,10 @@ mod support {
 use mpio_core::io::{Buffer, Io, PathError};
 use mpio_core::map::{Map, MapOptions, PathInfo, PathTransitions};
 use mpio_core::message::Message;
-use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
+use mpio_core::queue::Queue;
 use mpio_core::reload::MapSlot;
 use mpio_core::table::Table;
+use mpio_test_support::FakePath;
 use std::sync::Arc;
 use support::capture::{Capture, Captured};
 use tracing::Level;
@@ -144,25 +145,18 @@ fn no_path_groups_and_queue_if_no_path_are_logged_once_per_change() {
     assert_eq!(events[8].level, Level::WARN);
 }
 
-/// A path that never completes anything.
-#[derive(Debug)]
-struct Silent;
-
-impl PathQueue for Silent {
-    fn submit(&mut self, _io: PathIo, _now_ns: u64) {}
-    fn poll(&mut self, _now_ns: u64, _completions: &mut Vec<PathCompletion>) {}
-    fn abort(&mut self, _tag: u64) -> Option<PathIo> {
-        None
-    }
-}
-
 #[test]
 fn queued_io_timing_out_is_one_event_per_scan_not_per_io() {
     let map = map(true, Some(1_000));
     for path in 0..3 {
         map.fail_path(path, PathError::Transport);
     }
-    let mut queue = Queue::new(Arc::clone(&map), vec![Silent, Silent, Silent], 8, 0);
+    let mut queue = Queue::new(
+        Arc::clone(&map),
+        vec![FakePath::hung(), FakePath::hung(), FakePath::hung()],
+        8,
+        0,
+    );
     let capture = Capture::default();
     let mut failed = 0;
     capture.during(|| {

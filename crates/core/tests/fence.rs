@@ -11,50 +11,15 @@ mod support {
 
 use mpio_core::io::{Buffer, Io, IoError, Op, PathError, PathOutcome};
 use mpio_core::map::{Map, MapOptions, PathInfo};
-use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
+use mpio_core::queue::Queue;
 use mpio_core::table::Table;
+use mpio_test_support::FakePath;
 use std::sync::Arc;
 use support::capture::Capture;
 
 const MS: u64 = 1_000_000;
 const TIMEOUT_NS: u64 = 10 * MS;
 const FENCE_NS: u64 = 20 * MS;
-
-/// Path `a` holds every attempt (a paused server): it never takes one
-/// back, answers only when told, and gives one up when abandoned. Path
-/// `b` answers everything at the next poll.
-#[derive(Debug, Default)]
-struct Scripted {
-    hangs: bool,
-    held: Vec<PathIo>,
-    /// Outcome to report at the next poll for everything held.
-    release: Option<PathOutcome>,
-}
-
-impl PathQueue for Scripted {
-    fn submit(&mut self, io: PathIo, _now_ns: u64) {
-        self.held.push(io);
-    }
-    fn poll(&mut self, _now_ns: u64, completions: &mut Vec<PathCompletion>) {
-        let outcome = match (self.hangs, self.release.take()) {
-            (false, _) => PathOutcome::Ok,
-            (true, Some(outcome)) => outcome,
-            (true, None) => return,
-        };
-        completions.extend(self.held.drain(..).map(|io| PathCompletion {
-            tag: io.tag,
-            buf: io.buf,
-            outcome,
-        }));
-    }
-    fn abort(&mut self, _tag: u64) -> Option<PathIo> {
-        None
-    }
-    fn abandon(&mut self, tag: u64) -> Option<PathIo> {
-        let at = self.held.iter().position(|io| io.tag == tag)?;
-        Some(self.held.remove(at))
-    }
-}
 
 fn map(fence_timeout_ns: Option<u64>) -> Arc<Map> {
     let table = Table::parse("0 2048 multipath 0 0 1 1 round-robin 0 2 1 a 1 b 1").unwrap();
@@ -67,14 +32,19 @@ fn map(fence_timeout_ns: Option<u64>) -> Arc<Map> {
     Arc::new(Map::new(&table, &[PathInfo::default(); 2], options).unwrap())
 }
 
-/// A queue whose path `a` hangs, holding one `op` sent at time 0.
-fn held_on_a(map: &Arc<Map>, op: Op) -> Queue<Scripted> {
+/// A queue whose path `a` hangs (a paused server: it answers only when
+/// released, and gives an attempt up when abandoned), holding one `op`
+/// sent at time 0; path `b` answers everything at the next poll.
+fn held_on_a(map: &Arc<Map>, op: Op) -> Queue<FakePath> {
     let paths = vec![
-        Scripted {
-            hangs: true,
-            ..Scripted::default()
+        FakePath {
+            gives_up: true,
+            ..FakePath::hung()
         },
-        Scripted::default(),
+        FakePath {
+            gives_up: true,
+            ..FakePath::default()
+        },
     ];
     let mut queue = Queue::new(Arc::clone(map), paths, 4, 0);
     // Round-robin starts somewhere: fill both paths, finish b's at once.
@@ -92,7 +62,7 @@ fn held_on_a(map: &Arc<Map>, op: Op) -> Queue<Scripted> {
     queue
 }
 
-fn poll(queue: &mut Queue<Scripted>, now_ns: u64) -> Vec<Result<(), IoError>> {
+fn poll(queue: &mut Queue<FakePath>, now_ns: u64) -> Vec<Result<(), IoError>> {
     let mut done = Vec::new();
     queue.poll(now_ns, &mut |completion| done.push(completion.result));
     done

@@ -6,59 +6,32 @@
 use mpio_core::io::{Buffer, Io, PathError, PathOutcome};
 use mpio_core::load::{latency_bucket_upper_ns, LATENCY_BUCKETS};
 use mpio_core::map::{Map, MapOptions, PathInfo};
-use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
+use mpio_core::queue::Queue;
 use mpio_core::table::Table;
+use mpio_test_support::FakePath;
 use std::sync::Arc;
-
-/// A path that completes each I/O at the first poll `delay_ns` or more
-/// after its submission, with `outcome`.
-#[derive(Debug)]
-struct Delayed {
-    delay_ns: u64,
-    fail: bool,
-    held: Vec<(u64, PathIo)>,
-}
-
-impl PathQueue for Delayed {
-    fn submit(&mut self, io: PathIo, now_ns: u64) {
-        self.held.push((now_ns + self.delay_ns, io));
-    }
-    fn poll(&mut self, now_ns: u64, completions: &mut Vec<PathCompletion>) {
-        let (done, held): (Vec<_>, Vec<_>) =
-            self.held.drain(..).partition(|(due, _)| *due <= now_ns);
-        self.held = held;
-        completions.extend(done.into_iter().map(|(_, io)| PathCompletion {
-            tag: io.tag,
-            buf: io.buf,
-            outcome: if self.fail {
-                PathOutcome::Path(PathError::Transport)
-            } else {
-                PathOutcome::Ok
-            },
-        }));
-    }
-    fn abort(&mut self, _tag: u64) -> Option<PathIo> {
-        None
-    }
-}
 
 fn read(user_data: u64) -> Io {
     Io::read(user_data, 0, Buffer::zeroed(512))
 }
 
-fn queue(map: &Arc<Map>, delays_ns: [u64; 2], fail: [bool; 2]) -> Queue<Delayed> {
+fn queue(map: &Arc<Map>, delays_ns: [u64; 2], fail: [bool; 2]) -> Queue<FakePath> {
     let paths = (0..2)
-        .map(|path| Delayed {
+        .map(|path| FakePath {
             delay_ns: delays_ns[path],
-            fail: fail[path],
-            held: Vec::new(),
+            outcome: if fail[path] {
+                PathOutcome::Path(PathError::Transport)
+            } else {
+                PathOutcome::Ok
+            },
+            ..FakePath::default()
         })
         .collect();
     Queue::new(map.clone(), paths, 8, 0)
 }
 
 /// Submits `count` reads at time 0 and polls at `at_ns`.
-fn run(queue: &mut Queue<Delayed>, count: u64, at_ns: u64) -> usize {
+fn run(queue: &mut Queue<FakePath>, count: u64, at_ns: u64) -> usize {
     for user_data in 0..count {
         queue.submit(read(user_data), 0).unwrap();
     }

@@ -9,23 +9,8 @@ use mpio_core::map::{Map, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use mpio_core::reload::{MapSlot, ReloadingQueue};
 use mpio_core::table::{Features, GroupSpec, PathSpec, Table};
+use mpio_test_support::FakePath;
 use std::sync::Arc;
-
-/// A path that holds every I/O until the test completes it.
-#[derive(Debug, Default)]
-struct Held {
-    held: Vec<PathIo>,
-}
-
-impl PathQueue for Held {
-    fn submit(&mut self, io: PathIo, _now_ns: u64) {
-        self.held.push(io);
-    }
-    fn poll(&mut self, _now_ns: u64, _completions: &mut Vec<PathCompletion>) {}
-    fn abort(&mut self, _tag: u64) -> Option<PathIo> {
-        None
-    }
-}
 
 fn map(queue_if_no_path: bool, sectors: u64) -> Arc<Map> {
     let path = |name: &str| PathSpec {
@@ -60,12 +45,13 @@ fn read(user_data: u64, offset: u64) -> Io {
     Io::read(user_data, offset, Buffer::zeroed(512))
 }
 
-type Opener = fn(&Arc<Map>, &()) -> Vec<Held>;
-fn open(map: &Arc<Map>, _: &()) -> Vec<Held> {
-    (0..map.paths().len()).map(|_| Held::default()).collect()
+type Opener = fn(&Arc<Map>, &()) -> Vec<FakePath>;
+/// Paths that hold every I/O.
+fn open(map: &Arc<Map>, _: &()) -> Vec<FakePath> {
+    (0..map.paths().len()).map(|_| FakePath::hung()).collect()
 }
 
-fn poll(queue: &mut ReloadingQueue<Held, (), Opener>) -> Vec<Completion> {
+fn poll(queue: &mut ReloadingQueue<FakePath, (), Opener>) -> Vec<Completion> {
     let mut done = Vec::new();
     queue.poll(0, &mut |c| done.push(c));
     done

@@ -5,44 +5,13 @@
 //! back and sent down the other path; a write never is.
 #![cfg(not(loom))]
 
-use mpio_core::io::{Buffer, Io, Op, PathOutcome};
+use mpio_core::io::{Buffer, Io, Op};
 use mpio_core::map::{Map, MapOptions, PathInfo};
-use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
+use mpio_core::queue::Queue;
 use mpio_core::stall::STALL_FLOOR_NS;
 use mpio_core::table::Table;
+use mpio_test_support::FakePath;
 use std::sync::Arc;
-
-/// Answers every attempt at the next poll, unless it hangs; gives up a
-/// held attempt when abandoned if `gives_up`.
-#[derive(Debug, Default)]
-struct Path {
-    hangs: bool,
-    gives_up: bool,
-    held: Vec<PathIo>,
-}
-
-impl PathQueue for Path {
-    fn submit(&mut self, io: PathIo, _now_ns: u64) {
-        self.held.push(io);
-    }
-    fn poll(&mut self, _now_ns: u64, completions: &mut Vec<PathCompletion>) {
-        if self.hangs {
-            return;
-        }
-        completions.extend(self.held.drain(..).map(|io| PathCompletion {
-            tag: io.tag,
-            buf: io.buf,
-            outcome: PathOutcome::Ok,
-        }));
-    }
-    fn abort(&mut self, _tag: u64) -> Option<PathIo> {
-        None
-    }
-    fn abandon(&mut self, tag: u64) -> Option<PathIo> {
-        let at = self.held.iter().position(|io| io.tag == tag)?;
-        self.gives_up.then(|| self.held.remove(at))
-    }
-}
 
 const DEPTH: usize = 16;
 const STEP_NS: u64 = 100_000;
@@ -53,7 +22,7 @@ fn run(selector: &str) {
     let mut now = 0;
     let mut user_data = 0;
     // A client that submits one I/O per step, as depth allows.
-    let mut step = |queue: &mut Queue<Path>, now: u64| {
+    let mut step = |queue: &mut Queue<FakePath>, now: u64| {
         if queue.in_flight() < DEPTH {
             user_data += 1;
             let io = Io::read(user_data, 0, Buffer::zeroed(512));
@@ -111,7 +80,7 @@ fn run(selector: &str) {
     );
 }
 
-fn queue(selector: &str, hedge_reads: bool) -> Queue<Path> {
+fn queue(selector: &str, hedge_reads: bool) -> Queue<FakePath> {
     let table = Table::parse(&format!("0 2048 multipath 0 0 1 1 {selector} 0 2 0 a b")).unwrap();
     let options = MapOptions {
         io_timeout_ns: Some(30_000_000_000),
@@ -119,13 +88,18 @@ fn queue(selector: &str, hedge_reads: bool) -> Queue<Path> {
         ..MapOptions::default()
     };
     let map = Arc::new(Map::new(&table, &[PathInfo::default(); 2], options).unwrap());
-    Queue::new(map, vec![Path::default(), Path::default()], DEPTH, 0)
+    Queue::new(
+        map,
+        vec![FakePath::default(), FakePath::default()],
+        DEPTH,
+        0,
+    )
 }
 
 /// Submits `op` on a queue whose path a hangs (giving up what it holds
 /// when abandoned) until a holds one, and polls every step for `for_ns`;
 /// returns whether it completed, and the queue.
-fn held_on_a(op: Op, hedge_reads: bool, for_ns: u64) -> (bool, Queue<Path>) {
+fn held_on_a(op: Op, hedge_reads: bool, for_ns: u64) -> (bool, Queue<FakePath>) {
     let mut queue = queue("round-robin", hedge_reads);
     queue.path_queues_mut()[0].hangs = true;
     queue.path_queues_mut()[0].gives_up = true;

@@ -10,7 +10,8 @@
 //! one at a time by [`Daemon`]'s handler, so a reload and a message never
 //! interleave; a reload builds its map without holding the list of maps,
 //! so a metrics scrape never waits behind it. The I/O path takes no part
-//! in either lock (each NBD event loop follows its map's [`DeviceSlot`]).
+//! in either lock (each NBD event loop follows its map's
+//! [`DeviceSlot`](mpio_transport::DeviceSlot)).
 //!
 //! # Reload
 //! A reload builds the new map from a dm table or a config section and
@@ -26,17 +27,17 @@ use crate::control::server::{ControlError, ControlServer};
 use crate::devices::{self, Rounds};
 use crate::metrics::http::{MetricsError, MetricsServer};
 use crate::metrics::{self, MapMetrics};
+use crate::running::{RunningMap, RunningUblk};
 use crate::ublk::{UblkExports, UblkShutdown};
 use crate::view;
 use mpio_core::map::Map;
 use mpio_core::message::Message;
 use mpio_core::table::Table;
 use mpio_server::{Server, ServerConfig, ServerError, ShutdownReport};
-use mpio_transport::checker::{Checker, CheckerPool, PooledChecker};
+use mpio_transport::checker::{Checker, CheckerPool};
 use mpio_transport::limits::Limits;
 use mpio_transport::lock;
 use mpio_transport::{DeviceSlot, PathNames, SetupError, Transports};
-use mpio_ublk::UblkDevice;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -106,44 +107,6 @@ impl Default for ServerSettings {
             idle_spin_us: server.idle_spin_us,
             max_buffered_bytes: server.max_buffered_bytes,
         }
-    }
-}
-
-/// One map as the daemon runs it.
-#[derive(Debug)]
-pub struct RunningMap {
-    /// Its config (updated by reloads from a config).
-    pub config: MapConfig,
-    /// The map now served, and its paths.
-    pub slot: Arc<DeviceSlot>,
-    /// Its path checker, in the daemon's pool.
-    pub checker: PooledChecker,
-    /// Its NBD exports.
-    pub servers: Vec<Server>,
-    /// Its ublk exports.
-    pub ublk_devices: Vec<RunningUblk>,
-}
-
-/// A map's ublk export as the daemon runs it.
-#[derive(Debug)]
-pub struct RunningUblk {
-    /// The export's name.
-    pub export: String,
-    /// Refuses writes (no flush at shutdown).
-    pub read_only: bool,
-    /// The device.
-    pub device: UblkDevice,
-}
-
-impl RunningMap {
-    /// The map now served.
-    pub fn map(&self) -> Arc<Map> {
-        self.slot.map()
-    }
-
-    /// The checker's record of each path, by path word.
-    pub fn path_checks(&self) -> Vec<(String, mpio_transport::checker::PathCheck)> {
-        self.checker.path_checks()
     }
 }
 

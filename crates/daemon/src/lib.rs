@@ -20,5 +20,6 @@ mod deadline;
 mod devices;
 pub mod fail_fast;
 pub mod metrics;
+pub mod running;
 pub mod ublk;
 pub mod view;

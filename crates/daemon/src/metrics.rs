@@ -1,5 +1,6 @@
 //! Prometheus metrics: the daemon's maps in the text exposition format
-//! 0.0.4 ([`render`]), served over HTTP on loopback ([`http`]).
+//! 0.0.4 ([`render`], encoded by `prometheus-client`), served over HTTP on
+//! loopback ([`http`]).
 //!
 //! # What is exported
 //! Per map (label `map`): path failures (failovers), the current group,
@@ -32,7 +33,11 @@ pub mod http;
 use mpio_core::load::{latency_bucket_upper_ns, PathLoad, LATENCY_BUCKETS};
 use mpio_core::map::Map;
 use mpio_core::status::{MapStatus, PathState};
-use std::fmt::Write as _;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{prometheus_text, DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::fmt;
 
 /// One map to render.
 #[derive(Clone, Copy, Debug)]
@@ -61,237 +66,242 @@ impl<'a> MapMetrics<'a> {
 /// The content type of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// A sample's labels, as `prometheus-client` escapes and prints them.
+type Labels = Vec<(&'static str, String)>;
+
 /// One path's sample source: its labels, status and load.
+#[derive(Debug)]
 struct PathSample {
-    labels: String,
+    labels: Labels,
     active: bool,
     fail_count: u32,
     load: PathLoad,
 }
 
 /// One map's sample source.
+#[derive(Debug)]
 struct MapSample {
-    labels: String,
+    labels: Labels,
     status: MapStatus,
     waiting_for_path: Option<u64>,
+}
+
+/// What one scrape shows: every map's and path's samples, read once, and
+/// encoded by `prometheus-client` as a collector of constant values (the
+/// counts live in the core's loads, not in metric objects).
+#[derive(Debug)]
+struct Scrape {
+    maps: Vec<MapSample>,
+    paths: Vec<PathSample>,
 }
 
 /// Renders `maps` in the Prometheus text format 0.0.4: each metric family
 /// once, with its `# HELP` and `# TYPE` lines, then its samples for every
 /// map or path. See the module docs for what is exported.
 pub fn render(maps: &[MapMetrics<'_>]) -> String {
-    let mut map_samples = Vec::with_capacity(maps.len());
-    let mut path_samples = Vec::new();
+    let mut scrape = Scrape {
+        maps: Vec::with_capacity(maps.len()),
+        paths: Vec::new(),
+    };
     for source in maps {
-        let map_label = format!("map=\"{}\"", escape(source.name));
         let status = source.map.status();
         for (group, group_status) in source.map.groups().iter().zip(&status.groups) {
             for (index, path_status) in group.path_range().zip(&group_status.paths) {
                 // A path word is in a table once (`Table::canonical`), so
                 // each path's labels are a series of its own.
-                let label = escape(&path_status.name);
-                path_samples.push(PathSample {
-                    labels: format!(
-                        "{map_label},path=\"{label}\",group=\"{}\"",
-                        group_status.number
-                    ),
+                scrape.paths.push(PathSample {
+                    labels: vec![
+                        ("map", source.name.to_string()),
+                        ("path", path_status.name.clone()),
+                        ("group", group_status.number.to_string()),
+                    ],
                     active: path_status.state == PathState::Active,
                     fail_count: path_status.fail_count,
                     load: source.map.path_load(index),
                 });
             }
         }
-        map_samples.push(MapSample {
-            labels: map_label,
+        scrape.maps.push(MapSample {
+            labels: vec![("map", source.name.to_string())],
             status,
             waiting_for_path: source.waiting_for_path,
         });
     }
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(scrape));
     let mut out = String::new();
-    let maps = &map_samples;
-    family(
-        &mut out,
-        "mpio_map_path_failures_total",
-        "counter",
-        "Path failures (failovers) since the map was built.",
-        maps.iter()
-            .map(|map| (&map.labels, map.status.path_failures)),
-    );
-    family(
-        &mut out,
-        "mpio_map_current_group",
-        "gauge",
-        "The priority group I/O goes to (1-based); 0 while no group has a usable path.",
-        maps.iter().map(|map| {
-            let group = map.status.current_group.unwrap_or(0);
-            (&map.labels, group as u64)
-        }),
-    );
-    family(
-        &mut out,
-        "mpio_map_queueing",
-        "gauge",
-        "1 while no path is usable and I/O is held (queue_if_no_path), else 0.",
-        maps.iter()
-            .map(|map| (&map.labels, u64::from(map.status.queueing))),
-    );
-    family(
-        &mut out,
-        "mpio_map_waiting_for_path",
-        "gauge",
-        "I/Os waiting for a usable path.",
-        maps.iter()
-            .filter_map(|map| map.waiting_for_path.map(|waiting| (&map.labels, waiting))),
-    );
-    let paths = &path_samples;
-    family(
-        &mut out,
-        "mpio_path_active",
-        "gauge",
-        "1 while the path is in use, 0 while it is failed.",
-        paths
-            .iter()
-            .map(|path| (&path.labels, u64::from(path.active))),
-    );
-    family(
-        &mut out,
-        "mpio_path_failures_total",
-        "counter",
-        "Times the path was failed.",
-        paths
-            .iter()
-            .map(|path| (&path.labels, u64::from(path.fail_count))),
-    );
-    family(
-        &mut out,
-        "mpio_path_in_flight",
-        "gauge",
-        "I/Os in flight on the path.",
-        paths
-            .iter()
-            .map(|path| (&path.labels, u64::from(path.load.in_flight()))),
-    );
-    family(
-        &mut out,
-        "mpio_path_dispatched_total",
-        "counter",
-        "Attempts sent down the path (retries included).",
-        paths
-            .iter()
-            .map(|path| (&path.labels, path.load.dispatched())),
-    );
-    family(
-        &mut out,
-        "mpio_path_dispatched_bytes_total",
-        "counter",
-        "Bytes of the reads and writes sent down the path.",
-        paths
-            .iter()
-            .map(|path| (&path.labels, path.load.dispatched_bytes())),
-    );
-    family(
-        &mut out,
-        "mpio_path_errors_total",
-        "counter",
-        "Attempts on the path that ended in a path error, timeouts included.",
-        paths
-            .iter()
-            .map(|path| (&path.labels, path.load.path_errors())),
-    );
-    family(
-        &mut out,
-        "mpio_path_hedged_reads_total",
-        "counter",
-        "Reads the path held past its hedge delay, taken back and sent down another path.",
-        paths
-            .iter()
-            .map(|path| (&path.labels, path.load.hedged_reads())),
-    );
-    latency_histogram(&mut out, paths);
+    // Writing to a String cannot fail, nor can encoding these samples.
+    prometheus_text::encode(&mut out, &registry).expect("the samples encode");
     out
 }
 
-/// Writes one family of integer samples: HELP, TYPE, then `name{labels}
-/// value` per sample (nothing if there is none).
-fn family<'a>(
-    out: &mut String,
-    name: &str,
-    kind: &str,
-    help: &str,
-    samples: impl Iterator<Item = (&'a String, u64)>,
-) {
-    let mut samples = samples.peekable();
-    if samples.peek().is_none() {
-        return;
-    }
-    header(out, name, kind, help);
-    for (labels, value) in samples {
-        // `write!` to a String cannot fail.
-        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        use MetricType::{Counter, Gauge};
+        let maps = &self.maps;
+        let paths = &self.paths;
+        family(
+            &mut encoder,
+            "mpio_map_path_failures",
+            Counter,
+            "Path failures (failovers) since the map was built.",
+            maps.iter()
+                .map(|map| (&map.labels, map.status.path_failures)),
+        )?;
+        family(
+            &mut encoder,
+            "mpio_map_current_group",
+            Gauge,
+            "The priority group I/O goes to (1-based); 0 while no group has a usable path.",
+            maps.iter().map(|map| {
+                let group = map.status.current_group.unwrap_or(0);
+                (&map.labels, group as u64)
+            }),
+        )?;
+        family(
+            &mut encoder,
+            "mpio_map_queueing",
+            Gauge,
+            "1 while no path is usable and I/O is held (queue_if_no_path), else 0.",
+            maps.iter()
+                .map(|map| (&map.labels, u64::from(map.status.queueing))),
+        )?;
+        family(
+            &mut encoder,
+            "mpio_map_waiting_for_path",
+            Gauge,
+            "I/Os waiting for a usable path.",
+            maps.iter()
+                .filter_map(|map| map.waiting_for_path.map(|waiting| (&map.labels, waiting))),
+        )?;
+        family(
+            &mut encoder,
+            "mpio_path_active",
+            Gauge,
+            "1 while the path is in use, 0 while it is failed.",
+            paths
+                .iter()
+                .map(|path| (&path.labels, u64::from(path.active))),
+        )?;
+        family(
+            &mut encoder,
+            "mpio_path_failures",
+            Counter,
+            "Times the path was failed.",
+            paths
+                .iter()
+                .map(|path| (&path.labels, u64::from(path.fail_count))),
+        )?;
+        family(
+            &mut encoder,
+            "mpio_path_in_flight",
+            Gauge,
+            "I/Os in flight on the path.",
+            paths
+                .iter()
+                .map(|path| (&path.labels, u64::from(path.load.in_flight()))),
+        )?;
+        family(
+            &mut encoder,
+            "mpio_path_dispatched",
+            Counter,
+            "Attempts sent down the path (retries included).",
+            paths
+                .iter()
+                .map(|path| (&path.labels, path.load.dispatched())),
+        )?;
+        family(
+            &mut encoder,
+            "mpio_path_dispatched_bytes",
+            Counter,
+            "Bytes of the reads and writes sent down the path.",
+            paths
+                .iter()
+                .map(|path| (&path.labels, path.load.dispatched_bytes())),
+        )?;
+        family(
+            &mut encoder,
+            "mpio_path_errors",
+            Counter,
+            "Attempts on the path that ended in a path error, timeouts included.",
+            paths
+                .iter()
+                .map(|path| (&path.labels, path.load.path_errors())),
+        )?;
+        family(
+            &mut encoder,
+            "mpio_path_hedged_reads",
+            Counter,
+            "Reads the path held past its hedge delay, taken back and sent down another path.",
+            paths
+                .iter()
+                .map(|path| (&path.labels, path.load.hedged_reads())),
+        )?;
+        latency_histogram(&mut encoder, paths)
     }
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+/// Encodes one family of integer samples (nothing if it has none): a
+/// counter's samples get `_total` after `name`.
+fn family<'a>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    kind: MetricType,
+    help: &str,
+    samples: impl Iterator<Item = (&'a Labels, u64)>,
+) -> fmt::Result {
+    let mut samples = samples.peekable();
+    if samples.peek().is_none() {
+        return Ok(());
+    }
+    let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
+    for (labels, value) in samples {
+        let mut sample = metric.encode_family(labels)?;
+        match kind {
+            MetricType::Counter => sample.encode_counter::<NoLabelSet, _, u64>(&value, None)?,
+            _ => sample.encode_gauge(&value)?,
+        }
+    }
+    Ok(())
 }
 
 /// The per-path latency histogram, in seconds.
-fn latency_histogram(out: &mut String, paths: &[PathSample]) {
-    const NAME: &str = "mpio_path_latency_seconds";
+fn latency_histogram(encoder: &mut DescriptorEncoder<'_>, paths: &[PathSample]) -> fmt::Result {
     if paths.is_empty() {
-        return;
+        return Ok(());
     }
-    header(
-        out,
-        NAME,
-        "histogram",
+    let mut metric = encoder.encode_descriptor(
+        "mpio_path_latency_seconds",
         "Latency of the attempts on the path, successful or not.",
-    );
+        None,
+        MetricType::Histogram,
+    )?;
     for path in paths {
-        let buckets = path.load.latency_buckets();
-        let mut cumulative = 0u64;
-        for (bucket, count) in buckets.iter().enumerate().take(LATENCY_BUCKETS) {
-            cumulative = cumulative.wrapping_add(*count);
-            let le = match latency_bucket_upper_ns(bucket) {
-                Some(upper_ns) => seconds(upper_ns),
-                None => "+Inf".to_string(),
-            };
-            let _ = writeln!(
-                out,
-                "{NAME}_bucket{{{},le=\"{le}\"}} {cumulative}",
-                path.labels
-            );
-        }
-        let _ = writeln!(
-            out,
-            "{NAME}_sum{{{}}} {}",
-            path.labels,
-            seconds(path.load.latency_sum_ns())
-        );
-        let _ = writeln!(out, "{NAME}_count{{{}}} {cumulative}", path.labels);
+        let counts = path.load.latency_buckets();
+        // Per-bucket counts: the encoder makes them cumulative.
+        let buckets: Vec<(f64, u64)> = counts
+            .iter()
+            .enumerate()
+            .take(LATENCY_BUCKETS)
+            .map(|(bucket, &count)| {
+                let upper = latency_bucket_upper_ns(bucket).map_or(f64::INFINITY, seconds);
+                (upper, count)
+            })
+            .collect();
+        let count = counts
+            .iter()
+            .fold(0u64, |sum, count| sum.wrapping_add(*count));
+        let sum = seconds(path.load.latency_sum_ns());
+        metric
+            .encode_family(&path.labels)?
+            .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
     }
+    Ok(())
 }
 
-/// `ns` as seconds, printed exactly enough to read back (`f64`'s shortest
-/// round-trip form: 1024 ns is `0.000001024`).
-fn seconds(ns: u64) -> String {
-    format!("{}", ns as f64 / 1e9)
-}
-
-/// A label value escaped as the text format asks: backslash, double quote
-/// and line feed as `\\`, `\"` and `\n`.
-pub fn escape(value: &str) -> String {
-    let mut escaped = String::with_capacity(value.len());
-    for character in value.chars() {
-        match character {
-            '\\' => escaped.push_str("\\\\"),
-            '"' => escaped.push_str("\\\""),
-            '\n' => escaped.push_str("\\n"),
-            other => escaped.push(other),
-        }
-    }
-    escaped
+/// `ns` as seconds.
+fn seconds(ns: u64) -> f64 {
+    ns as f64 / 1e9
 }
 
 #[cfg(test)]
@@ -299,19 +309,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape("plain"), "plain");
-        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-        assert_eq!(
-            escape("nbd+unix:///?socket=/run/x.sock"),
-            "nbd+unix:///?socket=/run/x.sock"
-        );
-    }
-
-    #[test]
-    fn seconds_read_back_exactly() {
-        assert_eq!(seconds(1024), "0.000001024");
-        assert_eq!(seconds(1 << 31), "2.147483648");
-        assert_eq!(seconds(0), "0");
+    fn seconds_are_exact_for_the_bucket_bounds() {
+        assert_eq!(seconds(1024), 0.000001024);
+        assert_eq!(seconds(1 << 31), 2.147483648);
+        assert_eq!(seconds(0), 0.0);
     }
 }

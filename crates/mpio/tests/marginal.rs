@@ -44,8 +44,8 @@ fn a_flapping_path_is_held_out_as_marginal_until_the_admin_lets_it_back() {
     let fail = dir.join("flaky.fail");
     let disk_arg = disk.display().to_string();
     let error_file = format!("error-file={}", fail.display());
-    let flaky = Nbdkit::start(
-        dir.join("flaky.sock"),
+    let flaky = Nbdkit::nbdkit(
+        &dir.join("flaky.sock"),
         &[
             "--filter=error",
             "file",
@@ -55,15 +55,15 @@ fn a_flapping_path_is_held_out_as_marginal_until_the_admin_lets_it_back() {
             &error_file,
         ],
     );
-    let steady = Nbdkit::start(dir.join("steady.sock"), &["file", &disk_arg]);
+    let steady = Nbdkit::nbdkit(&dir.join("steady.sock"), &["file", &disk_arg]);
     let config = format!(
         "[[map]]\nname = \"m\"\nsize = \"4M\"\npath_grouping_policy = \"multibus\"\n\
          checker_interval_ms = 50\nchecker_timeout_ms = 2000\n\
          [map.marginal]\nfailures = 2\nwindow_ms = 60000\nrecovery_ms = 60000\n\
          [[map.path]]\nname = \"flaky\"\nuri = \"nbd+unix:///?socket={}\"\n\
          [[map.path]]\nname = \"steady\"\nuri = \"nbd+unix:///?socket={}\"\n",
-        flaky.socket.display(),
-        steady.socket.display()
+        flaky.socket().display(),
+        steady.socket().display()
     );
     let config_file = dir.join("mpio.toml");
     std::fs::write(&config_file, config).unwrap();

@@ -12,6 +12,7 @@ mod common;
 mod daemon;
 
 use daemon::{Daemon, Nbdkit};
+use mpio_test_support::pause_control;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -254,7 +255,7 @@ fn disk_file(dir: &Path) -> PathBuf {
 fn nbd_path(name: &str, server: &Nbdkit) -> String {
     format!(
         "[[map.path]]\nname = \"{name}\"\nuri = \"nbd+unix:///?socket={}\"\n",
-        server.socket.display()
+        server.socket().display()
     )
 }
 
@@ -279,8 +280,8 @@ fn fio_verifies_while_nbdkit_servers_die_and_return() {
     let servers: Vec<Nbdkit> = names
         .iter()
         .map(|name| {
-            Nbdkit::start(
-                dir.join(format!("{name}.sock")),
+            Nbdkit::nbdkit(
+                &dir.join(format!("{name}.sock")),
                 &["file", file.to_str().unwrap()],
             )
         })
@@ -394,20 +395,6 @@ fn fio_verifies_while_reloads_swap_selectors_and_paths() {
     eprintln!("soak: {passes} verified fio passes, {reloads} reloads");
 }
 
-/// Sends `command` (`p` pause, `r` resume) to an nbdkit pause filter's
-/// control socket and waits for its upper-case echo.
-fn pause_control(control: &Path, command: u8) {
-    use std::io::{Read, Write};
-    let mut stream = std::os::unix::net::UnixStream::connect(control).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    stream.write_all(&[command]).unwrap();
-    let mut answer = [0u8; 1];
-    stream.read_exact(&mut answer).unwrap();
-    assert_eq!(answer[0], command.to_ascii_uppercase());
-}
-
 /// Issue 17's soak: fio verifies while two of three nbdkit paths over one
 /// file are paused in turn, for less and for more than the I/O timeout.
 /// A write a paused server holds must not be retried elsewhere until the
@@ -431,8 +418,8 @@ fn fio_verifies_while_paths_pause_shorter_and_longer_than_the_timeout() {
         .zip(&controls)
         .map(|(name, control)| {
             let control = format!("pause-control={}", control.display());
-            Nbdkit::start(
-                dir.join(format!("{name}.sock")),
+            Nbdkit::nbdkit(
+                &dir.join(format!("{name}.sock")),
                 &["--threads=1", "--filter=pause", "file", &file, &control],
             )
         })

@@ -12,6 +12,8 @@
 //! Only the parts mpio uses are covered: no TLS, no meta contexts or block
 //! status, no extended headers.
 
+#![warn(unreachable_pub)]
+
 mod bytes;
 pub mod consts;
 mod error;

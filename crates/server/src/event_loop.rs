@@ -40,9 +40,10 @@
 //! ([`DrainProgress`]) for the server to wait on.
 //!
 //! # Clients that vanish
-//! A connection whose socket or protocol fails is closed at once; its
-//! slot's generation moves on, so completions of its I/O still in flight
-//! find no connection and are dropped (their buffers reused).
+//! A connection whose socket or protocol fails is closed at once; it
+//! leaves the loop's [`Slab`] of connections, so the key its I/O still in
+//! flight carries finds no connection, and those completions are dropped
+//! (their buffers reused).
 
 use crate::acceptor::Arrival;
 use crate::budget::Hold;
@@ -56,6 +57,7 @@ use crate::stats::Counters;
 use crate::Shared;
 use mio::{Events, Interest, Poll, Token};
 use mpio_core::io::{Completion, Io, Op};
+use mpio_core::slab::Slab;
 use mpio_transport::clock::now_ns;
 use mpio_transport::{device_queue, DeviceQueue, DeviceSlot};
 use std::collections::VecDeque;
@@ -77,10 +79,12 @@ const SCAN_INTERVAL: Duration = Duration::from_millis(100);
 /// server's budget ([`crate::budget`]) tries again.
 pub const STARVED_RETRY: Duration = Duration::from_millis(1);
 
+/// A connection of the loop, under its key in the loop's slab (also its
+/// poller token).
 #[derive(Debug)]
 struct Slot {
-    connection: Option<Connection>,
-    generation: u32,
+    connection: Connection,
+    /// On the `active` list (to be read and sent this turn).
     active: bool,
     /// When the connection arrived (for the handshake timeout).
     arrived_ns: u64,
@@ -91,8 +95,8 @@ struct Slot {
 /// A request at the map.
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
-    slot: u32,
-    generation: u32,
+    /// The key of the connection that asked.
+    connection: u64,
     cookie: u64,
     offset: u64,
     length: u32,
@@ -130,19 +134,18 @@ pub struct EventLoop {
     export: Arc<Export>,
     shared: Arc<Shared>,
     incoming: Receiver<Arrival>,
-    slots: Vec<Slot>,
-    free_slots: Vec<usize>,
-    requests: Vec<InFlight>,
-    free_requests: Vec<u32>,
+    slots: Slab<Slot>,
+    /// Requests at the map, under their I/O's `user_data`.
+    requests: Slab<InFlight>,
     waiting: VecDeque<Io>,
     arrivals: Vec<Incoming>,
     completions: Vec<Completion>,
-    active: Vec<usize>,
+    active: Vec<u64>,
     /// Connections whose next request waits for room in the budget: read
     /// again every [`STARVED_RETRY`].
-    starved: Vec<usize>,
+    starved: Vec<u64>,
     /// The list `active` is swapped with while a turn sends (see `turn`).
-    sending: Vec<usize>,
+    sending: Vec<u64>,
     /// Requests refused and connections closed for their clients' faults,
     /// logged at most once a second each.
     refusals_log: LimitedLog,
@@ -190,10 +193,8 @@ impl EventLoop {
             export,
             shared,
             incoming,
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            requests: Vec::with_capacity(depth),
-            free_requests: Vec::with_capacity(depth),
+            slots: Slab::default(),
+            requests: Slab::with_capacity(depth),
             waiting: VecDeque::with_capacity(depth),
             arrivals: Vec::with_capacity(64),
             completions: Vec::with_capacity(depth),
@@ -252,11 +253,11 @@ impl EventLoop {
                     woken = true;
                     continue;
                 }
-                let index = event.token().0;
-                let slot = &mut self.slots[index];
-                let Some(connection) = slot.connection.as_mut() else {
+                let key = event.token().0 as u64;
+                let Some(slot) = self.slots.get_mut(key) else {
                     continue;
                 };
+                let connection = &mut slot.connection;
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     connection.readable = true;
                     slot.heard_ns = now;
@@ -267,7 +268,7 @@ impl EventLoop {
                 if event.is_writable() || event.is_write_closed() || event.is_error() {
                     connection.writable = true;
                 }
-                mark_active(&mut self.slots, &mut self.active, index);
+                mark_active(&mut self.slots, &mut self.active, key);
             }
             if woken {
                 // Acquire: pairs with the Release store in `Server::stop`.
@@ -281,8 +282,8 @@ impl EventLoop {
                 }
                 self.adopt(now);
             }
-            for index in std::mem::take(&mut self.starved) {
-                mark_active(&mut self.slots, &mut self.active, index);
+            for key in std::mem::take(&mut self.starved) {
+                mark_active(&mut self.slots, &mut self.active, key);
             }
             if self.handshaking && now >= self.next_scan_ns {
                 self.next_scan_ns = now + SCAN_INTERVAL.as_nanos() as u64;
@@ -301,14 +302,14 @@ impl EventLoop {
     /// their handshake close now; the others are read no more.
     fn start_draining(&mut self) {
         self.draining = true;
-        for index in 0..self.slots.len() {
-            if self.slots[index]
-                .connection
-                .as_ref()
-                .is_some_and(Connection::in_handshake)
-            {
-                self.close(index);
-            }
+        let in_handshake: Vec<u64> = self
+            .slots
+            .iter()
+            .filter(|(_, slot)| slot.connection.in_handshake())
+            .map(|(key, _)| key)
+            .collect();
+        for key in in_handshake {
+            self.close(key);
         }
         self.handshaking = false;
     }
@@ -319,10 +320,9 @@ impl EventLoop {
         let unanswered = self
             .slots
             .iter()
-            .filter_map(|slot| slot.connection.as_ref())
-            .map(Connection::unanswered)
+            .map(|(_, slot)| slot.connection.unanswered())
             .sum();
-        let at_map = self.requests.len() - self.free_requests.len();
+        let at_map = self.requests.len();
         (unanswered, at_map)
     }
 
@@ -345,8 +345,8 @@ impl EventLoop {
     fn turn(&mut self, now: u64) {
         if !self.draining {
             for at in 0..self.active.len() {
-                let index = self.active[at];
-                self.receive(index, now);
+                let key = self.active[at];
+                self.receive(key, now);
             }
         }
         let completed = self.complete();
@@ -360,9 +360,12 @@ impl EventLoop {
         // goes on the fresh list, for the next turn.
         let mut sending = std::mem::take(&mut self.sending);
         std::mem::swap(&mut sending, &mut self.active);
-        for &index in &sending {
-            self.slots[index].active = false;
-            self.send(index);
+        for &key in &sending {
+            // A connection closed since it was listed is gone: no send.
+            if let Some(slot) = self.slots.get_mut(key) {
+                slot.active = false;
+                self.send(key);
+            }
         }
         sending.clear();
         self.sending = sending;
@@ -373,17 +376,17 @@ impl EventLoop {
     fn time_out_handshakes(&mut self, now: u64) {
         let limit_ns = self.handshake_timeout_ms.saturating_mul(1_000_000);
         self.handshaking = false;
-        for index in 0..self.slots.len() {
-            let slot = &mut self.slots[index];
-            let Some(connection) = slot.connection.as_mut() else {
-                continue;
-            };
+        for (key, slot) in self.slots.iter_mut() {
+            let connection = &mut slot.connection;
             if !connection.in_handshake() || connection.ending().is_some() {
                 continue;
             }
             if now.saturating_sub(slot.arrived_ns) >= limit_ns {
                 connection.time_out(self.handshake_timeout_ms);
-                mark_active(&mut self.slots, &mut self.active, index);
+                if !slot.active {
+                    slot.active = true;
+                    self.active.push(key);
+                }
             } else {
                 self.handshaking = true;
             }
@@ -419,34 +422,30 @@ impl EventLoop {
                 Counters::add(&self.shared.counters.closed);
                 continue;
             }
-            let index = self.free_slots.pop().unwrap_or_else(|| {
-                self.slots.push(Slot {
-                    connection: None,
-                    generation: 0,
-                    active: false,
-                    arrived_ns: 0,
-                    heard_ns: 0,
-                });
-                self.slots.len() - 1
-            });
+            // The key is the poller's token: a slab index stays below
+            // `u32::MAX`, so no key is the waker's `usize::MAX`.
+            let key = self.slots.next_key();
             let registered = self.poll.registry().register(
                 &mut stream,
-                Token(index),
+                Token(key as usize),
                 Interest::READABLE | Interest::WRITABLE,
             );
             if let Err(error) = registered {
                 tracing::warn!(%error, "cannot watch a new connection; closed");
-                self.free_slots.push(index);
                 self.shared.release_connection();
                 continue;
             }
             let mut connection = Connection::new(stream, Arc::clone(&self.shared.budget));
             connection.writable = true;
-            self.slots[index].connection = Some(connection);
-            self.slots[index].arrived_ns = now;
-            self.slots[index].heard_ns = now;
+            let inserted = self.slots.insert(Slot {
+                connection,
+                active: false,
+                arrived_ns: now,
+                heard_ns: now,
+            });
+            debug_assert_eq!(inserted, key);
             self.handshaking = true;
-            mark_active(&mut self.slots, &mut self.active, index);
+            mark_active(&mut self.slots, &mut self.active, key);
         }
     }
 
@@ -458,20 +457,19 @@ impl EventLoop {
         let longest = self
             .slots
             .iter()
-            .enumerate()
             .filter(|(_, slot)| {
-                slot.connection.as_ref().is_some_and(|connection| {
-                    connection.unanswered() == 0 && !connection.has_output()
-                }) && now.saturating_sub(slot.heard_ns) >= idle_ns
+                slot.connection.unanswered() == 0
+                    && !slot.connection.has_output()
+                    && now.saturating_sub(slot.heard_ns) >= idle_ns
             })
             .min_by_key(|(_, slot)| slot.heard_ns)
-            .map(|(index, slot)| (index, now.saturating_sub(slot.heard_ns)));
-        let Some((index, idle_ns)) = longest else {
+            .map(|(key, slot)| (key, now.saturating_sub(slot.heard_ns)));
+        let Some((key, idle_ns)) = longest else {
             return false;
         };
         // Counted before the client can see the close.
         Counters::add(&self.shared.counters.evicted);
-        self.close(index);
+        self.close(key);
         self.closes_log.note(|| {
             format!(
                 "closed a connection idle for {:?} to make room: the server holds its maximum \
@@ -483,11 +481,12 @@ impl EventLoop {
         true
     }
 
-    /// Reads connection `index` and submits its requests at `now`.
-    fn receive(&mut self, index: usize, now: u64) {
-        let Some(connection) = self.slots[index].connection.as_mut() else {
+    /// Reads connection `key` and submits its requests at `now`.
+    fn receive(&mut self, key: u64, now: u64) {
+        let Some(slot) = self.slots.get_mut(key) else {
             return;
         };
+        let connection = &mut slot.connection;
         // Not `readable` alone: bytes already in the buffer are parsed
         // whether or not the socket has more.
         if connection.ending().is_some() {
@@ -506,15 +505,13 @@ impl EventLoop {
             },
         );
         if connection.is_starved() {
-            self.starved.push(index);
+            self.starved.push(key);
         }
         let structured = connection.is_structured();
-        let generation = self.slots[index].generation;
         let mut arrivals = std::mem::take(&mut self.arrivals);
         for incoming in arrivals.drain(..) {
             let request = InFlight {
-                slot: index as u32,
-                generation,
+                connection: key,
                 cookie: incoming.cookie,
                 offset: incoming.offset,
                 length: incoming.length,
@@ -522,19 +519,10 @@ impl EventLoop {
                 structured,
                 hold: incoming.hold,
             };
-            let user_data = match self.free_requests.pop() {
-                Some(free) => {
-                    self.requests[free as usize] = request;
-                    free
-                }
-                None => {
-                    self.requests.push(request);
-                    (self.requests.len() - 1) as u32
-                }
-            };
+            let user_data = self.requests.insert(request);
             self.submit(
                 Io {
-                    user_data: u64::from(user_data),
+                    user_data,
                     op: incoming.op,
                     offset: incoming.offset,
                     len: incoming.length,
@@ -591,13 +579,13 @@ impl EventLoop {
 
     /// Answers one completed I/O.
     fn finish(&mut self, completion: Completion) {
-        let index = completion.user_data as u32;
-        let request = self.requests[index as usize];
-        self.free_requests.push(index);
-        let slot = &mut self.slots[request.slot as usize];
-        let connection = match slot.connection.as_mut() {
-            Some(connection) if slot.generation == request.generation => connection,
-            _ => {
+        let request = self
+            .requests
+            .remove(completion.user_data)
+            .expect("a completion answers a request at the map");
+        let connection = match self.slots.get_mut(request.connection) {
+            Some(slot) => &mut slot.connection,
+            None => {
                 Counters::add(&self.shared.counters.replies_dropped);
                 self.shared.budget.release(request.hold);
                 self.pool.give(completion.buf);
@@ -630,33 +618,32 @@ impl EventLoop {
             }
         };
         connection.reply(header, data, request.hold, &mut self.pool);
-        mark_active(&mut self.slots, &mut self.active, request.slot as usize);
+        mark_active(&mut self.slots, &mut self.active, request.connection);
     }
 
-    /// Sends connection `index`'s replies; closes it if it is finished or
+    /// Sends connection `key`'s replies; closes it if it is finished or
     /// broken.
-    fn send(&mut self, index: usize) {
-        let Some(connection) = self.slots[index].connection.as_mut() else {
+    fn send(&mut self, key: u64) {
+        let Some(slot) = self.slots.get_mut(key) else {
             return;
         };
+        let connection = &mut slot.connection;
         if connection.has_output() {
             connection.send(&mut self.pool);
         }
         if connection.is_broken() || connection.is_done() {
-            self.close(index);
+            self.close(key);
         } else if !self.draining && connection.wants_to_read() {
             // Replies going out made room under its bounds: read on at the
             // next turn (which does not wait: `active` is not empty).
-            mark_active(&mut self.slots, &mut self.active, index);
+            mark_active(&mut self.slots, &mut self.active, key);
         }
     }
 
-    fn close(&mut self, index: usize) {
-        let slot = &mut self.slots[index];
-        let Some(mut connection) = slot.connection.take() else {
+    fn close(&mut self, key: u64) {
+        let Some(Slot { mut connection, .. }) = self.slots.remove(key) else {
             return;
         };
-        slot.generation = slot.generation.wrapping_add(1);
         match connection.ending() {
             None | Some(Ending::Finished) => {}
             Some(ending) => {
@@ -669,7 +656,6 @@ impl EventLoop {
         // means it is already gone from the poller.
         let _ = self.poll.registry().deregister(&mut connection.stream);
         connection.recycle(&mut self.pool);
-        self.free_slots.push(index);
         self.shared.release_connection();
         Counters::add(&self.shared.counters.closed);
     }
@@ -678,12 +664,10 @@ impl EventLoop {
     /// for the map to finish what is in flight; says what was left.
     fn shut_down(mut self) -> LoopExit {
         let (unanswered, _) = self.left();
-        let mut connections_closed = 0;
-        for index in 0..self.slots.len() {
-            if self.slots[index].connection.is_some() {
-                connections_closed += 1;
-                self.close(index);
-            }
+        let keys: Vec<u64> = self.slots.iter().map(|(key, _)| key).collect();
+        let connections_closed = keys.len();
+        for key in keys {
+            self.close(key);
         }
         // Waiting for room in the queue: counted in `unanswered`.
         for io in self.waiting.drain(..) {
@@ -705,9 +689,12 @@ impl EventLoop {
     }
 }
 
-fn mark_active(slots: &mut [Slot], active: &mut Vec<usize>, index: usize) {
-    if !slots[index].active {
-        slots[index].active = true;
-        active.push(index);
+fn mark_active(slots: &mut Slab<Slot>, active: &mut Vec<u64>, key: u64) {
+    let Some(slot) = slots.get_mut(key) else {
+        return;
+    };
+    if !slot.active {
+        slot.active = true;
+        active.push(key);
     }
 }

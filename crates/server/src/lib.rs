@@ -36,6 +36,8 @@
 //! tells the threads to take no new work, `Shared::stop` to end. See each
 //! for its ordering.
 
+#![warn(unreachable_pub)]
+
 pub mod acceptor;
 pub mod budget;
 pub mod connection;

@@ -12,55 +12,16 @@ use mpio_nbd::consts::CMD_WRITE;
 use mpio_server::{FlushOutcome, Server, ServerConfig};
 use mpio_transport::Transports;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::*;
 
-/// `nbdkit`, killed and reaped when dropped.
-struct Nbdkit(Child);
-
-impl Nbdkit {
-    /// Starts `nbdkit` on `socket` with `args`; returns once it is ready
-    /// (its pid file written), within 10 s.
-    fn start(socket: &Path, args: &[&str]) -> Nbdkit {
-        require("nbdkit", "nbdkit");
-        let pid_file = socket.with_extension("pid");
-        let child = Command::new("nbdkit")
-            .args(["--foreground", "--exit-with-parent", "--unix"])
-            .arg(socket)
-            .arg("--pidfile")
-            .arg(&pid_file)
-            .args(args)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("nbdkit runs");
-        let server = Nbdkit(child);
-        let started = Instant::now();
-        while !pid_file.exists() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "nbdkit not ready within 10 s"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        server
-    }
-}
-
-impl Drop for Nbdkit {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn the_flush_reaches_the_server_after_every_write_returned() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("serve");
     let log = dir.join("nbdkit.log");
     let backend = dir.join("backend.sock");
     let log_arg = format!("logfile={}", log.display());
-    let nbdkit = Nbdkit::start(
+    let nbdkit = NbdServer::nbdkit(
         &backend,
         &[
             "--filter=log",

@@ -37,18 +37,9 @@
 
 use crate::checker::{Checker, Failure};
 use crate::data::{decode, BLOCK_BYTES};
-use crate::runner::Sim;
+use crate::runner::{CallView, Sim};
 use crate::trace::{result_word, TraceEvent};
 use mpio_core::io::{Completion, IoError, Op};
-
-/// The map's route as a call left it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CallView {
-    /// No path of the map is usable.
-    pub(crate) no_route: bool,
-    /// No path is usable and the map fails I/O rather than queue it.
-    pub(crate) fails_for_no_path: bool,
-}
 
 impl Sim {
     /// Checks one completion handed over by `queue`'s poll; `view` is the

@@ -18,6 +18,8 @@
 //! [`run_seed`] runs one seed; [`run_seeds`] runs a range of seeds on
 //! several threads (each seed still runs on one).
 
+#![warn(unreachable_pub)]
+
 pub mod batch;
 pub mod checker;
 pub mod completion;

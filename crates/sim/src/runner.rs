@@ -1,7 +1,8 @@
 //! One seed's run: build the drawn map over simulated paths, drive several
 //! queues (simulated I/O threads) interleaved by the seeded scheduler on
 //! one OS thread, play the fault schedule, and check every promise as it
-//! goes.
+//! goes. The per-completion checks are `Sim`'s methods in
+//! [`crate::completion`], which builds on this module (never the reverse).
 //!
 //! # Phases
 //! 1. *Faults*: the workload runs while the schedule's faults, messages
@@ -23,7 +24,6 @@
 //! is polled.
 
 use crate::checker::{Checker, Failure};
-use crate::completion::CallView;
 use crate::data::{decode, fill, BLOCK_BYTES};
 use crate::model::ReferenceDisk;
 use crate::rng::Rng;
@@ -73,6 +73,15 @@ pub(crate) struct QueueTrack {
     pub(crate) no_path_seen: bool,
     /// `RetryLimit` completions so far.
     pub(crate) retry_limited: u64,
+}
+
+/// The map's route as a call left it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallView {
+    /// No path of the map is usable.
+    pub(crate) no_route: bool,
+    /// No path is usable and the map fails I/O rather than queue it.
+    pub(crate) fails_for_no_path: bool,
 }
 
 /// Opens a simulated queue's path queues for one of its maps.

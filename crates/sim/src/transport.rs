@@ -706,11 +706,7 @@ mod tests {
         decode(&bytes, 0)
     }
 
-    fn poll(queue: &mut SimPathQueue, now_ns: u64) -> Vec<(u64, PathOutcome)> {
-        let mut done = Vec::new();
-        queue.poll(now_ns, &mut done);
-        done.iter().map(|c| (c.tag, c.outcome)).collect()
-    }
+    use mpio_test_support::poll_outcomes as poll;
 
     #[test]
     fn an_aborted_write_never_lands() {

@@ -147,7 +147,10 @@ impl Table {
     /// selector is built (on `numa`), which checks the selector name and
     /// its arguments, and the selector's own canonical arguments replace
     /// what was written (`round-robin 0 2 0 P1 P2` becomes
-    /// `round-robin 0 2 1 P1 1 P2 1`). The canonical form of a canonical
+    /// `round-robin 0 2 1 P1 1 P2 1`). Features become what dm keeps of
+    /// them (Linux 6.12, `tests/fixtures/dm_table_oracle.txt`): `queue_mode
+    /// rq` and `mq` are dm's default and vanish; `queue_mode bio` turns
+    /// `retain_attached_hw_handler` on. The canonical form of a canonical
     /// table is the same table.
     ///
     /// A table built in code is also checked for what [`Table::parse`]
@@ -167,10 +170,16 @@ impl Table {
             .enumerate()
             .map(|(index, group)| canonical_group(group, index + 1, numa))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut features = self.features.clone();
+        match features.queue_mode {
+            Some(QueueMode::Bio) => features.retain_attached_hw_handler = true,
+            Some(QueueMode::Rq | QueueMode::Mq) => features.queue_mode = None,
+            None => {}
+        }
         Ok(Table {
             start_sector: self.start_sector,
             length_sectors: self.length_sectors,
-            features: self.features.clone(),
+            features,
             hardware_handler: self.hardware_handler.clone(),
             initial_group: self.initial_group,
             groups,

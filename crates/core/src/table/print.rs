@@ -13,14 +13,15 @@
 //! The count is of words, as dm sums it: 1 for each flag, 2 for each
 //! feature with a value.
 //!
+//! Printing shows a table as it is; [`Table::canonical`] first makes it
+//! what dm keeps (`queue_mode rq`/`mq` vanish, `queue_mode bio` turns on
+//! `retain_attached_hw_handler`), checked feature by feature against the
+//! kernel (`tests/table_oracle.rs`).
+//!
 //! # Where mpio prints differently from dm
-//! - `queue_mode`: dm keeps only the mode it runs in. Current kernels map
-//!   both `rq` and `mq` to the default request-based mode and print only
-//!   `queue_mode bio`; older ones printed `mq` and dropped `rq`. mpio has
-//!   one mode and prints back whichever value was given.
-//! - `queue_mode bio`: dm also turns on `retain_attached_hw_handler` and
-//!   drops the hardware handler in that mode, so both change in its
-//!   output; mpio prints them as given.
+//! - Trailing space: dm ends the line with one; mpio does not.
+//! - `queue_mode bio` with a hardware handler: dm drops the handler in
+//!   that mode; mpio prints it (not yet checked against the kernel).
 //! - Hardware handler: dm prints `1 <name>` and drops the handler's
 //!   arguments; mpio prints `<count> <name> <args...>`, so the table reads
 //!   back the same. No handler prints `0`, as in dm.

@@ -27,8 +27,6 @@ pub const MAX_NAME_BYTES: usize = 128;
 /// Highest NUMA node a path may be given (the kernel's `MAX_NUMNODES`
 /// is at most 1024).
 pub const MAX_NUMA_NODE: u16 = 1023;
-/// Longest NBD export name (the protocol's limit).
-pub const MAX_EXPORT_NAME_BYTES: usize = 4096;
 
 /// Where maps by WWID find their paths, and which devices never are.
 struct Lookup<'a> {

@@ -2,7 +2,6 @@
 //! metrics, NBD exports, ublk device numbers): each checked, and no
 //! address used twice.
 
-use super::check::MAX_EXPORT_NAME_BYTES;
 use super::error::{quoted, Place, Source};
 use super::raw::{RawExport, RawUblk, Scalar};
 use super::{ConfigError, ExportConfig, UblkNumber};
@@ -10,6 +9,9 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use toml::Spanned;
+
+/// Longest NBD export name (the protocol's limit).
+pub const MAX_EXPORT_NAME_BYTES: usize = 4096;
 
 /// One `[[map.export]]`.
 pub(super) fn check_export(

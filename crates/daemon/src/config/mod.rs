@@ -121,9 +121,10 @@ pub mod wwid;
 #[cfg(test)]
 mod wwid_tests;
 
-pub use check::{MAX_EXPORTS, MAX_EXPORT_NAME_BYTES, MAX_MAPS, MAX_NAME_BYTES, MAX_NUMA_NODE};
+pub use check::{MAX_EXPORTS, MAX_MAPS, MAX_NAME_BYTES, MAX_NUMA_NODE};
 pub use error::ConfigError;
 pub use listen::DEFAULT_SOCKET_MODE;
+pub use listen::MAX_EXPORT_NAME_BYTES;
 pub use settings::{
     DEFAULT_SELECTOR, MAX_ATTEMPTS, MAX_CHECKER_INTERVAL_MS, MAX_MARGINAL_FAILURES,
     MAX_NO_PATH_RETRY, MAX_TIMEOUT_MS,

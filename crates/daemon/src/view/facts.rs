@@ -1,6 +1,6 @@
 //! One path's facts, gathered once for the topology and paths views.
 
-use crate::daemon::RunningMap;
+use crate::running::RunningMap;
 use mpio_core::io::PathError;
 use mpio_core::path::AccessState;
 use mpio_core::status::PathState;

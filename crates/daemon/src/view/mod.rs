@@ -11,7 +11,7 @@ mod paths;
 mod topology;
 
 use crate::control::protocol::Response;
-use crate::daemon::RunningMap;
+use crate::running::RunningMap;
 pub use facts::{path_facts, PathFacts};
 pub use paths::paths;
 pub use topology::topology;

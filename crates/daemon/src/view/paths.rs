@@ -2,7 +2,7 @@
 
 use super::facts::path_facts;
 use crate::control::protocol::Response;
-use crate::daemon::RunningMap;
+use crate::running::RunningMap;
 
 /// Columns of the text table.
 const HEADER: [&str; 12] = [

@@ -11,7 +11,7 @@
 
 use super::facts::{path_facts, PathFacts};
 use crate::control::protocol::Response;
-use crate::daemon::RunningMap;
+use crate::running::RunningMap;
 use mpio_core::status::GroupState;
 use std::fmt::Write;
 

@@ -147,63 +147,7 @@ impl Drop for Daemon {
     }
 }
 
-/// An `nbdkit` server on a unix socket, killed with SIGKILL (no goodbye
-/// to its clients) and restarted on the same socket. It runs with
-/// `--exit-with-parent`, which ends it when the *thread* that started it
-/// ends: start and restart it from a thread that outlives it.
-pub struct Nbdkit {
-    pub socket: PathBuf,
-    args: Vec<String>,
-    child: Option<Child>,
-}
-
-impl Nbdkit {
-    /// Starts `nbdkit ARGS` (filters, plugin, parameters) on `socket`.
-    pub fn start(socket: PathBuf, args: &[&str]) -> Nbdkit {
-        let mut server = Nbdkit {
-            socket,
-            args: args.iter().map(|arg| arg.to_string()).collect(),
-            child: None,
-        };
-        server.restart();
-        server
-    }
-
-    /// Starts the server and waits until it accepts connections (it
-    /// writes its pid file then).
-    pub fn restart(&mut self) {
-        let pid_file = self.socket.with_extension("pid");
-        let _ = std::fs::remove_file(&pid_file);
-        let _ = std::fs::remove_file(&self.socket);
-        let child = Command::new("nbdkit")
-            .arg("--foreground")
-            .arg("--exit-with-parent")
-            .arg("--unix")
-            .arg(&self.socket)
-            .arg("--pidfile")
-            .arg(&pid_file)
-            .args(&self.args)
-            .spawn()
-            .expect("nbdkit runs (Debian package nbdkit; scripts/test.sh installs it)");
-        self.child = Some(child);
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while !pid_file.exists() {
-            assert!(std::time::Instant::now() < deadline, "nbdkit did not start");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Kills the server with SIGKILL.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Nbdkit {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
+/// nbdkit on a unix socket, killed with SIGKILL (no goodbye to its
+/// clients) and restarted on the same socket.
+#[allow(unused_imports)] // each test binary uses its own part of this module
+pub use mpio_test_support::NbdServer as Nbdkit;

@@ -83,7 +83,7 @@ fn file_paths_behind_the_ublk_device() {
 fn nbd_paths_behind_the_ublk_device() {
     let dir = test_dir("ublk-nbd-server");
     let socket = dir.join("nbdkit.sock");
-    let _server = Nbdkit::start(socket.clone(), &["memory", &format!("{SIZE_MIB}M")]);
+    let _server = Nbdkit::nbdkit(&socket, &["memory", &format!("{SIZE_MIB}M")]);
     let word = format!("nbd+unix:///?socket={}", socket.display());
     check_paths("ublk-nbd", [format!("{word}#a"), format!("{word}#b")]);
     let _ = std::fs::remove_dir_all(&dir);

@@ -20,9 +20,12 @@ use mpio_nbd::reply::SimpleReply;
 use mpio_nbd::request::Request;
 use mpio_server::{Server, ServerConfig};
 use mpio_transport::{DeviceSlot, Transports};
+// Each test binary uses its own part of these.
+#[allow(unused_imports)]
+pub use mpio_test_support::{require, NbdServer, TempDir};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,40 +35,6 @@ use std::time::{Duration, Instant};
 pub const TIMEOUT: Duration = Duration::from_secs(120);
 /// Size of the test map (64 MiB).
 pub const MAP_BYTES: u64 = 64 << 20;
-
-/// A private temporary directory, removed when dropped.
-pub struct TempDir(tempfile::TempDir);
-
-impl TempDir {
-    /// A new empty directory.
-    pub fn new() -> TempDir {
-        TempDir(
-            tempfile::Builder::new()
-                .prefix("mpio-serve-")
-                .tempdir()
-                .unwrap(),
-        )
-    }
-
-    /// `name` inside the directory.
-    pub fn join(&self, name: &str) -> PathBuf {
-        self.0.path().join(name)
-    }
-}
-
-/// Panics with the Debian package to install if `program` is missing.
-pub fn require(program: &str, package: &str) {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    assert!(
-        found,
-        "{program} not found: install the Debian package {package} (scripts/test.sh does)"
-    );
-}
 
 /// A server over a map of three memory ports on one disk: `a` and `b`
 /// in group 1 (round-robin), `c` in group 2.
@@ -91,7 +60,7 @@ impl TestServer {
     /// Starts a server with `config` (its unix socket set here) on a new
     /// memory map.
     pub fn start(mut config: ServerConfig) -> TestServer {
-        let dir = TempDir::new();
+        let dir = TempDir::new("serve");
         config.unix_socket = Some(dir.join("nbd.sock"));
         let transports = Transports::new();
         let table = Table::parse(&table_text("disk")).unwrap();

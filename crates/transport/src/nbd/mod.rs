@@ -108,7 +108,6 @@
 pub mod address;
 pub mod connection;
 pub mod handshake;
-pub mod in_flight;
 pub mod queue;
 pub mod replay;
 pub mod stream;

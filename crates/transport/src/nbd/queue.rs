@@ -1,6 +1,7 @@
 //! One I/O thread's queue to an NBD path: [`NbdQueue`]. See the module
 //! docs of [`super`] for the contracts (commands, errors, timeouts,
-//! reconnect).
+//! reconnect). Time is the `now_ns` its caller passes to `submit` and
+//! `poll` (the reconnect backoff counts on it): the queue reads no clock.
 
 use super::connection::{Broken, Connection};
 use super::handshake::Export;
@@ -10,7 +11,7 @@ use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use mpio_nbd::consts::*;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Wait after the first failed connect before the next attempt.
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -26,7 +27,9 @@ type Connecting = JoinHandle<Result<Connection, NbdError>>;
 pub struct NbdQueue {
     target: Arc<NbdTarget>,
     depth: usize,
-    connection: Option<Connection>,
+    /// Boxed: a connection's buffers and tables are far larger than the
+    /// other transports' queues, which share `AnyQueue` with this one.
+    connection: Option<Box<Connection>>,
     /// Connections cut from our side that still hold requests the server
     /// may apply: read until each reply comes or the server closes (the
     /// fence; see the module docs of [`super`]).
@@ -35,9 +38,10 @@ pub struct NbdQueue {
     connecting: Option<Connecting>,
     /// I/Os submitted while connecting, sent once connected.
     waiting: Vec<PathIo>,
-    /// After a failed connect: no new attempt before this instant unless
-    /// the target's connect count moved from the one recorded.
-    retry: Option<(Instant, u64)>,
+    /// After a failed connect: no new attempt before this time (ns, on
+    /// the caller's clock) unless the target's connect count moved from
+    /// the one recorded.
+    retry: Option<(u64, u64)>,
     /// The wait after the next failed connect.
     backoff: Duration,
     /// I/Os whose outcome is known, for the next poll.
@@ -47,7 +51,8 @@ pub struct NbdQueue {
 
 impl NbdQueue {
     /// A queue of `depth` I/Os to `target`; the connect starts at once,
-    /// in the background.
+    /// in the background. (If no thread can be started for it, the next
+    /// `submit` tries again.)
     pub fn open(target: Arc<NbdTarget>, depth: usize) -> Self {
         let mut queue = NbdQueue {
             target,
@@ -61,7 +66,7 @@ impl NbdQueue {
             done: Vec::with_capacity(depth),
             last_error: None,
         };
-        queue.start_connect(Instant::now());
+        queue.start_connect(None);
         queue
     }
 
@@ -77,7 +82,9 @@ impl NbdQueue {
 
     /// I/Os sent on the live connection and not answered yet.
     pub fn in_flight(&self) -> usize {
-        self.connection.as_ref().map_or(0, Connection::in_flight)
+        self.connection
+            .as_ref()
+            .map_or(0, |connection| connection.in_flight())
     }
 
     /// Connections cut from our side and not yet fenced (their server may
@@ -94,17 +101,18 @@ impl NbdQueue {
     /// What the server said about the export on the live connection
     /// (narrowed to what the map's paths share).
     pub fn export(&self) -> Option<&Export> {
-        self.connection.as_ref().map(Connection::export)
+        self.connection.as_deref().map(Connection::export)
     }
 
     /// Starts a connect on a helper thread unless one runs or the backoff
-    /// after a failed one has not passed; false if none runs now.
-    fn start_connect(&mut self, now: Instant) -> bool {
+    /// after a failed one has not passed at `now_ns` (`None`: at opening,
+    /// before any clock was passed); false if none runs now.
+    fn start_connect(&mut self, now_ns: Option<u64>) -> bool {
         if self.connecting.is_some() {
             return true;
         }
-        if let Some((retry_at, connects)) = self.retry {
-            if now < retry_at && self.target.connects() == connects {
+        if let (Some((retry_ns, connects)), Some(now_ns)) = (self.retry, now_ns) {
+            if now_ns < retry_ns && self.target.connects() == connects {
                 return false;
             }
         }
@@ -125,14 +133,18 @@ impl NbdQueue {
                 true
             }
             Err(error) => {
-                self.connect_failed(now, format!("starting a connect thread: {error}"));
+                let why = format!("starting a connect thread: {error}");
+                match now_ns {
+                    Some(now_ns) => self.connect_failed(now_ns, why),
+                    None => self.last_error = Some(why),
+                }
                 false
             }
         }
     }
 
-    /// Takes the finished connect's result, if it finished.
-    fn finish_connect(&mut self) {
+    /// Takes the finished connect's result, if it finished (at `now_ns`).
+    fn finish_connect(&mut self, now_ns: u64) {
         if !self
             .connecting
             .as_ref()
@@ -151,7 +163,7 @@ impl NbdQueue {
         });
         match result {
             Ok(connection) => {
-                self.connection = Some(connection);
+                self.connection = Some(Box::new(connection));
                 self.retry = None;
                 self.backoff = FIRST_BACKOFF;
                 for io in std::mem::take(&mut self.waiting) {
@@ -159,7 +171,7 @@ impl NbdQueue {
                 }
             }
             Err(error) => {
-                self.connect_failed(Instant::now(), error.to_string());
+                self.connect_failed(now_ns, error.to_string());
                 for io in std::mem::take(&mut self.waiting) {
                     self.finish(io, PathOutcome::Path(PathError::ConnectionLost));
                 }
@@ -167,8 +179,9 @@ impl NbdQueue {
         }
     }
 
-    fn connect_failed(&mut self, now: Instant, why: String) {
-        self.retry = Some((now + self.backoff, self.target.connects()));
+    fn connect_failed(&mut self, now_ns: u64, why: String) {
+        let backoff_ns = u64::try_from(self.backoff.as_nanos()).unwrap_or(u64::MAX);
+        self.retry = Some((now_ns.saturating_add(backoff_ns), self.target.connects()));
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
         self.last_error = Some(why);
     }
@@ -197,11 +210,11 @@ impl NbdQueue {
     fn end_connection(&mut self, why: Broken) {
         if let Some(mut connection) = self.connection.take() {
             if connection.server_closed() {
-                connection.sever(&mut self.done);
+                (*connection).sever(&mut self.done);
             } else {
                 connection.cut(&mut self.done);
                 if connection.holds_requests() {
-                    self.cut.push(connection);
+                    self.cut.push(*connection);
                 }
             }
         }
@@ -262,19 +275,19 @@ pub fn command_for(io: &PathIo, export: &Export) -> Result<u16, PathOutcome> {
 }
 
 impl PathQueue for NbdQueue {
-    fn submit(&mut self, io: PathIo, _now_ns: u64) {
-        self.finish_connect();
+    fn submit(&mut self, io: PathIo, now_ns: u64) {
+        self.finish_connect(now_ns);
         if self.connection.is_some() {
             self.send(io);
-        } else if self.start_connect(Instant::now()) {
+        } else if self.start_connect(Some(now_ns)) {
             self.waiting.push(io);
         } else {
             self.finish(io, PathOutcome::Path(PathError::ConnectionLost));
         }
     }
 
-    fn poll(&mut self, _now_ns: u64, completions: &mut Vec<PathCompletion>) {
-        self.finish_connect();
+    fn poll(&mut self, now_ns: u64, completions: &mut Vec<PathCompletion>) {
+        self.finish_connect(now_ns);
         if let Some(connection) = self.connection.as_mut() {
             if let Err(why) = connection.poll(&mut self.done) {
                 self.end_connection(why);
@@ -315,7 +328,8 @@ impl PathQueue for NbdQueue {
     fn abandon(&mut self, tag: u64) -> Option<PathIo> {
         let io = self
             .connection
-            .iter_mut()
+            .as_deref_mut()
+            .into_iter()
             .chain(self.cut.iter_mut())
             .find_map(|connection| connection.abandon(tag))?;
         self.cut.retain(Connection::holds_requests);

@@ -585,3 +585,235 @@ fn an_abandoned_request_gives_its_buffer_back_and_its_reply_is_dropped() {
     }
     assert!(done.is_empty());
 }
+
+/// A write of `len` bytes of `fill` at block `block`.
+fn write_of(tag: u64, block: u64, len: u32, fill: u8) -> PathIo {
+    let mut io = io(tag, Op::Write, block * u64::from(len), len);
+    io.buf.as_mut_slice().fill(fill);
+    io
+}
+
+#[test]
+fn writes_go_out_from_their_buffers_in_step_when_the_socket_fills() {
+    // 64 KiB writes mixed with reads, far more than the socket holds: the
+    // vectored writes stop part-way through headers and payloads, and the
+    // server must still see every header followed by its own payload.
+    let (mut connection, mut server) = pair(false);
+    let mut sent = Vec::new();
+    for tag in 0..8u64 {
+        let len = 64 * 1024;
+        if tag % 3 == 2 {
+            connection
+                .send(CMD_READ, io(tag, Op::Read, tag * u64::from(len), 512))
+                .unwrap();
+        } else {
+            connection
+                .send(CMD_WRITE, write_of(tag, tag, len, tag as u8 + 1))
+                .unwrap();
+        }
+        sent.push(tag);
+    }
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            let mut header = [0; Request::LEN];
+            server.read_exact(&mut header).unwrap();
+            let request = Request::decode(&header).unwrap();
+            let mut payload = vec![0; request.payload_len() as usize];
+            server.read_exact(&mut payload).unwrap();
+            let fill = payload.first().copied();
+            assert!(payload.iter().all(|&byte| Some(byte) == fill));
+            seen.push((request.command, request.length, fill));
+        }
+        // Kept open: a close would break the client's next poll.
+        (seen, server)
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !reader.is_finished() {
+        connection.poll(&mut Vec::new()).unwrap();
+        assert!(std::time::Instant::now() < deadline, "requests not sent");
+        std::thread::yield_now();
+    }
+    let (seen, _server) = reader.join().unwrap();
+    let expected: Vec<_> = sent
+        .iter()
+        .map(|&tag| {
+            if tag % 3 == 2 {
+                (CMD_READ, 512, None)
+            } else {
+                (CMD_WRITE, 64 * 1024, Some(tag as u8 + 1))
+            }
+        })
+        .collect();
+    assert_eq!(seen, expected);
+}
+
+#[test]
+fn a_write_is_given_back_only_before_or_after_its_payload_goes_out() {
+    let (mut connection, mut server) = pair(false);
+    // Fill the socket so that later writes stay queued or part-written.
+    let len = 64 * 1024;
+    for tag in 0..8 {
+        connection
+            .send(CMD_WRITE, write_of(tag, tag, len, 7))
+            .unwrap();
+    }
+    // The last one is still waiting to be encoded: given back whole.
+    let last = connection.abandon(7).expect("not yet sent");
+    assert_eq!((last.tag, last.buf.len()), (7, len as usize));
+    assert!(last.buf.as_slice().iter().all(|&byte| byte == 7));
+    // The write being written is refused (its bytes must follow its
+    // header); the others are given back: those written whole (their
+    // replies will be dropped) and those not yet encoded (never sent).
+    let refused: Vec<u64> = (0..7)
+        .filter(|&tag| connection.abandon(tag).is_none())
+        .collect();
+    assert!(!refused.is_empty(), "a write was being written");
+    // Requests the server gets: the ones written or being written.
+    let expected = connection.in_flight();
+    let reader = std::thread::spawn(move || {
+        for _ in 0..expected {
+            let mut header = [0; Request::LEN];
+            server.read_exact(&mut header).unwrap();
+            let request = Request::decode(&header).unwrap();
+            let mut payload = vec![0; request.payload_len() as usize];
+            server.read_exact(&mut payload).unwrap();
+            assert!(payload.iter().all(|&byte| byte == 7), "payload in step");
+        }
+        server
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !reader.is_finished() {
+        connection.poll(&mut Vec::new()).unwrap();
+        assert!(std::time::Instant::now() < deadline, "requests not sent");
+        std::thread::yield_now();
+    }
+    let _server = reader.join().unwrap();
+    for tag in refused {
+        assert!(connection.abandon(tag).is_some(), "written now: given back");
+    }
+}
+
+/// Writes `bytes` to `server` in pieces of `piece`, polling `connection`
+/// after each until it has taken them.
+fn trickle(
+    connection: &mut Connection,
+    server: &mut UnixStream,
+    bytes: &[u8],
+    piece: usize,
+) -> Vec<PathCompletion> {
+    let mut done = Vec::new();
+    for part in bytes.chunks(piece) {
+        server.write_all(part).unwrap();
+        for _ in 0..4 {
+            connection.poll(&mut done).unwrap();
+        }
+    }
+    done
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|at| (at % 251) as u8 ^ seed).collect()
+}
+
+#[test]
+fn read_data_lands_in_the_buffer_whatever_the_pieces() {
+    const LEN: u32 = 64 * 1024;
+    for (structured, piece) in [
+        (false, 7),
+        (false, 4096),
+        (true, 13),
+        (true, 5000),
+        (true, 1 << 20),
+    ] {
+        let (mut connection, mut server) = pair(structured);
+        connection.send(CMD_READ, io(1, Op::Read, 0, LEN)).unwrap();
+        connection.send(CMD_READ, io(2, Op::Read, 0, 512)).unwrap();
+        let first = read_request(&mut server).cookie;
+        let second = read_request(&mut server).cookie;
+        let data = pattern(LEN as usize, 1);
+        let small = pattern(512, 2);
+        let mut out = Vec::new();
+        if structured {
+            // Second half first, then the first half (done), then the
+            // small read: data chunks out of order, each direct.
+            let half = LEN as usize / 2;
+            for (offset, done) in [(half, false), (0, true)] {
+                let chunk = Chunk::OffsetData {
+                    offset: offset as u64,
+                    data: &data[offset..offset + half],
+                };
+                chunk.encode(first, done, &mut out).unwrap();
+            }
+            Chunk::OffsetData {
+                offset: 0,
+                data: &small,
+            }
+            .encode(second, true, &mut out)
+            .unwrap();
+        } else {
+            out.extend_from_slice(
+                &SimpleReply {
+                    error: 0,
+                    cookie: first,
+                }
+                .encode(),
+            );
+            out.extend_from_slice(&data);
+            out.extend_from_slice(
+                &SimpleReply {
+                    error: 0,
+                    cookie: second,
+                }
+                .encode(),
+            );
+            out.extend_from_slice(&small);
+        }
+        let mut done = trickle(&mut connection, &mut server, &out, piece);
+        done.extend(collect(&mut connection, 2 - done.len()).unwrap());
+        done.sort_by_key(|completion| completion.tag);
+        assert_eq!(done.len(), 2, "structured {structured}, pieces of {piece}");
+        assert_eq!(done[0].outcome, PathOutcome::Ok);
+        assert!(
+            done[0].buf.as_slice() == data.as_slice(),
+            "structured {structured}, pieces of {piece}"
+        );
+        assert!(done[1].buf.as_slice() == small.as_slice());
+    }
+}
+
+#[test]
+fn a_read_given_back_while_its_data_streams_in_leaves_the_stream_in_step() {
+    let (mut connection, mut server) = pair(false);
+    connection.send(CMD_READ, io(1, Op::Read, 0, 8192)).unwrap();
+    connection.send(CMD_READ, io(2, Op::Read, 0, 512)).unwrap();
+    let first = read_request(&mut server).cookie;
+    let second = read_request(&mut server).cookie;
+    let mut out = SimpleReply {
+        error: 0,
+        cookie: first,
+    }
+    .encode()
+    .to_vec();
+    out.extend_from_slice(&[5; 1000]);
+    let done = trickle(&mut connection, &mut server, &out, 1 << 20);
+    assert!(done.is_empty());
+    let given = connection.abandon(1).expect("held");
+    assert_eq!(given.buf.len(), 8192);
+    // The rest of its data, then the second reply.
+    let mut out = vec![5; 8192 - 1000];
+    out.extend_from_slice(
+        &SimpleReply {
+            error: 0,
+            cookie: second,
+        }
+        .encode(),
+    );
+    out.extend_from_slice(&[6; 512]);
+    let mut done = trickle(&mut connection, &mut server, &out, 3000);
+    done.extend(collect(&mut connection, 1 - done.len()).unwrap());
+    assert_eq!(done.len(), 1);
+    assert_eq!((done[0].tag, done[0].outcome), (2, PathOutcome::Ok));
+    assert!(done[0].buf.as_slice().iter().all(|&byte| byte == 6));
+    assert_eq!(connection.in_flight(), 0);
+}

@@ -58,16 +58,7 @@ pub fn pattern_file(dir: &Path, name: &str, bytes: u64) -> PathBuf {
 
 /// A one-group round-robin table of `bytes` over `words`.
 pub fn table(bytes: u64, words: &[String]) -> Table {
-    let mut text = format!(
-        "0 {} multipath 0 0 1 1 round-robin 0 {} 0",
-        bytes / 512,
-        words.len()
-    );
-    for word in words {
-        text.push(' ');
-        text.push_str(word);
-    }
-    Table::parse(&text).unwrap()
+    mpio_test_support::one_group_table(bytes, words, false)
 }
 
 /// A block of `fill`.

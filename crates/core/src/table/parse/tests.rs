@@ -120,7 +120,12 @@ fn parses_features_hardware_handler_and_groups() {
                    2 alua 1 2 2 round-robin 0 1 1 A 1 round-robin 0 2 1 B 2 C 3";
     assert_eq!(table.to_string(), printed);
     assert_eq!(parse(printed).to_string(), printed);
-    assert_eq!(canonical(text).to_string(), printed);
+    // Canonical: `queue_mode rq` is dm's default, and dm drops it.
+    assert_eq!(
+        canonical(text).to_string(),
+        "0 100 multipath 3 queue_if_no_path pg_init_delay_msecs 500 \
+         2 alua 1 2 2 round-robin 0 1 1 A 1 round-robin 0 2 1 B 2 C 3"
+    );
 }
 
 #[test]

@@ -1,0 +1,138 @@
+//! Helpers shared by mpio's tests, a dev-dependency only (never
+//! published): a private temporary directory ([`TempDir`]), programs a
+//! test needs ([`require`]), real NBD servers as child processes
+//! ([`NbdServer`]: nbdkit, qemu-nbd), a scripted fake path for the
+//! core's queue ([`FakePath`]), and the one-group table most tests map.
+//!
+//! Programs a test drives come from Debian packages that
+//! `scripts/test.sh` installs. Where one is missing, [`require`] panics
+//! naming the package: these tests must not pass by skipping on a machine
+//! that was meant to run them.
+
+mod fake_path;
+mod nbd_server;
+
+pub use fake_path::FakePath;
+pub use nbd_server::{pause_control, NbdServer};
+
+use mpio_core::io::PathOutcome;
+use mpio_core::queue::PathQueue;
+use mpio_core::table::Table;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A private temporary directory, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A new empty directory named after `label` (and this process).
+    pub fn new(label: &str) -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        // Relaxed: only makes names unique within this process.
+        let index = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("mpio-{label}-{}-{index}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// `name` inside the directory.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// A new sparse file `name` of `bytes` (reads as zeroes) inside the
+    /// directory.
+    pub fn sparse_file(&self, name: &str, bytes: u64) -> PathBuf {
+        let path = self.join(name);
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(bytes)
+            .unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Polls `queue` at `now_ns`: the tag and outcome of each completion.
+pub fn poll_outcomes(queue: &mut impl PathQueue, now_ns: u64) -> Vec<(u64, PathOutcome)> {
+    let mut done = Vec::new();
+    queue.poll(now_ns, &mut done);
+    done.iter()
+        .map(|completion| (completion.tag, completion.outcome))
+        .collect()
+}
+
+/// Panics with the Debian package to install if `program` is missing.
+pub fn require(program: &str, package: &str) {
+    let found = Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    assert!(
+        found,
+        "{program} not found: install the Debian package {package} (scripts/test.sh does)"
+    );
+}
+
+/// A map over `words` as one round-robin group.
+pub fn one_group_table(
+    size_bytes: u64,
+    words: &[impl AsRef<str>],
+    queue_if_no_path: bool,
+) -> Table {
+    let features = if queue_if_no_path {
+        "1 queue_if_no_path"
+    } else {
+        "0"
+    };
+    let mut text = format!(
+        "0 {} multipath {features} 0 1 1 round-robin 0 {} 0",
+        size_bytes / 512,
+        words.len()
+    );
+    for word in words {
+        text.push(' ');
+        text.push_str(word.as_ref());
+    }
+    Table::parse(&text).unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_dirs_are_apart_and_gone_when_dropped() {
+        let first = TempDir::new("support");
+        let second = TempDir::new("support");
+        assert_ne!(first.path(), second.path());
+        let file = first.sparse_file("disk", 1 << 20);
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 1 << 20);
+        let path = first.path().to_path_buf();
+        drop(first);
+        assert!(!path.exists());
+        assert!(second.path().is_dir());
+    }
+
+    #[test]
+    #[should_panic(expected = "install the Debian package no-such-package")]
+    fn a_missing_program_names_its_package() {
+        require("mpio-no-such-program", "no-such-package");
+    }
+}
