@@ -11,7 +11,7 @@
 //! interleave; a reload builds its map without holding the list of maps,
 //! so a metrics scrape never waits behind it. The I/O path takes no part
 //! in either lock (each NBD event loop follows its map's
-//! [`DeviceSlot`](mpio_transport::DeviceSlot)).
+//! [`DeviceSlot`]).
 //!
 //! # Reload
 //! A reload builds the new map from a dm table or a config section and

@@ -84,7 +84,7 @@
 //! passes `now_ns` and is told when to poll again, so tests drive it with
 //! a clock of their own. A [`CheckerPool`] runs the checkers of every map
 //! on one thread with an injected clock, each polled when it said it next
-//! has something due (see [`pool`]).
+//! has something due (`checker/pool.rs`).
 //!
 //! # Status
 //! [`Checker::path_checks`] gives each path's checker state (up, down,

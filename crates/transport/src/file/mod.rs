@@ -247,7 +247,8 @@ impl FilePath {
         self.size_bytes
     }
 
-    /// What the storage takes (see [`limits`]).
+    /// What the storage takes: its queue limits (a block device) or its
+    /// file system's (a regular file), read at open.
     pub fn limits(&self) -> Limits {
         self.limits
     }
