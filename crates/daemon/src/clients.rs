@@ -108,7 +108,7 @@ impl Clients {
     /// # Errors
     /// The listener cannot be made non-blocking, or the thread cannot
     /// start.
-    pub fn start<L: Listen>(
+    pub(crate) fn start<L: Listen>(
         name: &str,
         listener: L,
         serve: impl Fn(L::Stream) + Send + Sync + 'static,
@@ -127,7 +127,7 @@ impl Clients {
     }
 
     /// Stops accepting, cuts every client and joins every thread.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         // Relaxed: a flag polled between accepts; no data rides on it.
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {

@@ -41,7 +41,7 @@ pub(crate) struct Deadline(Instant);
 
 impl Deadline {
     /// `time` from now.
-    pub fn after(time: Duration) -> Deadline {
+    pub(crate) fn after(time: Duration) -> Deadline {
         Deadline(Instant::now() + time)
     }
 
@@ -55,7 +55,7 @@ impl Deadline {
     }
 
     /// One read into `buf`, blocking at most until the deadline.
-    pub fn read(self, stream: &mut impl Timed, buf: &mut [u8]) -> io::Result<usize> {
+    pub(crate) fn read(self, stream: &mut impl Timed, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             stream.read_timeout(self.left()?)?;
             match stream.read(buf) {
@@ -66,7 +66,7 @@ impl Deadline {
     }
 
     /// Writes all of `bytes`, finishing by the deadline.
-    pub fn write_all(self, stream: &mut impl Timed, mut bytes: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_all(self, stream: &mut impl Timed, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
             stream.write_timeout(self.left()?)?;
             match stream.write(bytes) {

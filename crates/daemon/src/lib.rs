@@ -12,6 +12,8 @@
 //! - `devices`: block-device paths kept current (access states, maps by
 //!   WWID found again) every round.
 
+#![warn(unreachable_pub)]
+
 pub mod clients;
 pub mod config;
 pub mod control;

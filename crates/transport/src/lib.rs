@@ -7,6 +7,8 @@
 //! keeping the shared objects behind them (memory disks and their ports) by
 //! name; a [`Device`] opens per-thread queues from its handles.
 
+#![warn(unreachable_pub)]
+
 pub mod blockdev;
 pub mod checker;
 pub mod clock;

@@ -17,6 +17,8 @@
 //! of it at commit; the buffer itself travels with the I/O through the
 //! map to the path, which reads into or writes from it.
 
+#![warn(unreachable_pub)]
+
 pub mod control;
 pub mod engine;
 mod error;

@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 /// A ublk device as its queues share it.
 #[derive(Debug)]
-pub struct SharedDevice {
+pub(crate) struct SharedDevice {
     /// Its number.
     pub id: u32,
     /// `/dev/ublkcN`, open read-write.
@@ -64,7 +64,7 @@ struct Tag {
 }
 
 /// One device's queue on one thread.
-pub struct ServedQueue {
+pub(crate) struct ServedQueue {
     device: Arc<SharedDevice>,
     queue_id: u16,
     /// The kernel's descriptors for this queue, `depth` of them.
@@ -96,12 +96,12 @@ impl std::fmt::Debug for ServedQueue {
 
 /// Packs a served queue's slot on its thread and a tag into a ring
 /// entry's user data; `u64::MAX` stays free for the thread's waker.
-pub fn user_data(slot: usize, tag: u16) -> u64 {
+pub(crate) fn user_data(slot: usize, tag: u16) -> u64 {
     ((slot as u64) << 16) | u64::from(tag)
 }
 
 /// The slot and tag of [`user_data`].
-pub fn slot_and_tag(user_data: u64) -> (usize, u16) {
+pub(crate) fn slot_and_tag(user_data: u64) -> (usize, u16) {
     ((user_data >> 16) as usize, user_data as u16)
 }
 
@@ -111,7 +111,7 @@ impl ServedQueue {
     ///
     /// # Errors
     /// The mapping failed.
-    pub fn new(
+    pub(crate) fn new(
         device: Arc<SharedDevice>,
         queue_id: u16,
         map_queue: DeviceQueue,
@@ -160,7 +160,7 @@ impl ServedQueue {
     /// The FETCH command of every tag, to be pushed at start. A fetch
     /// gives no buffer: the kernel asks for a write's, and takes a read's
     /// at its commit.
-    pub fn fetches(&self, slot: usize) -> impl Iterator<Item = squeue::Entry> + '_ {
+    pub(crate) fn fetches(&self, slot: usize) -> impl Iterator<Item = squeue::Entry> + '_ {
         (0..self.device.depth).map(move |tag| self.command(slot, tag, uapi::IO_FETCH_REQ, 0, 0))
     }
 
@@ -191,7 +191,7 @@ impl ServedQueue {
     /// A command of `tag` completed with `result`: a request to serve
     /// (it goes to the map, or waits if the map's queue is full; a write
     /// first asks for its data through `push`), or the end of the tag.
-    pub fn command_done(
+    pub(crate) fn command_done(
         &mut self,
         slot: usize,
         tag: u16,
@@ -271,7 +271,7 @@ impl ServedQueue {
     /// Submits what waited for room at the map, polls the map, and
     /// pushes a COMMIT_AND_FETCH for every answered request through
     /// `push`; returns how many it answered.
-    pub fn poll(
+    pub(crate) fn poll(
         &mut self,
         slot: usize,
         now_ns: u64,
@@ -313,7 +313,7 @@ impl ServedQueue {
     }
 
     /// Requests are at the map or waiting for room there.
-    pub fn is_busy(&self) -> bool {
+    pub(crate) fn is_busy(&self) -> bool {
         self.map_queue.in_flight() > 0 || !self.backlog.is_empty() || !self.finished.is_empty()
     }
 
@@ -321,7 +321,7 @@ impl ServedQueue {
     /// nothing waits to go to the map or back to the kernel, and every
     /// path queue holding requests rests on the waker
     /// ([`AnyQueue::rests_on_waker`]).
-    pub fn rests_on_waker(&mut self) -> bool {
+    pub(crate) fn rests_on_waker(&mut self) -> bool {
         self.backlog.is_empty()
             && self.finished.is_empty()
             && self.map_queue.queues_mut().all(|queue| {
@@ -333,7 +333,7 @@ impl ServedQueue {
     }
 
     /// Every tag has ended and nothing is at the map: the queue can go.
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.live_tags == 0 && !self.is_busy()
     }
 }

@@ -72,7 +72,7 @@ pub(super) struct Place {
 
 impl Place {
     /// The place of `value` under `key`.
-    pub fn of<T>(value: &Spanned<T>, key: impl Into<String>) -> Place {
+    pub(crate) fn of<T>(value: &Spanned<T>, key: impl Into<String>) -> Place {
         Place {
             span: value.span(),
             key: key.into(),
@@ -98,7 +98,7 @@ pub(super) struct Source<'a> {
 impl Source<'_> {
     /// An error at `place`, about `value` (written as TOML would: strings
     /// quoted), for `reason`.
-    pub fn error(
+    pub(crate) fn error(
         &self,
         place: &Place,
         value: Option<String>,
@@ -118,7 +118,7 @@ impl Source<'_> {
     /// 1-based line and column (in characters) of byte `offset`; an offset
     /// past the end or inside a character counts as the nearest character
     /// boundary before it.
-    pub fn line_column(&self, offset: usize) -> (usize, usize) {
+    pub(crate) fn line_column(&self, offset: usize) -> (usize, usize) {
         let mut offset = offset.min(self.text.len());
         while !self.text.is_char_boundary(offset) {
             offset -= 1;
@@ -133,7 +133,7 @@ impl Source<'_> {
     /// Turns one of toml's own errors (syntax, unknown key, wrong type,
     /// missing key) into a [`ConfigError`] at its span, naming the key
     /// found there.
-    pub fn toml_error(&self, error: &toml::de::Error) -> ConfigError {
+    pub(crate) fn toml_error(&self, error: &toml::de::Error) -> ConfigError {
         let span = error.span().unwrap_or(self.text.len()..self.text.len());
         let key = key_at(self.text, span.start);
         let (line, column) = self.line_column(span.start);

@@ -176,7 +176,7 @@ const MAX_UBLK_NUMBER: u32 = 1 << 20;
 
 /// Most connections an export may be given (each holds buffers and a
 /// descriptor; see docs/SECURITY.md).
-pub const MAX_CONNECTIONS: usize = 65_536;
+pub(crate) const MAX_CONNECTIONS: usize = 65_536;
 
 /// An export socket's mode unless the config says otherwise: only its
 /// owner may connect, since whoever connects can write the disk.
@@ -206,7 +206,7 @@ pub(super) struct Listeners {
 
 impl Listeners {
     /// A ublk device number is one export's.
-    pub fn ublk(
+    pub(crate) fn ublk(
         &mut self,
         source: &Source<'_>,
         number: u32,
@@ -219,7 +219,7 @@ impl Listeners {
         Ok(())
     }
 
-    pub fn unix(
+    pub(crate) fn unix(
         &mut self,
         source: &Source<'_>,
         path: &PathBuf,
@@ -236,7 +236,7 @@ impl Listeners {
     /// Two TCP listeners clash on the same port when their addresses are
     /// equal or either is the unspecified address (it takes the port on
     /// every address). Port 0 (any free port) never clashes.
-    pub fn tcp(
+    pub(crate) fn tcp(
         &mut self,
         source: &Source<'_>,
         address: SocketAddr,

@@ -72,7 +72,7 @@ macro_rules! settings_keys {
 
         impl RawMap {
             /// The map's [`RawSettings`] keys, moved out.
-            pub fn take_settings(&mut self) -> RawSettings {
+            pub(crate) fn take_settings(&mut self) -> RawSettings {
                 RawSettings {
                     $($key: self.$key.take(),)+
                 }
@@ -161,7 +161,7 @@ pub(super) enum Scalar {
 
 impl Scalar {
     /// The value as TOML writes it (strings quoted), for error messages.
-    pub fn toml(&self) -> String {
+    pub(crate) fn toml(&self) -> String {
         match self {
             Scalar::Integer(value) => value.to_string(),
             Scalar::Text(text) => format!("{text:?}"),
@@ -169,7 +169,7 @@ impl Scalar {
     }
 
     /// The value as a word (integers in decimal, strings as they are).
-    pub fn word(&self) -> String {
+    pub(crate) fn word(&self) -> String {
         match self {
             Scalar::Integer(value) => value.to_string(),
             Scalar::Text(text) => text.clone(),

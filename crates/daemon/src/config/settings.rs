@@ -69,7 +69,7 @@ pub(super) struct Settings {
 impl Settings {
     /// Checks the keys of one level; `context` is the level's key prefix
     /// (`defaults`, `map "mpatha"`).
-    pub fn check(
+    pub(crate) fn check(
         source: &Source<'_>,
         raw: RawSettings,
         context: &str,
@@ -169,7 +169,7 @@ impl Settings {
     /// `selector_args` goes with `selector`: a map that names its own
     /// selector does not inherit the defaults' arguments (they were
     /// meant for another selector).
-    pub fn over(self, defaults: &Settings) -> Settings {
+    pub(crate) fn over(self, defaults: &Settings) -> Settings {
         let selector_args = match (&self.selector_args, &self.selector) {
             (Some(_), _) => self.selector_args,
             (None, Some(_)) => None,
@@ -206,7 +206,7 @@ impl Settings {
 
     /// The marginal-path policy: off unless a `marginal` table is there;
     /// its missing fields from [`MarginalPolicy::default`].
-    pub fn marginal_policy(&self) -> Option<MarginalPolicy> {
+    pub(crate) fn marginal_policy(&self) -> Option<MarginalPolicy> {
         let marginal = &self.marginal;
         if !marginal.present || marginal.enabled == Some(false) {
             return None;
