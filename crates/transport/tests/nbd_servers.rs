@@ -8,8 +8,9 @@ mod support;
 use mpio_core::io::{IoError, Op, PathError, TargetError};
 use mpio_core::map::MapOptions;
 use mpio_core::status::PathState;
+use mpio_test_support::poll_outcomes;
 use mpio_transport::{AnyQueue, Transports};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use support::{
     block_data, block_writes, device, io, run, run_ok, run_with, verify_through, Server, TempDir,
 };
@@ -244,6 +245,18 @@ fn a_killed_server_fails_its_path_and_nothing_is_lost() {
     // The server comes back on its socket; once reinstated, the path
     // reconnects and serves.
     a.restart();
+    // What the checker does before it reinstates: its own probe queue
+    // connects to the server that came back, which lets the I/O queue
+    // connect at once instead of after the backoff of a connect that
+    // failed while a was down (how long that backoff still runs depends
+    // on the machine's speed).
+    let mut probe = device.paths[0].open(1, None);
+    let deadline = Instant::now() + BOUND;
+    while !matches!(&probe, AnyQueue::Nbd(path) if path.is_connected()) {
+        assert!(Instant::now() < deadline, "no probe connection to a");
+        poll_outcomes(&mut probe, 0);
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert!(device.map.reinstate_path(0));
     let reads = (0..blocks())
         .map(|block| io(block, Op::Read, block * u64::from(BLOCK), BLOCK, None))
