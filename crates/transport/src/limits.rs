@@ -41,6 +41,18 @@ impl Limits {
         volatile_cache: false,
     };
 
+    /// What is assumed of storage whose limits cannot be read (sysfs
+    /// missing, an NBD path not yet settled): the largest block a device
+    /// may have, no discard or write-zeroes, and a cache to flush.
+    pub const UNKNOWN: Limits = Limits {
+        logical_block: 4096,
+        physical_block: 4096,
+        max_io_bytes: u32::MAX,
+        discard: false,
+        write_zeroes: false,
+        volatile_cache: true,
+    };
+
     /// What both `self`'s storage and `other`'s take: the larger blocks,
     /// the smaller I/O, an operation only if both do it, a cache if
     /// either has one.

@@ -11,8 +11,8 @@
 //! | volatile cache | `write_cache` is `write back` | always: data reaches the disk at `fdatasync` |
 //!
 //! A partition has no queue of its own: its disk's (`../queue`) holds.
-//! What cannot be read is taken at its most careful: 4096-byte blocks
-//! and a volatile cache.
+//! What cannot be read is taken at its most careful ([`Limits::UNKNOWN`]):
+//! 4096-byte blocks and a volatile cache.
 
 #![allow(unsafe_code)]
 
@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 /// The limits of `file`, opened with `O_DIRECT` if `direct`.
 pub(super) fn limits_of(file: &File, direct: bool) -> Limits {
     let Ok(metadata) = file.metadata() else {
-        return CAREFUL;
+        return Limits::UNKNOWN;
     };
     if metadata.file_type().is_block_device() {
         let (major, minor) = (libc::major(metadata.rdev()), libc::minor(metadata.rdev()));
@@ -49,20 +49,10 @@ pub(super) fn limits_of(file: &File, direct: bool) -> Limits {
     }
 }
 
-/// What is assumed where sysfs cannot be read.
-const CAREFUL: Limits = Limits {
-    logical_block: 4096,
-    physical_block: 4096,
-    max_io_bytes: u32::MAX,
-    discard: false,
-    write_zeroes: false,
-    volatile_cache: true,
-};
-
 /// The limits of the block device whose sysfs directory is `device`.
 fn block_device_limits(device: &Path) -> Limits {
     let Some(queue) = queue_dir(device) else {
-        return CAREFUL;
+        return Limits::UNKNOWN;
     };
     let number = |name: &str| -> Option<u64> { read_word(&queue.join(name))?.parse().ok() };
     let block = |name: &str| {
@@ -70,7 +60,7 @@ fn block_device_limits(device: &Path) -> Limits {
             .and_then(|bytes| u32::try_from(bytes).ok())
             .filter(|bytes| bytes.is_power_of_two() && *bytes >= 512)
     };
-    let logical_block = block("logical_block_size").unwrap_or(CAREFUL.logical_block);
+    let logical_block = block("logical_block_size").unwrap_or(Limits::UNKNOWN.logical_block);
     let physical_block =
         block("physical_block_size").map_or(logical_block, |physical| physical.max(logical_block));
     let volatile_cache =
@@ -179,7 +169,7 @@ mod tests {
     #[test]
     fn what_cannot_be_read_is_taken_at_its_most_careful() {
         let root = tempfile::tempdir().unwrap();
-        assert_eq!(block_device_limits(root.path()), CAREFUL);
+        assert_eq!(block_device_limits(root.path()), Limits::UNKNOWN);
         let odd = fake_device(root.path(), &[("logical_block_size", "1000\n")]);
         let limits = block_device_limits(&odd);
         assert_eq!(limits.logical_block, 4096);

@@ -199,12 +199,8 @@ impl NbdTarget {
     pub fn limits(&self) -> Limits {
         let Some(settled) = self.settled.get() else {
             return Limits {
-                logical_block: 4096,
-                physical_block: 4096,
                 max_io_bytes: DEFAULT_MAX_PAYLOAD,
-                discard: false,
-                write_zeroes: false,
-                volatile_cache: true,
+                ..Limits::UNKNOWN
             };
         };
         let logical_block = settled.shared.min_block.max(512).next_power_of_two();
