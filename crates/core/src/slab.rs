@@ -168,6 +168,27 @@ impl<T> Slab<T> {
     }
 }
 
+/// The value of a key the caller knows is held.
+///
+/// # Panics
+/// If `key` holds nothing: a key the caller's own bookkeeping says is
+/// held and is not is a broken invariant.
+impl<T> std::ops::Index<u64> for Slab<T> {
+    type Output = T;
+
+    #[inline(always)]
+    fn index(&self, key: u64) -> &T {
+        self.get(key).expect("a slab key that holds nothing")
+    }
+}
+
+impl<T> std::ops::IndexMut<u64> for Slab<T> {
+    #[inline(always)]
+    fn index_mut(&mut self, key: u64) -> &mut T {
+        self.get_mut(key).expect("a slab key that holds nothing")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

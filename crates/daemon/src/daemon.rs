@@ -33,7 +33,7 @@ use crate::view;
 use mpio_core::map::Map;
 use mpio_core::message::Message;
 use mpio_core::table::Table;
-use mpio_server::{Server, ServerConfig, ServerError, ShutdownReport};
+use mpio_server::{Engine, EngineConfig, Server, ServerConfig, ServerError, ShutdownReport};
 use mpio_transport::checker::{Checker, CheckerPool};
 use mpio_transport::limits::Limits;
 use mpio_transport::lock;
@@ -84,7 +84,7 @@ pub enum DaemonError {
 /// not per export).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServerSettings {
-    /// Event loops per export; 0: one per CPU.
+    /// Event loops serving every NBD export; 0: one per CPU.
     pub loops: usize,
     /// Depth of each event loop's queue over the map.
     pub queue_depth: usize,
@@ -164,8 +164,31 @@ struct State {
     control: Mutex<()>,
     maps: Mutex<Vec<RunningMap>>,
     ublk: UblkExports,
+    /// The event loops and acceptor of every NBD export, started with the
+    /// first one.
+    nbd: Mutex<Option<Arc<Engine>>>,
     /// Every map's checker, on one thread.
     checkers: CheckerPool,
+}
+
+impl State {
+    /// The NBD engine, started (with `settings`' loops) at the first call.
+    fn nbd_engine(&self, settings: ServerSettings) -> std::io::Result<Arc<Engine>> {
+        let mut engine = lock(&self.nbd);
+        if let Some(engine) = engine.as_ref() {
+            return Ok(Arc::clone(engine));
+        }
+        let started = Engine::start(&EngineConfig {
+            loops: settings.loops,
+            idle_spin_us: settings.idle_spin_us,
+        })?;
+        tracing::info!(
+            loops = started.loop_count(),
+            "NBD engine started: every export's connections are served on these loops"
+        );
+        *engine = Some(Arc::clone(&started));
+        Ok(started)
+    }
 }
 
 /// A running daemon. Stops its servers, checkers and control socket when
@@ -203,6 +226,7 @@ impl Daemon {
                 control: Mutex::new(()),
                 maps: Mutex::new(Vec::with_capacity(config.maps.len())),
                 ublk: UblkExports::default(),
+                nbd: Mutex::new(None),
                 checkers: CheckerPool::start(Arc::new(mpio_transport::clock::now_ns), PROBE_POLL)?,
             }),
             control: None,
@@ -523,20 +547,21 @@ fn start_map(
             tcp: export.tcp,
             export_name: export.name.clone(),
             read_only: export.read_only,
-            loops: settings.loops,
             queue_depth: settings.queue_depth,
             max_connections: export.max_connections.unwrap_or(settings.max_connections),
-            idle_spin_us: settings.idle_spin_us,
             max_buffered_bytes: settings.max_buffered_bytes,
             ..ServerConfig::default()
         };
-        let server = Server::start(&server_config, Arc::clone(&slot)).map_err(|source| {
-            DaemonError::Export {
-                map: config.name.clone(),
-                export: export.name.clone(),
-                source,
-            }
-        })?;
+        let export_error = |source| DaemonError::Export {
+            map: config.name.clone(),
+            export: export.name.clone(),
+            source,
+        };
+        let engine = state
+            .nbd_engine(settings)
+            .map_err(|error| export_error(ServerError::Start(error)))?;
+        let server =
+            Server::start_on(&engine, &server_config, Arc::clone(&slot)).map_err(export_error)?;
         servers.push(server);
     }
     tracing::info!(map = %config.name, paths = slot.map().paths().len(), "map started");

@@ -1,34 +1,37 @@
-//! The acceptor: one thread that accepts on every listener and hands each
-//! new connection to an event loop, round-robin.
+//! The acceptor: one thread that accepts on every listener of every
+//! export of its engine ([`crate::engine`]) and hands each new connection
+//! to an event loop, round-robin, with the export it came for.
 //!
 //! # At the maximum
 //! Idle clients must not lock out real ones (the cap was once filled by
 //! clients that finished the handshake and said nothing more), and an
 //! honest client may idle for hours (the kernel's nbd client). So while
-//! the server holds [`crate::ServerConfig::max_connections`], a new
-//! connection is handed over anyway, marked [`Arrival::make_room`]: its
-//! event loop closes its own connection idle the longest (nothing in
-//! flight, nothing to send, no byte from its client for
-//! [`crate::ServerConfig::evict_idle_ms`], a second by default) to make room, as a web
-//! server closes its oldest keep-alive connection; with none idle that
-//! long, it closes the new one instead (counted as refused). Idle clients
-//! are thus closed only when the server is full: set `max_connections`
-//! above the clients it must serve at once. At most one such connection
-//! per loop is in transit beyond the maximum.
+//! an export holds [`crate::ServerConfig::max_connections`], a new
+//! connection is handed over anyway, marked `Arrival::make_room`: its
+//! event loop closes its own connection to that export idle the longest
+//! (nothing in flight, nothing to send, no byte from its client for
+//! [`crate::ServerConfig::evict_idle_ms`], a second by default) to make
+//! room, as a web server closes its oldest keep-alive connection; with
+//! none idle that long, it closes the new one instead (counted as
+//! refused). Idle clients are thus closed only when the export is full:
+//! set `max_connections` above the clients it must serve at once. At most
+//! one such connection per loop and export is in transit beyond the
+//! maximum.
 
+use crate::event_loop::LoopMessage;
 use crate::log_limit::LimitedLog;
 use crate::stats::Counters;
 use crate::stream::Stream;
 use crate::Shared;
 use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token, Waker};
+use mpio_core::slab::Slab;
 use std::io;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The token of the acceptor's waker (stop).
+/// The token of the acceptor's waker (messages).
 pub const WAKER: Token = Token(usize::MAX);
 /// How long to wait before accepting again after an error such as
 /// running out of file descriptors.
@@ -44,6 +47,26 @@ pub enum Listener {
 }
 
 impl Listener {
+    fn register(&mut self, poll: &Poll, token: Token) -> io::Result<()> {
+        match self {
+            Listener::Tcp(listener) => {
+                poll.registry()
+                    .register(listener, token, Interest::READABLE)
+            }
+            Listener::Unix(listener) => {
+                poll.registry()
+                    .register(listener, token, Interest::READABLE)
+            }
+        }
+    }
+
+    fn deregister(&mut self, poll: &Poll) -> io::Result<()> {
+        match self {
+            Listener::Tcp(listener) => poll.registry().deregister(listener),
+            Listener::Unix(listener) => poll.registry().deregister(listener),
+        }
+    }
+
     fn accept(&self) -> io::Result<Stream> {
         match self {
             Listener::Tcp(listener) => {
@@ -58,45 +81,63 @@ impl Listener {
 
 /// A connection handed to an event loop.
 #[derive(Debug)]
-pub struct Arrival {
+pub(crate) struct Arrival {
+    /// The export the client connected to.
+    pub(crate) export: Arc<Shared>,
     /// The client's socket.
-    pub stream: Stream,
-    /// The server is full: the loop closes its longest-idle connection
-    /// for this one, or this one (see the module docs).
-    pub make_room: bool,
+    pub(crate) stream: Stream,
+    /// The export is full: the loop closes its longest-idle connection
+    /// to the export for this one, or this one (see the module docs).
+    pub(crate) make_room: bool,
 }
 
-/// An event loop as the acceptor sees it.
-#[derive(Debug)]
-pub struct LoopInbox {
-    /// Where new connections go.
-    pub sender: Sender<Arrival>,
-    /// Wakes the loop to take them.
-    pub waker: Arc<Waker>,
+/// An event loop as the other threads see it.
+#[derive(Clone, Debug)]
+pub(crate) struct LoopInbox {
+    /// Where its messages go.
+    pub(crate) sender: Sender<LoopMessage>,
+    /// Wakes the loop to read them.
+    pub(crate) waker: Arc<Waker>,
 }
 
-/// Accepts until the server stops.
-pub fn run(
-    mut poll: Poll,
-    mut listeners: Vec<Listener>,
-    loops: Vec<LoopInbox>,
-    shared: Arc<Shared>,
-) {
-    for (index, listener) in listeners.iter_mut().enumerate() {
-        let registered = match listener {
-            Listener::Tcp(listener) => {
-                poll.registry()
-                    .register(listener, Token(index), Interest::READABLE)
-            }
-            Listener::Unix(listener) => {
-                poll.registry()
-                    .register(listener, Token(index), Interest::READABLE)
-            }
-        };
-        if let Err(error) = registered {
-            tracing::error!(%error, "cannot watch a listener");
+impl LoopInbox {
+    /// Sends `message` and wakes the loop; `why` names it in logs.
+    pub(crate) fn send(&self, message: LoopMessage, why: &str) -> bool {
+        if self.sender.send(message).is_err() {
+            tracing::error!("an event loop is gone: cannot {why}");
+            return false;
         }
+        if let Err(error) = self.waker.wake() {
+            tracing::error!(%error, "cannot wake an event loop to {why}");
+        }
+        true
     }
+}
+
+/// What the acceptor is told.
+#[derive(Debug)]
+pub(crate) enum AcceptorMessage {
+    /// Accept on `listeners` for `export`.
+    Listen {
+        export: Arc<Shared>,
+        listeners: Vec<Listener>,
+    },
+    /// Drop the listeners of the export with this id, then say so.
+    Close { export: u64, done: Sender<()> },
+    /// End the thread.
+    Quit,
+}
+
+/// A listener and the export it accepts for.
+#[derive(Debug)]
+struct Listening {
+    listener: Listener,
+    export: Arc<Shared>,
+}
+
+/// Accepts for every export until told to quit.
+pub(crate) fn run(mut poll: Poll, loops: Vec<LoopInbox>, inbox: Receiver<AcceptorMessage>) {
+    let mut listening: Slab<Listening> = Slab::default();
     let mut events = Events::with_capacity(16);
     let mut next_loop = 0;
     let mut retry = false;
@@ -110,13 +151,41 @@ pub fn run(
             tracing::error!(%error, "acceptor stops: poll failed");
             return;
         }
-        // Acquire: pairs with the Release stores in `Server::stop` and
-        // `Server::shutdown`. Returning drops (closes) the listeners.
-        if shared.stop.load(Ordering::Acquire) || shared.draining.load(Ordering::Acquire) {
-            return;
+        while let Ok(message) = inbox.try_recv() {
+            match message {
+                AcceptorMessage::Listen { export, listeners } => {
+                    for listener in listeners {
+                        watch(
+                            &poll,
+                            &mut listening,
+                            Listening {
+                                listener,
+                                export: Arc::clone(&export),
+                            },
+                        );
+                    }
+                }
+                AcceptorMessage::Close { export, done } => {
+                    let closing: Vec<u64> = listening
+                        .iter()
+                        .filter(|(_, listening)| listening.export.id == export)
+                        .map(|(key, _)| key)
+                        .collect();
+                    for key in closing {
+                        if let Some(mut closed) = listening.remove(key) {
+                            // Dropped (closed) just after; a failed
+                            // deregistration means it is gone already.
+                            let _ = closed.listener.deregister(&poll);
+                        }
+                    }
+                    // The server may have stopped waiting.
+                    let _ = done.send(());
+                }
+                AcceptorMessage::Quit => return,
+            }
         }
         retry = false;
-        for listener in &listeners {
+        for (_, Listening { listener, export }) in listening.iter() {
             loop {
                 let stream = match listener.accept() {
                     Ok(stream) => stream,
@@ -128,29 +197,44 @@ pub fn run(
                         break;
                     }
                 };
-                let make_room = !shared.claim_connection();
-                if make_room && !shared.claim_beyond_max(loops.len()) {
-                    Counters::add(&shared.counters.refused);
+                let make_room = !export.claim_connection();
+                if make_room && !export.claim_beyond_max(loops.len()) {
+                    Counters::add(&export.counters.refused);
                     refusals_log.note(|| {
                         format!(
-                            "connection refused: the server holds its maximum of {} connections",
-                            shared.max_connections
+                            "connection refused: export {} holds its maximum of {} connections",
+                            export.export.name, export.max_connections
                         )
                     });
                     continue;
                 }
                 let inbox = &loops[next_loop % loops.len()];
                 next_loop += 1;
-                if inbox.sender.send(Arrival { stream, make_room }).is_err() {
-                    tracing::error!("an event loop is gone; connection dropped");
-                    shared.release_connection();
-                    continue;
-                }
-                Counters::add(&shared.counters.accepted);
-                if let Err(error) = inbox.waker.wake() {
-                    tracing::error!(%error, "cannot wake an event loop");
+                // Counted before the loop can close it.
+                Counters::add(&export.counters.accepted);
+                let arrival = Arrival {
+                    export: Arc::clone(export),
+                    stream,
+                    make_room,
+                };
+                if !inbox.send(LoopMessage::Arrival(arrival), "hand it a connection") {
+                    export.release_connection();
                 }
             }
+        }
+    }
+}
+
+/// Registers a new listener with the poller under its slab key.
+fn watch(poll: &Poll, listening: &mut Slab<Listening>, mut new: Listening) {
+    // Slab keys stay below `u32::MAX`: no key is the waker's token.
+    let key = listening.next_key();
+    match new.listener.register(poll, Token(key as usize)) {
+        Ok(()) => {
+            listening.insert(new);
+        }
+        Err(error) => {
+            tracing::error!(%error, export = %new.export.export.name, "cannot watch a listener")
         }
     }
 }

@@ -1,43 +1,54 @@
-//! One event loop: a thread with its own poller, its own connections and
-//! its own [`DeviceQueue`] over the device (the core's per-thread queue,
-//! which follows the device's map across reloads: no lock shared with the
-//! other loops on the I/O path).
+//! One event loop: a thread with its own poller and its own connections,
+//! serving every export of its engine ([`crate::engine`]). For each export
+//! it has served a connection of, it keeps its own [`DeviceQueue`] over
+//! the export's device (the core's per-thread queue, which follows the
+//! device's map across reloads), made when that export's first connection
+//! reached the loop: no lock shared with the other loops on the I/O path,
+//! and nothing held for an export no client of this loop uses.
 //!
-//! Each turn: wait for socket events (or not at all while the map holds
+//! Each turn: wait for socket events (or not at all while a map holds
 //! I/O that must be polled), read every ready connection and submit what
-//! it asked, poll the map once for every completion, then send each
-//! touched connection's replies in one vectored write. Requests of one
-//! connection complete in whatever order the map finishes them.
+//! it asked to its export's queue, poll the queues with I/O at their maps
+//! for every completion, then send each touched connection's replies in
+//! one vectored write. Requests of one connection complete in whatever
+//! order the map finishes them. Only queues with I/O at their maps (and
+//! those told of a reload) are polled, so an idle export costs a loop
+//! nothing per turn.
 //!
 //! # Polling before sleeping
 //! After a turn with work the loop polls its sockets without sleeping for
-//! [`LoopSettings::idle_spin_ns`] (25 µs by default) before it blocks: a
+//! [`crate::EngineConfig::idle_spin_us`] (25 µs by default) before it blocks: a
 //! client that answers a batch of replies with its next requests within
 //! that time finds the loop awake, saving a sleep and a wake-up per
 //! batch (qemu's adaptive `poll-max-ns` does the same). A loop with no
 //! client traffic stops spinning after that time; 0 turns it off.
 //!
 //! # Bounds
-//! When the queue holds its depth of I/Os, further requests wait in the
-//! loop (in arrival order) until completions free slots; each connection
-//! bounds what it has at the map ([`crate::connection::MAX_IN_FLIGHT`]).
-//! For a while after a reload the queue holds more than its depth (the
-//! old map's I/O finishing beside up to `depth` new ones; see
-//! [`mpio_core::reload`]); the connections' bounds still hold.
-//! A connection still in its handshake [`LoopSettings::handshake_timeout_ms`]
-//! after it arrived is closed (checked every 100 ms while any is), and at
-//! the server's maximum a new connection takes the place of the loop's
-//! connection idle the longest ([`crate::acceptor`]), so idle clients
-//! cannot hold the server's connection slots.
+//! When an export's queue holds its depth of I/Os, further requests wait
+//! in the loop (in arrival order) until completions free slots; each
+//! connection bounds what it has at the map
+//! ([`crate::connection::MAX_IN_FLIGHT`]). For a while after a reload the
+//! queue holds more than its depth (the old map's I/O finishing beside up
+//! to `depth` new ones; see [`mpio_core::reload`]); the connections'
+//! bounds still hold. A connection still in its handshake its export's
+//! [`crate::ServerConfig::handshake_timeout_ms`] after it arrived is
+//! closed (checked every 100 ms while any is), and at an export's maximum
+//! a new connection takes the place of the loop's connection to that
+//! export idle the longest ([`crate::acceptor`]), so idle clients cannot
+//! hold an export's connection slots.
 //!
-//! # Draining
-//! When the server shuts down ([`crate::Server::shutdown`]) a loop stops
-//! taking work: it closes connections still in their handshake, drops
-//! connections the acceptor hands it, and reads no more from its clients
-//! (a request counts as read once its header, and a WRITE's payload, has
+//! # Draining and stopping an export
+//! When an export shuts down ([`crate::Server::shutdown`]) each loop is
+//! told to drain it: it closes the export's connections still in their
+//! handshake, drops new ones, and reads no more from its clients (a
+//! request counts as read once its header, and a WRITE's payload, has
 //! been parsed; bytes behind it stay unread). Everything read is still
 //! completed and answered. Each turn it publishes what is left
-//! ([`DrainProgress`]) for the server to wait on.
+//! ([`crate::shutdown::DrainProgress`]) for the server to wait on. When the export is then
+//! stopped, the loop closes its connections and keeps polling its queue,
+//! beside its other exports' work, until the map has handed back every
+//! I/O or the stop's exit time passed; then it reports ([`LoopExit`]) and
+//! forgets the export.
 //!
 //! # Clients that vanish
 //! A connection whose socket or protocol fails is closed at once; it
@@ -48,42 +59,65 @@
 use crate::acceptor::Arrival;
 use crate::budget::Hold;
 use crate::connection::{Connection, Ending, Incoming};
-use crate::export::{nbd_error, Export};
+use crate::export::nbd_error;
 use crate::log_limit::LimitedLog;
 use crate::pool::BufferPool;
 use crate::reply::ReplyHeader;
-use crate::shutdown::{DrainProgress, LoopExit};
+use crate::shutdown::LoopExit;
 use crate::stats::Counters;
 use crate::Shared;
 use mio::{Events, Interest, Poll, Token};
 use mpio_core::io::{Completion, Io, Op};
 use mpio_core::slab::Slab;
 use mpio_transport::clock::now_ns;
-use mpio_transport::{device_queue, DeviceQueue, DeviceSlot};
-use std::collections::VecDeque;
+use mpio_transport::{device_queue, DeviceQueue};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The token of the loop's waker (new connections, stop).
+/// The token of the loop's waker (messages).
 pub const WAKER: Token = Token(usize::MAX);
-/// Turns without a completion during which the loop polls the map
+/// Turns without a completion during which the loop polls the maps
 /// without sleeping, while I/O is in flight.
 const SPIN_TURNS: u32 = 64;
 /// How long the loop sleeps between map polls after spinning.
 const BUSY_SLEEP: Duration = Duration::from_micros(100);
 /// How often a loop with connections in their handshake checks their age.
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
-/// How often a connection whose next request waits for room in the
-/// server's budget ([`crate::budget`]) tries again.
+/// How often a connection whose next request waits for room in its
+/// export's budget ([`crate::budget`]) tries again.
 pub const STARVED_RETRY: Duration = Duration::from_millis(1);
+
+/// What a loop is told.
+#[derive(Debug)]
+pub(crate) enum LoopMessage {
+    /// A new connection, from the acceptor.
+    Arrival(Arrival),
+    /// The export with this id reloaded: its queue moves to the new map
+    /// now, not at its next request.
+    Follow(u64),
+    /// The export shuts down: take no more work for it.
+    Drain(Arc<Shared>),
+    /// The export with this id stops: close its connections, wait for its
+    /// I/O at the map until `exit_by_ns`, then say what was left.
+    Stop {
+        export: u64,
+        exit_by_ns: u64,
+        done: Sender<LoopExit>,
+    },
+    /// End the thread.
+    Quit,
+}
 
 /// A connection of the loop, under its key in the loop's slab (also its
 /// poller token).
 #[derive(Debug)]
 struct Slot {
     connection: Connection,
+    /// The key of its export in the loop's `exports`.
+    export: u64,
     /// On the `active` list (to be read and sent this turn).
     active: bool,
     /// When the connection arrived (for the handshake timeout).
@@ -106,38 +140,80 @@ struct InFlight {
     hold: Hold,
 }
 
+/// One export as this loop serves it.
+struct LoopExport {
+    shared: Arc<Shared>,
+    queue: DeviceQueue,
+    /// Requests at the map, under their I/O's `user_data`.
+    requests: Slab<InFlight>,
+    /// Requests waiting for room in the queue.
+    waiting: VecDeque<Io>,
+    /// On the loop's `busy` list (its queue is polled each turn).
+    busy: bool,
+    /// Draining: read nothing more (module docs).
+    draining: bool,
+    /// Stopping: report to `done` once the map handed back every I/O or
+    /// the exit time passed.
+    stopping: Option<Stopping>,
+    /// I/Os waiting for a path, as last published.
+    waiting_for_path: usize,
+}
+
+/// An export being stopped on this loop.
+struct Stopping {
+    exit_by_ns: u64,
+    done: Sender<LoopExit>,
+    exit: LoopExit,
+}
+
+impl LoopExport {
+    /// Requests read and not yet answered in full (over `slots`, this
+    /// export's connections), and I/Os at the map or waiting for room.
+    fn left(&self, key: u64, slots: &Slab<Slot>) -> (usize, usize) {
+        let unanswered = slots
+            .iter()
+            .filter(|(_, slot)| slot.export == key)
+            .map(|(_, slot)| slot.connection.unanswered())
+            .sum();
+        (unanswered, self.requests.len())
+    }
+
+    fn has_io(&self) -> bool {
+        self.queue.in_flight() > 0 || !self.waiting.is_empty()
+    }
+}
+
 /// How one loop runs.
 #[derive(Clone, Copy, Debug)]
-pub struct LoopSettings {
-    /// The loop's index among the server's loops (its [`DrainProgress`]).
-    pub index: usize,
-    /// The CPU the loop's queue is for (its NUMA node).
-    pub cpu: u32,
-    /// Depth of the loop's queue over the map.
-    pub queue_depth: usize,
+pub(crate) struct LoopSettings {
+    /// The loop's index among the engine's loops (its entry in each
+    /// export's per-loop progress and gauges).
+    pub(crate) index: usize,
+    /// The CPU the loop runs on (its queues' CPU and NUMA node).
+    pub(crate) cpu: u32,
     /// After a turn with work, how long the loop keeps polling without
     /// sleeping before it blocks in the poller (see the module docs).
-    pub idle_spin_ns: u64,
-    /// A connection still in the handshake this long after it arrived
-    /// is closed.
-    pub handshake_timeout_ms: u64,
-    /// How long a connection must have been idle to be closed for a new
-    /// one at the server's maximum ([`crate::ServerConfig::evict_idle_ms`]).
-    pub evict_idle_ms: u64,
+    pub(crate) idle_spin_ns: u64,
 }
 
 /// One loop's state. See the module docs.
-pub struct EventLoop {
+pub(crate) struct EventLoop {
     poll: Poll,
     events: Events,
-    queue: DeviceQueue,
-    export: Arc<Export>,
-    shared: Arc<Shared>,
-    incoming: Receiver<Arrival>,
+    settings: LoopSettings,
+    incoming: Receiver<LoopMessage>,
+    /// The exports served, under loop-local keys.
+    exports: Slab<LoopExport>,
+    /// Export id to its key in `exports`.
+    export_keys: HashMap<u64, u64>,
+    /// Keys of the exports whose queues are polled each turn: those with
+    /// I/O at the map or waiting, and those told to follow a reload.
+    busy: Vec<u64>,
+    /// The list `busy` is swapped with while a turn polls.
+    polling: Vec<u64>,
+    /// Keys of the exports draining or stopping.
+    ending: Vec<u64>,
     slots: Slab<Slot>,
-    /// Requests at the map, under their I/O's `user_data`.
-    requests: Slab<InFlight>,
-    waiting: VecDeque<Io>,
     arrivals: Vec<Incoming>,
     completions: Vec<Completion>,
     active: Vec<u64>,
@@ -152,52 +228,30 @@ pub struct EventLoop {
     closes_log: LimitedLog,
     pool: BufferPool,
     idle_turns: u32,
-    /// After work, poll without sleeping for this long before blocking.
-    idle_spin_ns: u64,
     last_work_ns: u64,
-    handshake_timeout_ms: u64,
-    /// See [`LoopSettings::evict_idle_ms`].
-    evict_idle_ms: u64,
     /// Some connection was in the handshake at the last scan (or arrived
     /// since): the loop wakes to scan again.
     handshaking: bool,
     next_scan_ns: u64,
-    /// The server is shutting down: read nothing more (module docs).
-    draining: bool,
-    /// Where this loop says how far its drain is.
-    progress: Arc<DrainProgress>,
-    /// The loop's index among the server's loops.
-    index: usize,
-    /// I/Os waiting for a path, as last published.
-    waiting_for_path: usize,
 }
 
 impl EventLoop {
-    /// A loop for `cpu` over the map `device` serves (and any it serves
-    /// later), taking new connections from `incoming` (announced through
-    /// its waker).
-    pub fn new(
-        poll: Poll,
-        device: &Arc<DeviceSlot>,
-        settings: LoopSettings,
-        export: Arc<Export>,
-        shared: Arc<Shared>,
-        incoming: Receiver<Arrival>,
-    ) -> Self {
-        let depth = settings.queue_depth;
-        let progress = Arc::clone(&shared.drain[settings.index]);
+    /// A loop with no export yet, taking its messages from `incoming`
+    /// (announced through its waker).
+    pub(crate) fn new(poll: Poll, settings: LoopSettings, incoming: Receiver<LoopMessage>) -> Self {
         EventLoop {
             poll,
             events: Events::with_capacity(256),
-            queue: device_queue(device, depth, settings.cpu),
-            export,
-            shared,
+            settings,
             incoming,
+            exports: Slab::default(),
+            export_keys: HashMap::new(),
+            busy: Vec::with_capacity(64),
+            polling: Vec::with_capacity(64),
+            ending: Vec::new(),
             slots: Slab::default(),
-            requests: Slab::with_capacity(depth),
-            waiting: VecDeque::with_capacity(depth),
             arrivals: Vec::with_capacity(64),
-            completions: Vec::with_capacity(depth),
+            completions: Vec::with_capacity(256),
             active: Vec::with_capacity(64),
             starved: Vec::new(),
             sending: Vec::with_capacity(64),
@@ -205,29 +259,24 @@ impl EventLoop {
             closes_log: LimitedLog::default(),
             pool: BufferPool::default(),
             idle_turns: 0,
-            idle_spin_ns: settings.idle_spin_ns,
             last_work_ns: 0,
-            handshake_timeout_ms: settings.handshake_timeout_ms,
-            evict_idle_ms: settings.evict_idle_ms,
             handshaking: false,
             next_scan_ns: 0,
-            draining: false,
-            progress,
-            index: settings.index,
-            waiting_for_path: 0,
         }
     }
 
-    /// Runs until the server stops; says what it left behind.
-    pub fn run(mut self) -> LoopExit {
+    /// Runs until told to quit.
+    pub(crate) fn run(mut self) {
         loop {
-            let busy = self.queue.in_flight() > 0 || !self.waiting.is_empty();
+            let busy = !self.busy.is_empty();
             let timeout = match (busy, self.idle_turns < SPIN_TURNS) {
                 // Connections to read on (room freed by replies sent).
                 _ if !self.active.is_empty() => Some(Duration::ZERO),
                 // Connections waiting for room in the budget.
                 _ if !self.starved.is_empty() => Some(STARVED_RETRY),
-                (false, _) if now_ns().saturating_sub(self.last_work_ns) < self.idle_spin_ns => {
+                (false, _)
+                    if now_ns().saturating_sub(self.last_work_ns) < self.settings.idle_spin_ns =>
+                {
                     Some(Duration::ZERO)
                 }
                 (false, _) if self.handshaking => Some(SCAN_INTERVAL),
@@ -270,17 +319,8 @@ impl EventLoop {
                 }
                 mark_active(&mut self.slots, &mut self.active, key);
             }
-            if woken {
-                // Acquire: pairs with the Release store in `Server::stop`.
-                if self.shared.stop.load(Ordering::Acquire) {
-                    break;
-                }
-                // Acquire: pairs with the Release store in
-                // `Server::shutdown`.
-                if !self.draining && self.shared.draining.load(Ordering::Acquire) {
-                    self.start_draining();
-                }
-                self.adopt(now);
+            if woken && self.read_messages(now) {
+                break;
             }
             for key in std::mem::take(&mut self.starved) {
                 mark_active(&mut self.slots, &mut self.active, key);
@@ -290,64 +330,155 @@ impl EventLoop {
                 self.time_out_handshakes(now);
             }
             self.turn(now);
-            self.publish_waiting_for_path();
-            if self.draining {
-                self.publish_progress();
+            if !self.ending.is_empty() {
+                self.publish_endings();
             }
         }
-        self.shut_down()
+        self.quit();
     }
 
-    /// Stops taking work (see the module docs): connections still in
-    /// their handshake close now; the others are read no more.
-    fn start_draining(&mut self) {
-        self.draining = true;
+    /// Acts on the loop's messages; true when told to quit.
+    fn read_messages(&mut self, now: u64) -> bool {
+        while let Ok(message) = self.incoming.try_recv() {
+            match message {
+                LoopMessage::Arrival(arrival) => self.adopt(arrival, now),
+                LoopMessage::Follow(id) => {
+                    if let Some(&key) = self.export_keys.get(&id) {
+                        mark_busy(&mut self.exports, &mut self.busy, key);
+                    }
+                }
+                LoopMessage::Drain(shared) => self.drain(&shared),
+                LoopMessage::Stop {
+                    export,
+                    exit_by_ns,
+                    done,
+                } => self.stop(export, exit_by_ns, done),
+                LoopMessage::Quit => return true,
+            }
+        }
+        false
+    }
+
+    /// Stops taking work for export `shared` (see the module docs): its
+    /// connections still in their handshake close now; the others are
+    /// read no more.
+    fn drain(&mut self, shared: &Shared) {
+        let Some(&key) = self.export_keys.get(&shared.id) else {
+            // Never served here: nothing to drain.
+            shared.drain[self.settings.index].publish(0, 0);
+            return;
+        };
+        let Some(export) = self.exports.get_mut(key) else {
+            return;
+        };
+        if export.draining {
+            return;
+        }
+        export.draining = true;
+        self.ending.push(key);
         let in_handshake: Vec<u64> = self
             .slots
             .iter()
-            .filter(|(_, slot)| slot.connection.in_handshake())
+            .filter(|(_, slot)| slot.export == key && slot.connection.in_handshake())
             .map(|(key, _)| key)
             .collect();
-        for key in in_handshake {
-            self.close(key);
+        for connection in in_handshake {
+            self.close(connection);
         }
-        self.handshaking = false;
     }
 
-    /// Requests read and not yet answered in full, and I/Os at the map
-    /// (or waiting for room in its queue), over this loop.
-    fn left(&self) -> (usize, usize) {
-        let unanswered = self
+    /// Stops export `id` here: closes its connections and drops what
+    /// waits for room; the loop then polls its queue until the map handed
+    /// back every I/O or `exit_by_ns` passed, and reports to `done`.
+    fn stop(&mut self, id: u64, exit_by_ns: u64, done: Sender<LoopExit>) {
+        let Some(&key) = self.export_keys.get(&id) else {
+            // Never served here: nothing left behind.
+            let _ = done.send(LoopExit::default());
+            return;
+        };
+        let (unanswered, _) = self.exports[key].left(key, &self.slots);
+        let connections: Vec<u64> = self
             .slots
             .iter()
-            .map(|(_, slot)| slot.connection.unanswered())
-            .sum();
-        let at_map = self.requests.len();
-        (unanswered, at_map)
-    }
-
-    /// Publishes how many I/Os wait for a path here, if that changed.
-    fn publish_waiting_for_path(&mut self) {
-        let waiting = self.queue.waiting_for_path();
-        if waiting != self.waiting_for_path {
-            self.waiting_for_path = waiting;
-            // Relaxed: see `Shared::waiting_for_path`.
-            self.shared.waiting_for_path[self.index].store(waiting, Ordering::Relaxed);
+            .filter(|(_, slot)| slot.export == key)
+            .map(|(key, _)| key)
+            .collect();
+        let connections_closed = connections.len();
+        for connection in connections {
+            self.close(connection);
         }
+        let export = &mut self.exports[key];
+        // Waiting for room in the queue: counted in `unanswered`.
+        for io in export.waiting.drain(..) {
+            self.pool.give(io.buf);
+        }
+        if !export.draining && export.stopping.is_none() {
+            self.ending.push(key);
+        }
+        export.draining = true;
+        export.stopping = Some(Stopping {
+            exit_by_ns,
+            done,
+            exit: LoopExit {
+                unanswered,
+                left_at_map: 0,
+                connections_closed,
+            },
+        });
+        mark_busy(&mut self.exports, &mut self.busy, key);
     }
 
-    fn publish_progress(&self) {
-        let (unanswered, at_map) = self.left();
-        self.progress.publish(unanswered, at_map);
+    /// Publishes how far each draining export is here, and finishes the
+    /// stops that are done.
+    fn publish_endings(&mut self) {
+        let now = now_ns();
+        let mut ending = std::mem::take(&mut self.ending);
+        ending.retain(|&key| {
+            let Some(export) = self.exports.get_mut(key) else {
+                return false;
+            };
+            let Some(stopping) = &export.stopping else {
+                let (unanswered, at_map) = export.left(key, &self.slots);
+                export.shared.drain[self.settings.index].publish(unanswered, at_map);
+                return true;
+            };
+            if export.queue.in_flight() > 0 && now < stopping.exit_by_ns {
+                return true;
+            }
+            self.forget(key);
+            false
+        });
+        self.ending = ending;
+    }
+
+    /// Drops export `key` (stopped, or its loop quitting), reporting
+    /// what the map still held to its stopper, if any.
+    fn forget(&mut self, key: u64) {
+        let Some(mut export) = self.exports.remove(key) else {
+            return;
+        };
+        self.export_keys.remove(&export.shared.id);
+        self.busy.retain(|&busy| busy != key);
+        // Relaxed: see `Shared::waiting_for_path`.
+        export.shared.waiting_for_path[self.settings.index].store(0, Ordering::Relaxed);
+        for (_, request) in export.requests.iter() {
+            export.shared.budget.release(request.hold);
+        }
+        for io in export.waiting.drain(..) {
+            self.pool.give(io.buf);
+        }
+        if let Some(mut stopping) = export.stopping.take() {
+            stopping.exit.left_at_map = export.queue.in_flight();
+            // The stopper may have stopped waiting.
+            let _ = stopping.done.send(stopping.exit);
+        }
     }
 
     /// Reads, submits (at `now`), completes and sends, once.
     fn turn(&mut self, now: u64) {
-        if !self.draining {
-            for at in 0..self.active.len() {
-                let key = self.active[at];
-                self.receive(key, now);
-            }
+        for at in 0..self.active.len() {
+            let key = self.active[at];
+            self.receive(key, now);
         }
         let completed = self.complete();
         self.idle_turns = if completed > 0 {
@@ -371,18 +502,18 @@ impl EventLoop {
         self.sending = sending;
     }
 
-    /// Ends the handshakes older than the limit; notes whether any
-    /// connection is still in its handshake.
+    /// Ends the handshakes older than their export's limit; notes whether
+    /// any connection is still in its handshake.
     fn time_out_handshakes(&mut self, now: u64) {
-        let limit_ns = self.handshake_timeout_ms.saturating_mul(1_000_000);
         self.handshaking = false;
         for (key, slot) in self.slots.iter_mut() {
             let connection = &mut slot.connection;
             if !connection.in_handshake() || connection.ending().is_some() {
                 continue;
             }
-            if now.saturating_sub(slot.arrived_ns) >= limit_ns {
-                connection.time_out(self.handshake_timeout_ms);
+            let limit_ms = self.exports[slot.export].shared.handshake_timeout_ms;
+            if now.saturating_sub(slot.arrived_ns) >= limit_ms.saturating_mul(1_000_000) {
+                connection.time_out(limit_ms);
                 if !slot.active {
                     slot.active = true;
                     self.active.push(key);
@@ -393,72 +524,103 @@ impl EventLoop {
         }
     }
 
-    /// Takes the connections the acceptor handed over (at `now`), making
-    /// room for those it says the server is full for.
-    fn adopt(&mut self, now: u64) {
-        while let Ok(Arrival {
-            mut stream,
-            make_room,
-        }) = self.incoming.try_recv()
-        {
-            if make_room && !self.draining && !self.evict_longest_idle(now) {
-                // Counted before the client can see the close.
-                Counters::add(&self.shared.counters.refused);
-                drop(stream);
-                self.shared.release_connection();
-                self.closes_log.note(|| {
-                    format!(
-                        "connection refused: the server holds its maximum of {} connections, \
-                         none idle for {} ms",
-                        self.shared.max_connections, self.evict_idle_ms
-                    )
-                });
-                continue;
-            }
-            if self.draining {
-                // Accepted just before the listeners closed: not served.
-                drop(stream);
-                self.shared.release_connection();
-                Counters::add(&self.shared.counters.closed);
-                continue;
-            }
-            // The key is the poller's token: a slab index stays below
-            // `u32::MAX`, so no key is the waker's `usize::MAX`.
-            let key = self.slots.next_key();
-            let registered = self.poll.registry().register(
-                &mut stream,
-                Token(key as usize),
-                Interest::READABLE | Interest::WRITABLE,
-            );
-            if let Err(error) = registered {
-                tracing::warn!(%error, "cannot watch a new connection; closed");
-                self.shared.release_connection();
-                continue;
-            }
-            let mut connection = Connection::new(stream, Arc::clone(&self.shared.budget));
-            connection.writable = true;
-            let inserted = self.slots.insert(Slot {
-                connection,
-                active: false,
-                arrived_ns: now,
-                heard_ns: now,
-            });
-            debug_assert_eq!(inserted, key);
-            self.handshaking = true;
-            mark_active(&mut self.slots, &mut self.active, key);
+    /// The key of export `shared` here, making its entry (and its queue
+    /// over the export's device) at its first connection.
+    fn export_key(&mut self, shared: &Arc<Shared>) -> u64 {
+        if let Some(&key) = self.export_keys.get(&shared.id) {
+            return key;
         }
+        let depth = shared.queue_depth;
+        let key = self.exports.insert(LoopExport {
+            shared: Arc::clone(shared),
+            queue: device_queue(&shared.device, depth, self.settings.cpu),
+            requests: Slab::with_capacity(depth),
+            waiting: VecDeque::with_capacity(depth),
+            busy: false,
+            draining: false,
+            stopping: None,
+            waiting_for_path: 0,
+        });
+        self.export_keys.insert(shared.id, key);
+        key
     }
 
-    /// Closes this loop's connection idle the longest, if one has been
-    /// idle for [`LoopSettings::evict_idle_ms`] at `now` (see
+    /// Takes a connection the acceptor handed over (at `now`), making
+    /// room for it if the acceptor says its export is full.
+    fn adopt(&mut self, arrival: Arrival, now: u64) {
+        let Arrival {
+            export: shared,
+            mut stream,
+            make_room,
+        } = arrival;
+        // Acquire: pairs with the Release store in `Server::shutdown`.
+        let draining = shared.draining.load(Ordering::Acquire)
+            || self
+                .export_keys
+                .get(&shared.id)
+                .is_some_and(|&key| self.exports[key].draining);
+        if draining {
+            // Accepted just before the listeners closed: not served.
+            drop(stream);
+            shared.release_connection();
+            Counters::add(&shared.counters.closed);
+            return;
+        }
+        let export = self.export_key(&shared);
+        if make_room && !self.evict_longest_idle(export, now) {
+            // Counted before the client can see the close.
+            Counters::add(&shared.counters.refused);
+            drop(stream);
+            shared.release_connection();
+            self.closes_log.note(|| {
+                format!(
+                    "connection refused: export {} holds its maximum of {} connections, none \
+                     idle for {} ms",
+                    shared.export.name, shared.max_connections, shared.evict_idle_ms
+                )
+            });
+            return;
+        }
+        // The key is the poller's token: a slab index stays below
+        // `u32::MAX`, so no key is the waker's `usize::MAX`.
+        let key = self.slots.next_key();
+        let registered = self.poll.registry().register(
+            &mut stream,
+            Token(key as usize),
+            Interest::READABLE | Interest::WRITABLE,
+        );
+        if let Err(error) = registered {
+            tracing::warn!(%error, "cannot watch a new connection; closed");
+            shared.release_connection();
+            return;
+        }
+        let mut connection = Connection::new(stream, Arc::clone(&shared.budget));
+        connection.writable = true;
+        let inserted = self.slots.insert(Slot {
+            connection,
+            export,
+            active: false,
+            arrived_ns: now,
+            heard_ns: now,
+        });
+        debug_assert_eq!(inserted, key);
+        self.handshaking = true;
+        mark_active(&mut self.slots, &mut self.active, key);
+    }
+
+    /// Closes this loop's connection to export `export` idle the longest,
+    /// if one has been idle for the export's
+    /// [`crate::ServerConfig::evict_idle_ms`] at `now` (see
     /// [`crate::acceptor`]); says whether it did.
-    fn evict_longest_idle(&mut self, now: u64) -> bool {
-        let idle_ns = self.evict_idle_ms.saturating_mul(1_000_000);
+    fn evict_longest_idle(&mut self, export: u64, now: u64) -> bool {
+        let shared = Arc::clone(&self.exports[export].shared);
+        let idle_ns = shared.evict_idle_ms.saturating_mul(1_000_000);
         let longest = self
             .slots
             .iter()
             .filter(|(_, slot)| {
-                slot.connection.unanswered() == 0
+                slot.export == export
+                    && slot.connection.unanswered() == 0
                     && !slot.connection.has_output()
                     && now.saturating_sub(slot.heard_ns) >= idle_ns
             })
@@ -468,14 +630,15 @@ impl EventLoop {
             return false;
         };
         // Counted before the client can see the close.
-        Counters::add(&self.shared.counters.evicted);
+        Counters::add(&shared.counters.evicted);
         self.close(key);
         self.closes_log.note(|| {
             format!(
-                "closed a connection idle for {:?} to make room: the server holds its maximum \
+                "closed a connection idle for {:?} to make room: export {} holds its maximum \
                  of {} connections",
                 Duration::from_nanos(idle_ns),
-                self.shared.max_connections
+                shared.export.name,
+                shared.max_connections
             )
         });
         true
@@ -486,17 +649,18 @@ impl EventLoop {
         let Some(slot) = self.slots.get_mut(key) else {
             return;
         };
+        let export = &mut self.exports[slot.export];
         let connection = &mut slot.connection;
         // Not `readable` alone: bytes already in the buffer are parsed
         // whether or not the socket has more.
-        if connection.ending().is_some() {
+        if export.draining || connection.ending().is_some() {
             return;
         }
         let arrivals = &mut self.arrivals;
-        let counters = &self.shared.counters;
+        let counters = &export.shared.counters;
         let refusals = &mut self.refusals_log;
         connection.receive(
-            &self.export,
+            &export.shared.export,
             &mut self.pool,
             &mut |incoming| arrivals.push(incoming),
             &mut |reason| {
@@ -507,9 +671,12 @@ impl EventLoop {
         if connection.is_starved() {
             self.starved.push(key);
         }
+        if self.arrivals.is_empty() {
+            return;
+        }
         let structured = connection.is_structured();
-        let mut arrivals = std::mem::take(&mut self.arrivals);
-        for incoming in arrivals.drain(..) {
+        let export_key = slot.export;
+        for incoming in self.arrivals.drain(..) {
             let request = InFlight {
                 connection: key,
                 cookie: incoming.cookie,
@@ -519,75 +686,101 @@ impl EventLoop {
                 structured,
                 hold: incoming.hold,
             };
-            let user_data = self.requests.insert(request);
-            self.submit(
-                Io {
-                    user_data,
-                    op: incoming.op,
-                    offset: incoming.offset,
-                    len: incoming.length,
-                    buf: incoming.buf,
-                    fua: incoming.fua,
-                },
-                now,
-            );
+            let user_data = export.requests.insert(request);
+            let io = Io {
+                user_data,
+                op: incoming.op,
+                offset: incoming.offset,
+                len: incoming.length,
+                buf: incoming.buf,
+                fua: incoming.fua,
+            };
+            if !export.waiting.is_empty() {
+                export.waiting.push_back(io);
+            } else if let Err(io) = export.queue.submit(io, now) {
+                export.waiting.push_back(io);
+            }
         }
-        self.arrivals = arrivals;
+        mark_busy(&mut self.exports, &mut self.busy, export_key);
     }
 
-    fn submit(&mut self, io: Io, now: u64) {
-        if !self.waiting.is_empty() {
-            self.waiting.push_back(io);
-        } else if let Err(io) = self.queue.submit(io, now) {
-            self.waiting.push_back(io);
-        }
-    }
-
-    /// Polls the map, answers what completed and submits what waited for
-    /// room. Returns how many I/Os completed.
+    /// Polls the busy exports' maps, answers what completed and submits
+    /// what waited for room. Returns how many I/Os completed.
     fn complete(&mut self) -> usize {
+        let mut total = 0;
+        let mut polling = std::mem::take(&mut self.polling);
+        std::mem::swap(&mut polling, &mut self.busy);
+        for &key in &polling {
+            total += self.complete_export(key);
+            let Some(export) = self.exports.get_mut(key) else {
+                continue;
+            };
+            let waiting = export.queue.waiting_for_path();
+            if waiting != export.waiting_for_path {
+                export.waiting_for_path = waiting;
+                // Relaxed: see `Shared::waiting_for_path`.
+                export.shared.waiting_for_path[self.settings.index]
+                    .store(waiting, Ordering::Relaxed);
+            }
+            export.busy = false;
+            if export.has_io() {
+                mark_busy(&mut self.exports, &mut self.busy, key);
+            }
+        }
+        polling.clear();
+        self.polling = polling;
+        total
+    }
+
+    /// Polls export `key`'s map until it hands back nothing more.
+    fn complete_export(&mut self, key: u64) -> usize {
         let mut total = 0;
         loop {
             let now = now_ns();
             let mut completions = std::mem::take(&mut self.completions);
-            let handed = self
+            let Some(export) = self.exports.get_mut(key) else {
+                return total;
+            };
+            let handed = export
                 .queue
                 .poll(now, &mut |completion| completions.push(completion));
             for completion in completions.drain(..) {
-                self.finish(completion);
+                self.finish(key, completion);
             }
             self.completions = completions;
             total += handed;
+            let export = &mut self.exports[key];
             // One shared add per batch, not per I/O: every loop writes
             // this counter's cache line.
             if handed > 0 {
-                Counters::add_many(&self.shared.counters.requests_completed, handed as u64);
+                Counters::add_many(&export.shared.counters.requests_completed, handed as u64);
             }
-            while let Some(io) = self.waiting.pop_front() {
-                if let Err(io) = self.queue.submit(io, now) {
-                    self.waiting.push_front(io);
+            while let Some(io) = export.waiting.pop_front() {
+                if let Err(io) = export.queue.submit(io, now) {
+                    export.waiting.push_front(io);
                     break;
                 }
             }
             // Completions freed room and waiting I/O went in: the map may
             // have finished it already (null and memory paths do).
-            if handed == 0 || self.queue.in_flight() == 0 {
+            if handed == 0 || export.queue.in_flight() == 0 {
                 return total;
             }
         }
     }
 
-    /// Answers one completed I/O.
-    fn finish(&mut self, completion: Completion) {
-        let request = self
+    /// Answers one I/O export `export` completed.
+    fn finish(&mut self, export: u64, completion: Completion) {
+        let export = &mut self.exports[export];
+        let request = export
             .requests
             .remove(completion.user_data)
             .expect("a completion answers a request at the map");
         let connection = match self.slots.get_mut(request.connection) {
             Some(slot) => &mut slot.connection,
             None => {
-                Counters::add(&self.shared.counters.replies_dropped);
-                self.shared.budget.release(request.hold);
+                Counters::add(&export.shared.counters.replies_dropped);
+                export.shared.budget.release(request.hold);
                 self.pool.give(completion.buf);
                 return;
             }
@@ -627,13 +820,14 @@ impl EventLoop {
         let Some(slot) = self.slots.get_mut(key) else {
             return;
         };
+        let draining = self.exports[slot.export].draining;
         let connection = &mut slot.connection;
         if connection.has_output() {
             connection.send(&mut self.pool);
         }
         if connection.is_broken() || connection.is_done() {
             self.close(key);
-        } else if !self.draining && connection.wants_to_read() {
+        } else if !draining && connection.wants_to_read() {
             // Replies going out made room under its bounds: read on at the
             // next turn (which does not wait: `active` is not empty).
             mark_active(&mut self.slots, &mut self.active, key);
@@ -641,13 +835,19 @@ impl EventLoop {
     }
 
     fn close(&mut self, key: u64) {
-        let Some(Slot { mut connection, .. }) = self.slots.remove(key) else {
+        let Some(Slot {
+            mut connection,
+            export,
+            ..
+        }) = self.slots.remove(key)
+        else {
             return;
         };
+        let shared = &self.exports[export].shared;
         match connection.ending() {
             None | Some(Ending::Finished) => {}
             Some(ending) => {
-                Counters::add(&self.shared.counters.protocol_errors);
+                Counters::add(&shared.counters.protocol_errors);
                 self.closes_log
                     .note(|| format!("connection closed: {ending}"));
             }
@@ -656,38 +856,39 @@ impl EventLoop {
         // means it is already gone from the poller.
         let _ = self.poll.registry().deregister(&mut connection.stream);
         connection.recycle(&mut self.pool);
-        self.shared.release_connection();
-        Counters::add(&self.shared.counters.closed);
+        shared.release_connection();
+        Counters::add(&shared.counters.closed);
     }
 
-    /// Closes every connection and waits, until the server's exit time,
-    /// for the map to finish what is in flight; says what was left.
-    fn shut_down(mut self) -> LoopExit {
-        let (unanswered, _) = self.left();
+    /// Ends the loop (its engine is going): closes every connection and
+    /// waits, at most [`QUIT_WAIT`], for the maps to finish what is in
+    /// flight. Exports still here had no server left to stop them.
+    fn quit(mut self) {
         let keys: Vec<u64> = self.slots.iter().map(|(key, _)| key).collect();
-        let connections_closed = keys.len();
         for key in keys {
             self.close(key);
         }
-        // Waiting for room in the queue: counted in `unanswered`.
-        for io in self.waiting.drain(..) {
-            self.pool.give(io.buf);
+        let exit_by_ns = now_ns().saturating_add(QUIT_WAIT.as_nanos() as u64);
+        loop {
+            let mut in_flight = 0;
+            for (_, export) in self.exports.iter_mut() {
+                export.queue.poll(now_ns(), &mut |_| {});
+                in_flight += export.queue.in_flight();
+            }
+            if in_flight == 0 || now_ns() >= exit_by_ns {
+                break;
+            }
+            std::thread::sleep(BUSY_SLEEP);
         }
-        // Relaxed: the exit time was stored before `stop` (Release), whose
-        // Acquire load brought the loop here (or the poller failed, and
-        // any exit time will do).
-        let exit_by_ns = self.shared.exit_by_ns.load(Ordering::Relaxed);
-        while self.queue.in_flight() > 0 && now_ns() < exit_by_ns {
-            self.queue.poll(now_ns(), &mut |_| {});
-            std::thread::sleep(Duration::from_micros(100));
-        }
-        LoopExit {
-            unanswered,
-            left_at_map: self.queue.in_flight(),
-            connections_closed,
+        let keys: Vec<u64> = self.exports.iter().map(|(key, _)| key).collect();
+        for key in keys {
+            self.forget(key);
         }
     }
 }
+
+/// How long a quitting loop waits for I/O at its maps.
+const QUIT_WAIT: Duration = Duration::from_secs(5);
 
 fn mark_active(slots: &mut Slab<Slot>, active: &mut Vec<u64>, key: u64) {
     let Some(slot) = slots.get_mut(key) else {
@@ -696,5 +897,15 @@ fn mark_active(slots: &mut Slab<Slot>, active: &mut Vec<u64>, key: u64) {
     if !slot.active {
         slot.active = true;
         active.push(key);
+    }
+}
+
+fn mark_busy(exports: &mut Slab<LoopExport>, busy: &mut Vec<u64>, key: u64) {
+    let Some(export) = exports.get_mut(key) else {
+        return;
+    };
+    if !export.busy {
+        export.busy = true;
+        busy.push(key);
     }
 }

@@ -2,12 +2,16 @@
 //! `nbd` engine, qemu, nbdcopy, nbdinfo, the kernel's nbd client), which
 //! use it without knowing it is one.
 //!
-//! [`Server::start`] binds the listeners (a unix socket and/or TCP,
-//! loopback unless another address is given), starts one acceptor thread
-//! and [`ServerConfig::loops`] event loops (one per core by default), and
-//! returns a handle; [`Server::shutdown`] drains and flushes before it
-//! stops them ([`shutdown`]), [`Server::stop`] (or dropping the handle)
-//! stops them at once.
+//! [`Server::start_on`] binds an export's listeners (a unix socket and/or
+//! TCP, loopback unless another address is given) and serves the export
+//! on an [`Engine`]: one acceptor thread and a fixed set of event loops
+//! (one per CPU by default) that serve every export started on it, so a
+//! thousand exports run on as many threads as one ([`engine`]).
+//! [`Server::start`] does the same on an engine of its own, sized by
+//! [`ServerConfig::loops`]. [`Server::shutdown`] drains and flushes the
+//! export before it stops serving it ([`shutdown`]), [`Server::stop`] (or
+//! dropping the handle) stops at once; the engine's threads end with the
+//! engine's last holder.
 //!
 //! The server exports a [`DeviceSlot`], not a fixed map: [`Server::reload`]
 //! (or [`mpio_transport::Transports::reload`] on [`Server::device`]) gives
@@ -15,12 +19,14 @@
 //! new map at its next request (I/O in flight finishes on the old one).
 //!
 //! # Design
-//! - The acceptor hands connections to the loops round-robin; at
-//!   [`ServerConfig::max_connections`] a new one takes the place of the
-//!   longest-idle connection of its loop, or is refused (see [`acceptor`]).
-//! - Each loop ([`event_loop`]) is one thread with its own `mio` poller
-//!   (epoll), its own connections and its own [`mpio_core::queue::Queue`]
-//!   over the map: loops share nothing on the I/O path.
+//! - The acceptor hands connections to the loops round-robin; at an
+//!   export's [`ServerConfig::max_connections`] a new one takes the place
+//!   of the longest-idle connection to that export on its loop, or is
+//!   refused (see [`acceptor`]).
+//! - Each loop ([`event_loop`]) is one thread, pinned to its CPU, with its
+//!   own `mio` poller (epoll), its own connections and, per export it
+//!   serves, its own [`mpio_core::queue::Queue`] over the export's map:
+//!   loops share nothing on the I/O path.
 //! - The handshake ([`handshake`]) and the judgement of each request
 //!   ([`request`]) are pure functions of bytes, fuzzed in `fuzz/`.
 //! - Buffers are bounded over the whole server: each connection's, and
@@ -31,16 +37,19 @@
 //!   writes and buffers are pooled per loop ([`pool`]).
 //!
 //! # Concurrency
+//! Each export's `Shared` is its state as the threads see it:
 //! `Shared::connections` counts open connections against the maximum
 //! (claimed by the acceptor, released by the loops); `Shared::draining`
-//! tells the threads to take no new work, `Shared::stop` to end. See each
-//! for its ordering.
+//! tells a loop to serve no connection that arrives after the export
+//! began to shut down. Everything else reaches the threads by message
+//! ([`engine`]). See each field for its ordering.
 
 #![warn(unreachable_pub)]
 
 pub mod acceptor;
 pub mod budget;
 pub mod connection;
+pub mod engine;
 pub mod event_loop;
 pub mod export;
 pub mod fuzz;
@@ -54,10 +63,10 @@ pub mod stats;
 pub mod stream;
 pub mod unix_socket;
 
-use acceptor::{Listener, LoopInbox};
-use event_loop::{EventLoop, LoopSettings};
+use acceptor::Listener;
+pub use engine::{Engine, EngineConfig};
+use event_loop::LoopMessage;
 pub use export::Export;
-use mio::{Poll, Waker};
 use mpio_core::map::Map;
 use mpio_core::table::Table;
 use mpio_transport::clock::now_ns;
@@ -68,9 +77,8 @@ use stats::Counters;
 pub use stats::ServerStats;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long [`Server::stop`] lets the loops wait for I/O at the map.
@@ -93,15 +101,17 @@ pub struct ServerConfig {
     pub export_name: String,
     /// Refuse writes.
     pub read_only: bool,
-    /// Event loops; 0 means one per available CPU.
+    /// Event loops of the engine [`Server::start`] makes; 0 means one per
+    /// available CPU. ([`Server::start_on`] uses its engine's.)
     pub loops: usize,
     /// Depth of each loop's queue over the map.
     pub queue_depth: usize,
     /// Most connections open at once; at the maximum a new one replaces
     /// an idle one, or is closed (see [`acceptor`]).
     pub max_connections: usize,
-    /// After work, how long (µs) an event loop polls before sleeping;
-    /// 0: sleep at once. See [`event_loop`].
+    /// After work, how long (µs) an event loop of the engine
+    /// [`Server::start`] makes polls before sleeping; 0: sleep at once.
+    /// See [`event_loop`].
     pub idle_spin_us: u64,
     /// A client that has not chosen the export this long (ms) after it
     /// connected is disconnected.
@@ -179,17 +189,23 @@ pub enum ReloadError {
     Setup(#[from] SetupError),
 }
 
-/// What the threads share.
+/// One export as the engine's threads see it.
 #[derive(Debug)]
 pub struct Shared {
-    stop: AtomicBool,
-    /// Shutting down: accept nothing, read nothing, answer what was read.
+    /// The export's id in its engine.
+    id: u64,
+    export: Export,
+    device: Arc<DeviceSlot>,
+    /// Depth of each loop's queue over the map.
+    queue_depth: usize,
+    /// See [`ServerConfig::handshake_timeout_ms`].
+    handshake_timeout_ms: u64,
+    /// See [`ServerConfig::evict_idle_ms`].
+    evict_idle_ms: u64,
+    /// Shutting down: a connection that reaches a loop now is closed.
     draining: AtomicBool,
-    /// When (on [`now_ns`]'s clock) a stopping loop stops waiting for I/O
-    /// at the map. Stored before `stop`.
-    exit_by_ns: AtomicU64,
     /// Each loop's drain, by loop index.
-    drain: Vec<Arc<DrainProgress>>,
+    drain: Vec<DrainProgress>,
     /// I/Os waiting for a usable path in each loop's queue, by loop index
     /// (stored by the loop when it changes: rarely, so loops sharing the
     /// line cost nothing). Relaxed: a gauge, read on its own.
@@ -231,65 +247,50 @@ impl Shared {
     }
 }
 
-/// A running server. Stops when dropped.
+/// A running export. Stops when dropped.
 #[derive(Debug)]
 pub struct Server {
+    engine: Arc<Engine>,
     shared: Arc<Shared>,
-    acceptor: Option<(JoinHandle<()>, Arc<Waker>)>,
-    loops: Vec<(JoinHandle<LoopExit>, Arc<Waker>)>,
+    /// Its listeners are open (closed by the first shutdown or stop).
+    listening: bool,
+    /// The loops serve it (until it is stopped).
+    served: bool,
     unix_socket: Option<PathBuf>,
     tcp_address: Option<SocketAddr>,
-    export: Arc<Export>,
-    device: Arc<DeviceSlot>,
 }
 
 impl Server {
-    /// Binds the listeners and starts the acceptor and the event loops
-    /// over the map `device` serves, and whatever map it serves after a
-    /// reload. (A plain [`mpio_transport::Device`] becomes a slot with
-    /// [`mpio_transport::Device::into_slot`].)
+    /// Starts an engine of its own ([`ServerConfig::loops`] loops) and
+    /// serves the export on it: [`Server::start_on`].
     ///
     /// # Errors
-    /// No listener, a bad setting, a socket that cannot be bound (a unix
-    /// socket path something else answers on or that is not a socket
-    /// included; a stale socket is replaced, see [`unix_socket`]), or a
-    /// thread or poller that
-    /// cannot be created.
+    /// As [`Server::start_on`], or the engine cannot start.
     pub fn start(config: &ServerConfig, device: Arc<DeviceSlot>) -> Result<Server, ServerError> {
-        if config.unix_socket.is_none() && config.tcp.is_none() {
-            return Err(ServerError::NoListener);
-        }
-        if config.export_name.len() > mpio_nbd::consts::MAX_NAME_LEN {
-            return Err(ServerError::Invalid("export name above 4096 bytes".into()));
-        }
-        if !(1..=mpio_core::queue::MAX_QUEUE_DEPTH).contains(&config.queue_depth) {
-            return Err(ServerError::Invalid(format!(
-                "queue depth {} (1 to {})",
-                config.queue_depth,
-                mpio_core::queue::MAX_QUEUE_DEPTH
-            )));
-        }
-        if config.socket_mode & !0o777 != 0 {
-            return Err(ServerError::Invalid(format!(
-                "socket mode {:o} (permission bits 0 to 777 only)",
-                config.socket_mode
-            )));
-        }
-        if config.max_buffered_bytes < export::MAX_PAYLOAD as usize {
-            // A request larger than the budget would wait for ever.
-            return Err(ServerError::Invalid(format!(
-                "max buffered bytes {} (at least one largest request, {})",
-                config.max_buffered_bytes,
-                export::MAX_PAYLOAD
-            )));
-        }
-        if config.max_connections == 0 {
-            return Err(ServerError::Invalid("max connections 0".into()));
-        }
-        let loop_count = match config.loops {
-            0 => std::thread::available_parallelism().map_or(1, usize::from),
-            count => count,
-        };
+        validate(config)?;
+        let engine = Engine::start(&EngineConfig {
+            loops: config.loops,
+            idle_spin_us: config.idle_spin_us,
+        })?;
+        Server::start_on(&engine, config, device)
+    }
+
+    /// Binds the listeners and serves, on `engine`'s threads, the map
+    /// `device` serves, and whatever map it serves after a reload. (A
+    /// plain [`mpio_transport::Device`] becomes a slot with
+    /// [`mpio_transport::Device::into_slot`].) `config`'s `loops` and
+    /// `idle_spin_us` are the engine's business and are not read.
+    ///
+    /// # Errors
+    /// No listener, a bad setting, or a socket that cannot be bound (a
+    /// unix socket path something else answers on or that is not a
+    /// socket included; a stale socket is replaced, see [`unix_socket`]).
+    pub fn start_on(
+        engine: &Arc<Engine>,
+        config: &ServerConfig,
+        device: Arc<DeviceSlot>,
+    ) -> Result<Server, ServerError> {
+        validate(config)?;
         let mut listeners = Vec::new();
         let mut tcp_address = None;
         if let Some(address) = config.tcp {
@@ -314,65 +315,36 @@ impl Server {
             listeners.push(Listener::Unix(mio::net::UnixListener::from_std(listener)));
         }
         let map = device.map();
-        let export = Arc::new(Export {
-            name: config.export_name.clone(),
-            description: format!("mpio map {}", map.name()),
-            size_bytes: map.size_bytes(),
-            read_only: config.read_only,
-        });
+        let loop_count = engine.loop_count();
         let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
+            id: engine.export_id(),
+            export: Export {
+                name: config.export_name.clone(),
+                description: format!("mpio map {}", map.name()),
+                size_bytes: map.size_bytes(),
+                read_only: config.read_only,
+            },
+            device,
+            queue_depth: config.queue_depth,
+            handshake_timeout_ms: config.handshake_timeout_ms,
+            evict_idle_ms: config.evict_idle_ms,
             draining: AtomicBool::new(false),
-            exit_by_ns: AtomicU64::new(0),
-            drain: (0..loop_count).map(|_| Arc::default()).collect(),
+            drain: (0..loop_count).map(|_| DrainProgress::default()).collect(),
             waiting_for_path: (0..loop_count).map(|_| AtomicUsize::new(0)).collect(),
             connections: AtomicUsize::new(0),
             max_connections: config.max_connections,
             budget: Arc::new(budget::Budget::new(config.max_buffered_bytes)),
             counters: Counters::default(),
         });
-        let mut server = Server {
-            shared: Arc::clone(&shared),
-            acceptor: None,
-            loops: Vec::new(),
+        engine.listen(Arc::clone(&shared), listeners);
+        Ok(Server {
+            engine: Arc::clone(engine),
+            shared,
+            listening: true,
+            served: true,
             unix_socket: config.unix_socket.clone(),
             tcp_address,
-            export: Arc::clone(&export),
-            device: Arc::clone(&device),
-        };
-        let mut inboxes = Vec::new();
-        for index in 0..loop_count {
-            let poll = Poll::new()?;
-            let waker = Arc::new(Waker::new(poll.registry(), event_loop::WAKER)?);
-            let (sender, receiver) = mpsc::channel();
-            let (device, export, shared) = (
-                Arc::clone(&device),
-                Arc::clone(&export),
-                Arc::clone(&shared),
-            );
-            let settings = LoopSettings {
-                index,
-                cpu: index as u32,
-                queue_depth: config.queue_depth,
-                idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
-                handshake_timeout_ms: config.handshake_timeout_ms,
-                evict_idle_ms: config.evict_idle_ms,
-            };
-            let thread = std::thread::Builder::new()
-                .name(format!("mpio-serve-{index}"))
-                .spawn(move || {
-                    EventLoop::new(poll, &device, settings, export, shared, receiver).run()
-                })?;
-            server.loops.push((thread, Arc::clone(&waker)));
-            inboxes.push(LoopInbox { sender, waker });
-        }
-        let poll = Poll::new()?;
-        let waker = Arc::new(Waker::new(poll.registry(), acceptor::WAKER)?);
-        let thread = std::thread::Builder::new()
-            .name("mpio-serve-accept".into())
-            .spawn(move || acceptor::run(poll, listeners, inboxes, shared))?;
-        server.acceptor = Some((thread, waker));
-        Ok(server)
+        })
     }
 
     /// The unix socket listened on.
@@ -387,12 +359,12 @@ impl Server {
 
     /// What is exported.
     pub fn export(&self) -> &Export {
-        &self.export
+        &self.shared.export
     }
 
     /// The NBD URIs clients use (unix first).
     pub fn uris(&self) -> Vec<String> {
-        let name = &self.export.name;
+        let name = &self.shared.export.name;
         let mut uris = Vec::new();
         if let Some(path) = &self.unix_socket {
             uris.push(format!("nbd+unix:///{name}?socket={}", path.display()));
@@ -406,7 +378,12 @@ impl Server {
     /// The device served: its map now, for status, messages and
     /// [`Transports::reload`].
     pub fn device(&self) -> &Arc<DeviceSlot> {
-        &self.device
+        &self.shared.device
+    }
+
+    /// The engine the export is served on.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
     }
 
     /// Refuses `table` if its size is not the export's: clients were told
@@ -417,10 +394,10 @@ impl Server {
     /// [`ReloadError::Size`].
     pub fn check_size(&self, table: &Table) -> Result<(), ReloadError> {
         let table_bytes = table.size_bytes();
-        if table_bytes != self.export.size_bytes {
+        if table_bytes != self.shared.export.size_bytes {
             return Err(ReloadError::Size {
                 table_bytes,
-                export_bytes: self.export.size_bytes,
+                export_bytes: self.shared.export.size_bytes,
             });
         }
         Ok(())
@@ -439,7 +416,7 @@ impl Server {
     /// built ([`Transports::reload`]); the old map stays.
     pub fn reload(&self, transports: &Transports, table: &Table) -> Result<Arc<Map>, ReloadError> {
         self.check_size(table)?;
-        let old = transports.reload(&self.device, table)?;
+        let old = transports.reload(&self.shared.device, table)?;
         self.notice_reload();
         Ok(old)
     }
@@ -448,7 +425,9 @@ impl Server {
     /// map now, rather than at its next request: for a caller that
     /// reloaded [`Server::device`] itself.
     pub fn notice_reload(&self) {
-        self.wake_loops("follow a reload");
+        let id = self.shared.id;
+        self.engine
+            .tell_loops("follow a reload", || LoopMessage::Follow(id));
     }
 
     /// What the server counted so far.
@@ -491,22 +470,23 @@ impl Server {
         let started = Instant::now();
         let give_up = started + deadline;
         let completed_before = self.stats().requests_completed;
-        // Release: a thread that sees `draining` after its waker fired
-        // sees everything done before it.
+        // Release: a loop that sees `draining` sees everything done before.
         self.shared.draining.store(true, Ordering::Release);
         self.stop_accepting();
-        self.wake_loops("drain");
+        let shared = &self.shared;
+        self.engine
+            .tell_loops("drain", || LoopMessage::Drain(Arc::clone(shared)));
         let progress = &self.shared.drain;
         let map_idle = shutdown::wait_for(progress, give_up, DrainProgress::map_idle);
         let flush = if !map_idle {
             FlushOutcome::NotSent
-        } else if self.export.read_only {
+        } else if self.shared.export.read_only {
             FlushOutcome::ReadOnly
         } else {
-            shutdown::flush_map(&self.device, give_up)
+            shutdown::flush_map(&self.shared.device, give_up)
         };
         let drained = shutdown::wait_for(progress, give_up, DrainProgress::is_drained);
-        let exits = self.stop_loops(shutdown::clock_ns_at(give_up));
+        let exits = self.stop_serving(shutdown::clock_ns_at(give_up));
         ShutdownReport {
             drained,
             requests_completed: self.stats().requests_completed - completed_before,
@@ -520,65 +500,75 @@ impl Server {
 
     /// Stops at once: stops accepting, closes every connection (requests
     /// in flight go unanswered), waits (bounded) for I/O at the map, and
-    /// joins every thread. Also done on drop.
+    /// leaves the engine. Also done on drop.
     pub fn stop(mut self) {
-        self.stop_threads();
+        self.stop_now();
     }
 
-    fn stop_threads(&mut self) {
-        // Release: as in `stop_loops` (the acceptor reads `stop` too).
-        self.shared.stop.store(true, Ordering::Release);
+    fn stop_now(&mut self) {
         self.stop_accepting();
-        self.stop_loops(now_ns().saturating_add(STOP_WAIT.as_nanos() as u64));
+        self.stop_serving(now_ns().saturating_add(STOP_WAIT.as_nanos() as u64));
     }
 
-    /// Ends the acceptor (its listeners close with it) and removes the
-    /// unix socket file. The caller set `draining` or `stop` first.
+    /// Closes the export's listeners and removes the unix socket file.
     fn stop_accepting(&mut self) {
-        if let Some((thread, waker)) = self.acceptor.take() {
-            if let Err(error) = waker.wake() {
-                tracing::error!(%error, "cannot wake the acceptor to stop");
-            }
-            if thread.join().is_err() {
-                tracing::error!("the acceptor thread panicked");
-            }
+        if std::mem::take(&mut self.listening) {
+            self.engine.close_listeners(self.shared.id);
         }
         if let Some(path) = self.unix_socket.take() {
-            // The socket file is ours: we created it in `start`.
+            // The socket file is ours: we created it in `start_on`.
             let _ = std::fs::remove_file(path);
         }
     }
 
-    fn wake_loops(&self, why: &str) {
-        for (_, waker) in &self.loops {
-            if let Err(error) = waker.wake() {
-                tracing::error!(%error, "cannot wake an event loop to {why}");
-            }
+    /// Ends the export on every loop: each closes its connections and
+    /// waits for the map until `exit_by_ns`. Returns what each left
+    /// behind.
+    fn stop_serving(&mut self, exit_by_ns: u64) -> Vec<LoopExit> {
+        if !std::mem::take(&mut self.served) {
+            return Vec::new();
         }
+        self.engine.stop_export(self.shared.id, exit_by_ns)
     }
+}
 
-    /// Ends the loops: each closes its connections and waits for the map
-    /// until `exit_by_ns`. Returns what each left behind.
-    fn stop_loops(&mut self, exit_by_ns: u64) -> Vec<LoopExit> {
-        // Relaxed: published by the Release store of `stop` just after.
-        self.shared.exit_by_ns.store(exit_by_ns, Ordering::Relaxed);
-        // Release: a thread that sees `stop` after its waker fired sees
-        // everything done before it (the exit time included).
-        self.shared.stop.store(true, Ordering::Release);
-        self.wake_loops("stop");
-        let mut exits = Vec::new();
-        for (thread, _) in self.loops.drain(..) {
-            match thread.join() {
-                Ok(exit) => exits.push(exit),
-                Err(_) => tracing::error!("a server thread panicked"),
-            }
-        }
-        exits
+/// Refuses settings no export can run with.
+fn validate(config: &ServerConfig) -> Result<(), ServerError> {
+    if config.unix_socket.is_none() && config.tcp.is_none() {
+        return Err(ServerError::NoListener);
     }
+    if config.export_name.len() > mpio_nbd::consts::MAX_NAME_LEN {
+        return Err(ServerError::Invalid("export name above 4096 bytes".into()));
+    }
+    if !(1..=mpio_core::queue::MAX_QUEUE_DEPTH).contains(&config.queue_depth) {
+        return Err(ServerError::Invalid(format!(
+            "queue depth {} (1 to {})",
+            config.queue_depth,
+            mpio_core::queue::MAX_QUEUE_DEPTH
+        )));
+    }
+    if config.socket_mode & !0o777 != 0 {
+        return Err(ServerError::Invalid(format!(
+            "socket mode {:o} (permission bits 0 to 777 only)",
+            config.socket_mode
+        )));
+    }
+    if config.max_buffered_bytes < export::MAX_PAYLOAD as usize {
+        // A request larger than the budget would wait for ever.
+        return Err(ServerError::Invalid(format!(
+            "max buffered bytes {} (at least one largest request, {})",
+            config.max_buffered_bytes,
+            export::MAX_PAYLOAD
+        )));
+    }
+    if config.max_connections == 0 {
+        return Err(ServerError::Invalid("max connections 0".into()));
+    }
+    Ok(())
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop_threads();
+        self.stop_now();
     }
 }

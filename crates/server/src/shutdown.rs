@@ -2,12 +2,14 @@
 //! every request already read, flush the map, then close.
 //!
 //! # Order
-//! 1. The acceptor ends and its listeners close; the unix socket file is
+//! 1. The acceptor closes the export's listeners; the unix socket file is
 //!    removed. A client connecting now is refused by the kernel.
-//! 2. Each event loop drains ([`crate::event_loop`], "Draining"): it closes
-//!    connections still in their handshake, reads nothing more, and
-//!    completes and answers everything it read. It publishes what is left
-//!    each turn ([`DrainProgress`]).
+//! 2. Each event loop drains the export ([`crate::event_loop`],
+//!    "Draining"): it closes the export's connections still in their
+//!    handshake, reads nothing more from its clients, and completes and
+//!    answers everything it read. It publishes what is left each turn
+//!    ([`DrainProgress`]); a loop that never served the export publishes
+//!    that nothing is.
 //! 3. Once no loop has I/O left at the map, a FLUSH goes through the map
 //!    on a queue of its own (`flush_map`): the map's paths reach one
 //!    storage, so a flush down any path makes every write completed before
@@ -17,7 +19,8 @@
 //!    that stops reading its replies must not keep every other client's
 //!    writes from being flushed.
 //! 4. The server waits until every loop has answered everything, then the
-//!    loops close their connections and end; the threads are joined.
+//!    loops close the export's connections and forget it; the engine's
+//!    threads go on serving its other exports.
 //!
 //! One deadline bounds steps 2 to 4 together. Past it the server stops
 //! waiting: what was not answered, the I/O left at the map and a flush not
@@ -208,12 +211,12 @@ impl fmt::Display for ShutdownReport {
 /// True once `done` holds for every loop's progress; false if `give_up`
 /// comes first.
 pub(crate) fn wait_for(
-    progress: &[Arc<DrainProgress>],
+    progress: &[DrainProgress],
     give_up: Instant,
     done: impl Fn(&DrainProgress) -> bool,
 ) -> bool {
     loop {
-        if progress.iter().all(|loop_progress| done(loop_progress)) {
+        if progress.iter().all(&done) {
             return true;
         }
         if Instant::now() >= give_up {
