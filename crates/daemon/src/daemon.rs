@@ -163,10 +163,12 @@ struct State {
     transports: Transports,
     control: Mutex<()>,
     maps: Mutex<Vec<RunningMap>>,
-    ublk: UblkExports,
     /// The event loops and acceptor of every NBD export, started with the
-    /// first one.
+    /// first one; its loops run on the ublk engine's threads when that
+    /// runs. (Before `ublk`: dropped first, it tells hosted loops to end
+    /// while their threads still run.)
     nbd: Mutex<Option<Arc<Engine>>>,
+    ublk: UblkExports,
     /// Every map's checker, on one thread.
     checkers: CheckerPool,
 }
@@ -178,14 +180,34 @@ impl State {
         if let Some(engine) = engine.as_ref() {
             return Ok(Arc::clone(engine));
         }
-        let started = Engine::start(&EngineConfig {
+        let config = EngineConfig {
             loops: settings.loops,
             idle_spin_us: settings.idle_spin_us,
-        })?;
-        tracing::info!(
-            loops = started.loop_count(),
-            "NBD engine started: every export's connections are served on these loops"
-        );
+        };
+        // One I/O thread per CPU for both kinds of export, unless another
+        // loop count was asked for.
+        let hosted = (settings.loops == 0)
+            .then(|| self.ublk.host_nbd(&config))
+            .flatten();
+        let started = match hosted {
+            Some(hosted) => {
+                let started = hosted?;
+                tracing::info!(
+                    loops = started.loop_count(),
+                    "NBD engine started on the ublk threads: every export's connections are \
+                     served there"
+                );
+                started
+            }
+            None => {
+                let started = Engine::start(&config)?;
+                tracing::info!(
+                    loops = started.loop_count(),
+                    "NBD engine started: every export's connections are served on these loops"
+                );
+                started
+            }
+        };
         *engine = Some(Arc::clone(&started));
         Ok(started)
     }
@@ -225,8 +247,8 @@ impl Daemon {
                 transports: Transports::new(),
                 control: Mutex::new(()),
                 maps: Mutex::new(Vec::with_capacity(config.maps.len())),
-                ublk: UblkExports::default(),
                 nbd: Mutex::new(None),
+                ublk: UblkExports::default(),
                 checkers: CheckerPool::start(Arc::new(mpio_transport::clock::now_ns), PROBE_POLL)?,
             }),
             control: None,
@@ -240,6 +262,15 @@ impl Daemon {
             .map(|map| map.checker.interval_ns)
             .min()
             .unwrap_or(u64::MAX);
+        let has_ublk = config
+            .maps
+            .iter()
+            .any(|map| map.exports.iter().any(|export| export.ublk.is_some()));
+        if has_ublk {
+            // Before any NBD export, so that NBD loops share its threads;
+            // a failure is reported by each ublk export as it starts.
+            let _ = state.ublk.start();
+        }
         for map_config in config.maps {
             let running = start_map(state, map_config, settings)?;
             lock(&state.maps).push(running);

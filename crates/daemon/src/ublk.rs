@@ -8,7 +8,7 @@
 //! other exports.
 
 use crate::config::UblkNumber;
-use mpio_server::{flush_map, FlushOutcome};
+use mpio_server::{flush_map, Engine as NbdEngine, EngineConfig as NbdEngineConfig, FlushOutcome};
 use mpio_transport::{lock, DeviceSlot};
 use mpio_ublk::{DeviceOptions, Engine, EngineConfig, UblkDevice, UblkError};
 use std::fmt;
@@ -57,6 +57,16 @@ impl fmt::Display for UblkShutdown {
     }
 }
 
+/// The engine in `engine`, started first if it is not running.
+fn start_once(engine: &mut Option<Engine>) -> Result<&Engine, UblkError> {
+    if engine.is_none() {
+        let started = Engine::start(EngineConfig::default())?;
+        tracing::info!(threads = started.threads(), "ublk engine started");
+        *engine = Some(started);
+    }
+    Ok(engine.as_ref().expect("started above"))
+}
+
 impl UblkExports {
     /// Makes `slot`'s map the ublk device `number`, starting the engine
     /// if this is the first.
@@ -71,11 +81,7 @@ impl UblkExports {
         read_only: bool,
     ) -> Result<UblkDevice, UblkError> {
         let mut engine = lock(&self.engine);
-        if engine.is_none() {
-            let started = Engine::start(EngineConfig::default())?;
-            tracing::info!(threads = started.threads(), "ublk engine started");
-            *engine = Some(started);
-        }
+        let engine = start_once(&mut engine)?;
         let options = DeviceOptions {
             id: match number {
                 UblkNumber::Any => None,
@@ -83,7 +89,33 @@ impl UblkExports {
             },
             read_only,
         };
-        engine.as_ref().expect("started above").add(slot, options)
+        engine.add(slot, options)
+    }
+
+    /// Starts the engine now if it is not running, so that the NBD
+    /// engine can be hosted on its threads ([`UblkExports::host_nbd`]).
+    ///
+    /// # Errors
+    /// The engine could not start.
+    pub fn start(&self) -> Result<(), UblkError> {
+        start_once(&mut lock(&self.engine)).map(|_| ())
+    }
+
+    /// An NBD engine whose loops run on the ublk engine's threads, one
+    /// per CPU, if the ublk engine is running (`None` if not).
+    ///
+    /// # Errors
+    /// The NBD engine's acceptor could not start, or a ublk thread is
+    /// gone.
+    pub fn host_nbd(&self, config: &NbdEngineConfig) -> Option<std::io::Result<Arc<NbdEngine>>> {
+        let engine = lock(&self.engine);
+        let engine = engine.as_ref()?;
+        Some(
+            NbdEngine::start_hosted(config, &engine.cpus()).and_then(|(nbd, loops)| {
+                engine.host(loops).map_err(std::io::Error::other)?;
+                Ok(nbd)
+            }),
+        )
     }
 
     /// Removes `device` (the block layer first waits for the requests

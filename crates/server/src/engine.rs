@@ -14,6 +14,15 @@
 //! when the engine is dropped, that is when its last server and its
 //! owner let go of it.
 //!
+//! # Hosted loops
+//! [`Engine::start_hosted`] makes the loops without threads, for another
+//! per-CPU thread set to run: the daemon's ublk threads take them
+//! (`mpio_ublk::Engine::host`), so a daemon with ublk and NBD exports
+//! runs one I/O thread per CPU, not two. Such a thread waits on its own
+//! ring and on the loop's poller together and takes the loop's turns
+//! ([`EventLoop::step`]) when the poller is readable or the loop's wait
+//! hint has passed.
+//!
 //! # Failure
 //! A thread that cannot start fails [`Engine::start`]. A loop or acceptor
 //! that panics is reported when the engine joins it; the daemon's panic
@@ -77,45 +86,62 @@ impl Engine {
         };
         let mut threads = Vec::with_capacity(count + 1);
         let mut loops = Vec::with_capacity(count);
-        let stop_started = |threads: &mut Vec<JoinHandle<()>>, loops: &[LoopInbox]| {
-            for inbox in loops {
-                inbox.send(LoopMessage::Quit, "stop");
-            }
-            for thread in threads.drain(..) {
-                let _ = thread.join();
-            }
-        };
         for index in 0..count {
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
-            let settings = LoopSettings {
-                index,
-                cpu: core.map_or(index as u32, |core| core.id as u32),
-                idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
-            };
-            let started = Poll::new().and_then(|poll| {
-                let waker = Arc::new(Waker::new(poll.registry(), event_loop::WAKER)?);
-                let (sender, receiver) = mpsc::channel();
+            let cpu = core.map_or(index as u32, |core| core.id as u32);
+            let spawned = new_loop(index, cpu, config).and_then(|(event_loop, inbox)| {
                 let thread = std::thread::Builder::new()
                     .name(format!("mpio-serve-{index}"))
                     .spawn(move || {
                         if let Some(core) = core {
                             core_affinity::set_for_current(core);
                         }
-                        EventLoop::new(poll, settings, receiver).run();
+                        event_loop.run();
                     })?;
-                Ok((thread, LoopInbox { sender, waker }))
+                Ok((thread, inbox))
             });
-            match started {
+            match spawned {
                 Ok((thread, inbox)) => {
                     threads.push(thread);
                     loops.push(inbox);
                 }
                 Err(error) => {
-                    stop_started(&mut threads, &loops);
+                    stop_loops(&loops, threads);
                     return Err(error);
                 }
             }
         }
+        Engine::with_loops(loops, threads)
+    }
+
+    /// Starts the acceptor and makes one event loop for each CPU of
+    /// `cpus`, for the caller to run on threads of its own (each pinned to
+    /// its loop's CPU) beside other work: [`EventLoop::step`]. The engine
+    /// tells each loop to quit when it is dropped; the host then calls
+    /// [`EventLoop::quit`].
+    ///
+    /// # Errors
+    /// A poller or the acceptor's thread that cannot be created.
+    pub fn start_hosted(
+        config: &EngineConfig,
+        cpus: &[u32],
+    ) -> std::io::Result<(Arc<Engine>, Vec<EventLoop>)> {
+        let mut event_loops = Vec::with_capacity(cpus.len());
+        let mut loops = Vec::with_capacity(cpus.len());
+        for (index, &cpu) in cpus.iter().enumerate() {
+            let (event_loop, inbox) = new_loop(index, cpu, config)?;
+            event_loops.push(event_loop);
+            loops.push(inbox);
+        }
+        Ok((Engine::with_loops(loops, Vec::new())?, event_loops))
+    }
+
+    /// Starts the acceptor for `loops` (whose `threads`, if any, the
+    /// engine joins when dropped).
+    fn with_loops(
+        loops: Vec<LoopInbox>,
+        mut threads: Vec<JoinHandle<()>>,
+    ) -> std::io::Result<Arc<Engine>> {
         let started = Poll::new().and_then(|poll| {
             let waker = Arc::new(Waker::new(poll.registry(), acceptor::WAKER)?);
             let (sender, receiver) = mpsc::channel();
@@ -128,7 +154,7 @@ impl Engine {
         let (thread, acceptor, acceptor_waker) = match started {
             Ok(started) => started,
             Err(error) => {
-                stop_started(&mut threads, &loops);
+                stop_loops(&loops, threads);
                 return Err(error);
             }
         };
@@ -147,9 +173,10 @@ impl Engine {
         self.loops.len()
     }
 
-    /// The engine's threads: its loops and its acceptor.
+    /// The threads the engine runs itself: its acceptor, and its loops
+    /// unless a host runs them ([`Engine::start_hosted`]).
     pub fn thread_count(&self) -> usize {
-        self.loops.len() + 1
+        lock(&self.threads).len()
     }
 
     /// A fresh export id.
@@ -202,6 +229,37 @@ impl Engine {
         drop(done);
         // Ends when every loop answered (or is gone: its sender dropped).
         exits.iter().collect()
+    }
+}
+
+/// Makes loop `index` for `cpu`, and its inbox.
+fn new_loop(
+    index: usize,
+    cpu: u32,
+    config: &EngineConfig,
+) -> std::io::Result<(EventLoop, LoopInbox)> {
+    let poll = Poll::new()?;
+    let waker = Arc::new(Waker::new(poll.registry(), event_loop::WAKER)?);
+    let (sender, receiver) = mpsc::channel();
+    let settings = LoopSettings {
+        index,
+        cpu,
+        idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
+    };
+    Ok((
+        EventLoop::new(poll, settings, receiver),
+        LoopInbox { sender, waker },
+    ))
+}
+
+/// Tells the loops started so far to quit and joins their threads (a
+/// start that failed part way).
+fn stop_loops(loops: &[LoopInbox], threads: Vec<JoinHandle<()>>) {
+    for inbox in loops {
+        inbox.send(LoopMessage::Quit, "stop");
+    }
+    for thread in threads {
+        let _ = thread.join();
     }
 }
 

@@ -72,6 +72,7 @@ use mpio_core::slab::Slab;
 use mpio_transport::clock::now_ns;
 use mpio_transport::{device_queue, DeviceQueue};
 use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -196,8 +197,22 @@ pub(crate) struct LoopSettings {
     pub(crate) idle_spin_ns: u64,
 }
 
-/// One loop's state. See the module docs.
-pub(crate) struct EventLoop {
+/// Whether a loop goes on after a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// It has more turns to take.
+    Goes,
+    /// It was told to quit (or its poller failed): call
+    /// [`EventLoop::quit`].
+    Ends,
+}
+
+/// One loop's state. See the module docs. Its engine runs it on a thread
+/// of its own, or hands it to a host thread ([`crate::Engine::start_hosted`])
+/// that waits on the loop's poller ([`AsRawFd`]) beside its own work and
+/// takes the loop's turns ([`EventLoop::step`]) when it is readable or
+/// its [`EventLoop::wait_hint`] has passed.
+pub struct EventLoop {
     poll: Poll,
     events: Events,
     settings: LoopSettings,
@@ -235,7 +250,30 @@ pub(crate) struct EventLoop {
     next_scan_ns: u64,
 }
 
+impl AsRawFd for EventLoop {
+    /// The loop's poller (an epoll descriptor): readable when a socket or
+    /// message waits for the loop.
+    fn as_raw_fd(&self) -> RawFd {
+        self.poll.as_raw_fd()
+    }
+}
+
+impl std::fmt::Debug for EventLoop {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("EventLoop")
+            .field("index", &self.settings.index)
+            .field("cpu", &self.settings.cpu)
+            .finish_non_exhaustive()
+    }
+}
+
 impl EventLoop {
+    /// The CPU the loop serves (its queues are told it).
+    pub fn cpu(&self) -> u32 {
+        self.settings.cpu
+    }
+
     /// A loop with no export yet, taking its messages from `incoming`
     /// (announced through its waker).
     pub(crate) fn new(poll: Poll, settings: LoopSettings, incoming: Receiver<LoopMessage>) -> Self {
@@ -267,74 +305,86 @@ impl EventLoop {
 
     /// Runs until told to quit.
     pub(crate) fn run(mut self) {
-        loop {
-            let busy = !self.busy.is_empty();
-            let timeout = match (busy, self.idle_turns < SPIN_TURNS) {
-                // Connections to read on (room freed by replies sent).
-                _ if !self.active.is_empty() => Some(Duration::ZERO),
-                // Connections waiting for room in the budget.
-                _ if !self.starved.is_empty() => Some(STARVED_RETRY),
-                (false, _)
-                    if now_ns().saturating_sub(self.last_work_ns) < self.settings.idle_spin_ns =>
-                {
-                    Some(Duration::ZERO)
-                }
-                (false, _) if self.handshaking => Some(SCAN_INTERVAL),
-                (false, _) => None,
-                (true, true) => Some(Duration::ZERO),
-                (true, false) => Some(BUSY_SLEEP),
-            };
-            if let Err(error) = self.poll.poll(&mut self.events, timeout) {
-                if error.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                tracing::error!(%error, "event loop stops: poll failed");
-                break;
-            }
-            // One clock read serves the turn's bookkeeping and submissions.
-            let now = now_ns();
-            if !self.events.is_empty() {
-                self.last_work_ns = now;
-            }
-            let mut woken = false;
-            for event in self.events.iter() {
-                if event.token() == WAKER {
-                    woken = true;
-                    continue;
-                }
-                let key = event.token().0 as u64;
-                let Some(slot) = self.slots.get_mut(key) else {
-                    continue;
-                };
-                let connection = &mut slot.connection;
-                if event.is_readable() || event.is_read_closed() || event.is_error() {
-                    connection.readable = true;
-                    slot.heard_ns = now;
-                }
-                if event.is_read_closed() || event.is_error() {
-                    connection.peer_closed = true;
-                }
-                if event.is_writable() || event.is_write_closed() || event.is_error() {
-                    connection.writable = true;
-                }
-                mark_active(&mut self.slots, &mut self.active, key);
-            }
-            if woken && self.read_messages(now) {
-                break;
-            }
-            for key in std::mem::take(&mut self.starved) {
-                mark_active(&mut self.slots, &mut self.active, key);
-            }
-            if self.handshaking && now >= self.next_scan_ns {
-                self.next_scan_ns = now + SCAN_INTERVAL.as_nanos() as u64;
-                self.time_out_handshakes(now);
-            }
-            self.turn(now);
-            if !self.ending.is_empty() {
-                self.publish_endings();
-            }
-        }
+        while self.step(self.wait_hint()) == Step::Goes {}
         self.quit();
+    }
+
+    /// How long the loop's next turn may wait for socket events: `None`
+    /// for as long as it takes, zero while it has work to poll. A host
+    /// that runs the loop on its own thread ([`EventLoop::step`]) waits
+    /// at most this long, or until the loop's poller is readable.
+    pub fn wait_hint(&self) -> Option<Duration> {
+        let busy = !self.busy.is_empty();
+        match (busy, self.idle_turns < SPIN_TURNS) {
+            // Connections to read on (room freed by replies sent).
+            _ if !self.active.is_empty() => Some(Duration::ZERO),
+            // Connections waiting for room in the budget.
+            _ if !self.starved.is_empty() => Some(STARVED_RETRY),
+            (false, _)
+                if now_ns().saturating_sub(self.last_work_ns) < self.settings.idle_spin_ns =>
+            {
+                Some(Duration::ZERO)
+            }
+            (false, _) if self.handshaking => Some(SCAN_INTERVAL),
+            (false, _) => None,
+            (true, true) => Some(Duration::ZERO),
+            (true, false) => Some(BUSY_SLEEP),
+        }
+    }
+
+    /// One turn: waits at most `timeout` for socket events, then reads,
+    /// submits, completes and sends. Says whether the loop goes on.
+    pub fn step(&mut self, timeout: Option<Duration>) -> Step {
+        if let Err(error) = self.poll.poll(&mut self.events, timeout) {
+            if error.kind() == std::io::ErrorKind::Interrupted {
+                return Step::Goes;
+            }
+            tracing::error!(%error, "event loop stops: poll failed");
+            return Step::Ends;
+        }
+        // One clock read serves the turn's bookkeeping and submissions.
+        let now = now_ns();
+        if !self.events.is_empty() {
+            self.last_work_ns = now;
+        }
+        let mut woken = false;
+        for event in self.events.iter() {
+            if event.token() == WAKER {
+                woken = true;
+                continue;
+            }
+            let key = event.token().0 as u64;
+            let Some(slot) = self.slots.get_mut(key) else {
+                continue;
+            };
+            let connection = &mut slot.connection;
+            if event.is_readable() || event.is_read_closed() || event.is_error() {
+                connection.readable = true;
+                slot.heard_ns = now;
+            }
+            if event.is_read_closed() || event.is_error() {
+                connection.peer_closed = true;
+            }
+            if event.is_writable() || event.is_write_closed() || event.is_error() {
+                connection.writable = true;
+            }
+            mark_active(&mut self.slots, &mut self.active, key);
+        }
+        if woken && self.read_messages(now) {
+            return Step::Ends;
+        }
+        for key in std::mem::take(&mut self.starved) {
+            mark_active(&mut self.slots, &mut self.active, key);
+        }
+        if self.handshaking && now >= self.next_scan_ns {
+            self.next_scan_ns = now + SCAN_INTERVAL.as_nanos() as u64;
+            self.time_out_handshakes(now);
+        }
+        self.turn(now);
+        if !self.ending.is_empty() {
+            self.publish_endings();
+        }
+        Step::Goes
     }
 
     /// Acts on the loop's messages; true when told to quit.
@@ -860,10 +910,11 @@ impl EventLoop {
         Counters::add(&shared.counters.closed);
     }
 
-    /// Ends the loop (its engine is going): closes every connection and
-    /// waits, at most [`QUIT_WAIT`], for the maps to finish what is in
-    /// flight. Exports still here had no server left to stop them.
-    fn quit(mut self) {
+    /// Ends the loop (its engine is going, or its host): closes every
+    /// connection and waits, at most `QUIT_WAIT` (5 s), for the maps to finish
+    /// what is in flight. Exports still here had no server left to stop
+    /// them.
+    pub fn quit(mut self) {
         let keys: Vec<u64> = self.slots.iter().map(|(key, _)| key).collect();
         for key in keys {
             self.close(key);

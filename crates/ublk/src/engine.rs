@@ -14,6 +14,18 @@
 //! goes to the map) and polls every queue (an answered request is
 //! committed, which also fetches the tag's next one).
 //!
+//! # Hosted NBD loops
+//! A thread may also run one NBD event loop ([`Engine::host`], loops made
+//! by [`mpio_server::Engine::start_hosted`] for the threads' CPUs), so a
+//! daemon with ublk and NBD exports has one I/O thread per CPU. A poll of
+//! the loop's poller (an epoll descriptor) stays armed on the thread's
+//! ring; the thread never waits longer than the loop's wait hint, and
+//! takes a turn of the loop, without waiting, when that poll completes or
+//! the hint has passed. A hosted loop costs its NBD connections one more
+//! system call per wake-up (the thread's ring, then the loop's
+//! non-blocking epoll wait); the devices' queues pay nothing for it but
+//! that waits are cut short while the loop has work.
+//!
 //! # Failure
 //! A thread that cannot go on panics, and a panicking thread aborts the
 //! daemon (the binary's panic policy): a half-served device would hang
@@ -27,6 +39,7 @@ use crate::queue::{slot_and_tag, ServedQueue, SharedDevice};
 use crate::uapi::{self, DevInfo};
 use crate::UblkError;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, SubmissionQueue, Submitter};
+use mpio_server::event_loop::{EventLoop, Step};
 use mpio_transport::limits::Limits;
 use mpio_transport::{clock::now_ns, lock, waking_device_queue, DeviceSlot, PathHandle, Waker};
 use std::fs::File;
@@ -48,6 +61,8 @@ const BUSY_WAIT: Duration = Duration::from_micros(100);
 const REST_BOUND: Duration = Duration::from_millis(1);
 /// The user data of the waker's read.
 const WAKER: u64 = u64::MAX;
+/// The user data of the poll of a hosted loop's poller.
+const HOSTED: u64 = u64::MAX - 1;
 /// Ring entries per thread; the completion queue has twice as many, and
 /// the kernel keeps completions that overflow it (IORING_FEAT_NODROP).
 const RING_ENTRIES: u32 = 1024;
@@ -95,6 +110,8 @@ enum Request {
         slot: Arc<DeviceSlot>,
         answer: Sender<Result<(), String>>,
     },
+    /// Run this NBD event loop beside the devices' queues.
+    Host(Box<EventLoop>),
     /// End now.
     Stop,
 }
@@ -102,6 +119,8 @@ enum Request {
 /// One I/O thread as the engine sees it.
 #[derive(Debug)]
 struct Worker {
+    /// The CPU the thread is pinned to.
+    cpu: u32,
     requests: Sender<Request>,
     waker: Arc<File>,
     handle: Option<JoinHandle<()>>,
@@ -198,14 +217,16 @@ impl Engine {
             let waker = Arc::new(File::from(unsafe { OwnedFd::from_raw_fd(raw) }));
             let (sender, receiver) = mpsc::channel();
             let core = core_ids.get(index % core_ids.len().max(1)).copied();
+            let cpu = core.map_or(index, |core| core.id) as u32;
             let thread = Thread {
                 queue_id: u16::try_from(index).expect("at most 65536 threads"),
-                cpu: core.map_or(index, |core| core.id) as u32,
+                cpu,
                 ring,
                 waker_count: Box::new(0),
                 waker: Arc::clone(&waker),
                 requests: receiver,
                 served: Vec::new(),
+                hosted: None,
             };
             let handle = std::thread::Builder::new()
                 .name(format!("mpio-ublk-{index}"))
@@ -217,6 +238,7 @@ impl Engine {
                 })
                 .map_err(|error| UblkError::system("spawning a ublk thread", error))?;
             workers.push(Worker {
+                cpu,
                 requests: sender,
                 waker,
                 handle: Some(handle),
@@ -233,6 +255,37 @@ impl Engine {
     /// The I/O threads.
     pub fn threads(&self) -> usize {
         self.workers.len()
+    }
+
+    /// The CPU of each I/O thread, in thread order: what loops it is to
+    /// host are made for ([`mpio_server::Engine::start_hosted`]).
+    pub fn cpus(&self) -> Vec<u32> {
+        self.workers.iter().map(|worker| worker.cpu).collect()
+    }
+
+    /// Has thread `i` run `loops[i]` beside its devices' queues, so that
+    /// NBD exports and ublk devices share one I/O thread per CPU (see
+    /// "Hosted NBD loops" in the module docs). The engine that made the
+    /// loops ends them when it is dropped.
+    ///
+    /// # Errors
+    /// Not one loop per thread, a loop made for another CPU than its
+    /// thread's, or a thread that is gone.
+    pub fn host(&self, loops: Vec<EventLoop>) -> Result<(), UblkError> {
+        let cpus: Vec<u32> = loops.iter().map(EventLoop::cpu).collect();
+        if cpus != self.cpus() {
+            return Err(UblkError::system(
+                format!(
+                    "hosting NBD loops for CPUs {cpus:?} on ublk threads of CPUs {:?}",
+                    self.cpus()
+                ),
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            ));
+        }
+        for (worker, event_loop) in self.workers.iter().zip(loops) {
+            worker.send(Request::Host(Box::new(event_loop)))?;
+        }
+        Ok(())
     }
 
     /// Makes the map `slot` serves a block device and starts serving it.
@@ -476,6 +529,15 @@ struct Thread {
     /// The queues it serves, by slot (the high bits of a command's user
     /// data); a finished queue leaves its slot empty for the next.
     served: Vec<Option<ServedQueue>>,
+    /// The NBD event loop it runs beside them, if it hosts one.
+    hosted: Option<Hosted>,
+}
+
+/// An NBD event loop a ublk thread runs (see the module docs).
+struct Hosted {
+    event_loop: EventLoop,
+    /// A poll of the loop's poller is on the ring.
+    armed: bool,
 }
 
 /// What a thread's turns did, logged when it ends: each turn enters the
@@ -529,10 +591,20 @@ impl Thread {
         let mut idle_turns = 0u32;
         let mut counts = TurnCounts::default();
         loop {
+            // The hosted loop's poller, watched on the ring; and how long
+            // the loop may wait for it (`None`: as long as it takes).
+            let hint = self.arm_hosted();
+            let hosted_due = hint.map(|hint| now_ns().saturating_add(hint.as_nanos() as u64));
             let busy = self.served.iter().flatten().any(ServedQueue::is_busy);
-            let submitted = if !busy {
+            let submitted = if hint == Some(Duration::ZERO) {
+                counts.spins += 1;
+                self.ring.submit()
+            } else if !busy {
                 counts.idle += 1;
-                self.ring.submit_and_wait(1)
+                match hint {
+                    Some(hint) => self.wait_at_most(hint),
+                    None => self.ring.submit_and_wait(1),
+                }
             } else if self
                 .served
                 .iter_mut()
@@ -542,13 +614,13 @@ impl Thread {
                 // Each path completion signals the waker, whose read is
                 // on this ring: sleep until it or a command comes.
                 counts.rests += 1;
-                self.wait_at_most(REST_BOUND)
+                self.wait_at_most(hint.map_or(REST_BOUND, |hint| hint.min(REST_BOUND)))
             } else if idle_turns < SPIN_TURNS {
                 counts.spins += 1;
                 self.ring.submit()
             } else {
                 counts.busy_waits += 1;
-                self.wait_at_most(BUSY_WAIT)
+                self.wait_at_most(hint.map_or(BUSY_WAIT, |hint| hint.min(BUSY_WAIT)))
             };
             if let Err(error) = submitted {
                 match error.raw_os_error() {
@@ -559,15 +631,26 @@ impl Thread {
             let now = now_ns();
             let mut worked = false;
             let mut stop = false;
+            let mut hosted_ready = false;
             let (submitter, mut queue, mut completions) = self.ring.split();
             completions.sync();
             for completion in &mut completions {
                 worked = true;
+                if completion.user_data() == HOSTED {
+                    hosted_ready = true;
+                    continue;
+                }
                 if completion.user_data() == WAKER {
                     push(&submitter, &mut queue, &waker_read);
                     while let Ok(request) = self.requests.try_recv() {
                         match request {
                             Request::Stop => stop = true,
+                            Request::Host(event_loop) => {
+                                self.hosted = Some(Hosted {
+                                    event_loop: *event_loop,
+                                    armed: false,
+                                });
+                            }
                             Request::Serve {
                                 device,
                                 slot,
@@ -606,7 +689,13 @@ impl Thread {
                     *entry = None;
                 }
             }
+            if hosted_ready || hosted_due.is_some_and(|due| now_ns() >= due) {
+                step_hosted(&mut self.hosted, hosted_ready);
+            }
             if stop {
+                if let Some(hosted) = self.hosted.take() {
+                    hosted.event_loop.quit();
+                }
                 tracing::info!(
                     thread = self.queue_id,
                     idle = counts.idle,
@@ -628,11 +717,47 @@ impl Thread {
 }
 
 impl Thread {
+    /// Puts a poll of the hosted loop's poller on the ring if none is
+    /// there, and returns how long the loop may wait (its wait hint);
+    /// `None` also when there is no hosted loop.
+    fn arm_hosted(&mut self) -> Option<Duration> {
+        let hosted = self.hosted.as_mut()?;
+        if !hosted.armed {
+            let poll = opcode::PollAdd::new(
+                types::Fd(hosted.event_loop.as_raw_fd()),
+                libc::POLLIN as u32,
+            )
+            .build()
+            .user_data(HOSTED);
+            let (submitter, mut queue, _) = self.ring.split();
+            push(&submitter, &mut queue, &poll);
+            hosted.armed = true;
+        }
+        hosted.event_loop.wait_hint()
+    }
+
     /// Submits what is queued and waits for one completion, or `limit`.
     fn wait_at_most(&mut self, limit: Duration) -> std::io::Result<usize> {
         let timeout = types::Timespec::from(limit);
         let arguments = types::SubmitArgs::new().timespec(&timeout);
         self.ring.submitter().submit_with_args(1, &arguments)
+    }
+}
+
+/// Takes one turn of the hosted loop, if any, without waiting; `polled`:
+/// its poll on the ring completed (and must be put there again). A loop
+/// told to quit is ended and dropped.
+fn step_hosted(hosted: &mut Option<Hosted>, polled: bool) {
+    let Some(running) = hosted.as_mut() else {
+        return;
+    };
+    if polled {
+        running.armed = false;
+    }
+    if running.event_loop.step(Some(Duration::ZERO)) == Step::Ends {
+        if let Some(ended) = hosted.take() {
+            ended.event_loop.quit();
+        }
     }
 }
 

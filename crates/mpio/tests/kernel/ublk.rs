@@ -3,12 +3,15 @@
 //! libaio while each path fails and returns; ext4 made, filled and
 //! checked on it; write-zeroes read back as zeroes; SIGTERM under load,
 //! which must end the daemon cleanly and remove the device; and
-//! io-affinity choosing by the CPU that submitted each request.
+//! io-affinity choosing by the CPU that submitted each request; and
+//! sixty-four maps, each a ublk device and an NBD export, served by one
+//! I/O thread per CPU.
 
 use crate::daemon::Daemon;
-use crate::devices::{modprobe, run, wait_bounded, Mount, NullBlk};
+use crate::devices::{modprobe, run, wait_bounded, Mount, NbdDevice, NullBlk};
 use crate::failover::{path_ios, two_path_table, verify_while_paths_fail};
 use crate::fio::{FioVerify, Phase, Target};
+use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
@@ -274,7 +277,7 @@ fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
 
 #[test]
 #[ignore = "kernel test: needs root and ublk_drv; run scripts/kernel-test.sh"]
-fn sixty_four_maps_are_sixty_four_devices_on_one_thread_per_cpu() {
+fn sixty_four_maps_are_sixty_four_devices_and_exports_on_one_thread_per_cpu() {
     modprobe(&["ublk_drv"]);
     let dir = crate::daemon::test_dir("ublk-many");
     let mut config = String::new();
@@ -283,31 +286,52 @@ fn sixty_four_maps_are_sixty_four_devices_on_one_thread_per_cpu() {
             "[[map]]\nname = \"m{index}\"\nsize = \"16M\"\n\
              [[map.path]]\nname = \"a\"\nuri = \"memory:d{index}#a\"\n\
              [[map.path]]\nname = \"b\"\nuri = \"memory:d{index}#b\"\n\
-             [[map.export]]\nublk = true\n"
+             [[map.export]]\nname = \"m{index}\"\nublk = true\nsocket = \"{}\"\n",
+            dir.join(format!("m{index}.sock")).display()
         ));
     }
     std::fs::write(dir.join("mpio.toml"), config).unwrap();
     let config_path = dir.join("mpio.toml").display().to_string();
-    let daemon = Daemon::start(dir, &["--config", &config_path]);
+    let daemon = Daemon::start(dir.clone(), &["--config", &config_path]);
     assert_eq!(daemon.devices.len(), 64, "{:?}", daemon.devices);
+    assert_eq!(daemon.uris.len(), 64, "{:?}", daemon.uris);
     for device in &daemon.devices {
         assert!(Path::new(device).exists(), "{device}");
     }
-    // Data through two of them, each its own disk.
+    // Data through two of them, each its own disk, read back through the
+    // kernel's nbd client on the same maps' NBD exports.
     let (first, last) = (&daemon.devices[0], &daemon.devices[63]);
     std::fs::write(first, vec![1u8; 4096]).unwrap();
     std::fs::write(last, vec![2u8; 4096]).unwrap();
     assert_eq!(std::fs::read(first).unwrap()[..4096], [1u8; 4096]);
     assert_eq!(std::fs::read(last).unwrap()[..4096], [2u8; 4096]);
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", daemon.child.id())).unwrap();
-    let ublk_threads = tasks
+    for (index, fill) in [(0, 1u8), (63, 2u8)] {
+        let socket = dir.join(format!("m{index}.sock"));
+        let nbd = NbdDevice::attach(socket.to_str().unwrap(), &format!("m{index}"));
+        let mut data = vec![0u8; 4096];
+        std::fs::File::open(&nbd.device)
+            .and_then(|mut device| device.read_exact(&mut data))
+            .unwrap();
+        assert_eq!(data, vec![fill; 4096], "map m{index} through NBD");
+    }
+    // One I/O thread per CPU serves both kinds of export: the ublk
+    // threads run the NBD loops; only the NBD acceptor is added.
+    let names: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", daemon.child.id()))
+        .unwrap()
         .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).ok())
-        .filter(|name| name.starts_with("mpio-ublk"))
-        .count();
+        .map(|name| name.trim().to_string())
+        .collect();
+    let count = |prefix: &str| names.iter().filter(|name| name.starts_with(prefix)).count();
     let cpus = std::thread::available_parallelism().unwrap().get();
     assert_eq!(
-        ublk_threads, cpus,
-        "one ublk thread per CPU, whatever the devices"
+        count("mpio-ublk"),
+        cpus,
+        "one ublk thread per CPU, whatever the devices: {names:?}"
+    );
+    assert_eq!(
+        count("mpio-serve"),
+        1,
+        "the NBD loops run on the ublk threads: {names:?}"
     );
 }
 
