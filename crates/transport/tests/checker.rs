@@ -79,7 +79,7 @@ fn port(transports: &Transports, name: &str) -> Arc<PortControl> {
 fn a_failing_path_is_failed_kept_failed_and_reinstated_when_it_heals() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a", "b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Manual));
+    let mut checker = device.checker(options(Failback::Manual));
     assert_eq!(checker.path_checks()[0].state, ProbeState::Pending);
     port(&transports, "a").fail(PathOutcome::Path(PathError::Transport));
 
@@ -138,7 +138,7 @@ fn a_failing_path_is_failed_kept_failed_and_reinstated_when_it_heals() {
 fn a_hung_probe_times_out_and_fails_the_path() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a", "b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Manual));
+    let mut checker = device.checker(options(Failback::Manual));
     port(&transports, "a").hang();
     assert_eq!(checker.poll(0), TIMEOUT, "woken at the probe's timeout");
     assert!(checker.probing());
@@ -180,7 +180,7 @@ fn fail_over_and_heal(transports: &Transports, device: &Device, checker: &mut Ch
 fn immediate_failback_switches_back_in_the_round_the_group_returns() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a"], &["b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Immediate));
+    let mut checker = device.checker(options(Failback::Immediate));
     let now = fail_over_and_heal(&transports, &device, &mut checker);
     assert_eq!(current_group(&device), Some(1));
     assert_eq!(checker.failbacks(), 1);
@@ -195,7 +195,7 @@ fn immediate_failback_switches_back_in_the_round_the_group_returns() {
 fn manual_failback_leaves_the_map_on_the_group_it_failed_over_to() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a"], &["b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Manual));
+    let mut checker = device.checker(options(Failback::Manual));
     let now = fail_over_and_heal(&transports, &device, &mut checker);
     for round in 1..5 {
         checker.poll(now + round * INTERVAL);
@@ -210,7 +210,7 @@ fn manual_failback_leaves_the_map_on_the_group_it_failed_over_to() {
 fn followover_fails_back_when_the_group_returns_but_follows_a_requested_switch() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a"], &["b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Followover));
+    let mut checker = device.checker(options(Failback::Followover));
     let now = fail_over_and_heal(&transports, &device, &mut checker);
     assert_eq!(
         current_group(&device),
@@ -230,7 +230,7 @@ fn followover_fails_back_when_the_group_returns_but_follows_a_requested_switch()
 fn deferred_failback_waits_its_seconds_from_the_return() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a"], &["b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Deferred { seconds: 10 }));
+    let mut checker = device.checker(options(Failback::Deferred { seconds: 10 }));
     let now = fail_over_and_heal(&transports, &device, &mut checker);
     assert_eq!(current_group(&device), Some(2), "not yet");
     let due = now + 10 * SECOND;
@@ -255,7 +255,7 @@ fn deferred_failback_waits_its_seconds_from_the_return() {
 fn deferred_failback_restarts_when_the_group_flaps() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a"], &["b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Deferred { seconds: 5 }));
+    let mut checker = device.checker(options(Failback::Deferred { seconds: 5 }));
     let now = fail_over_and_heal(&transports, &device, &mut checker);
     // Down again at the next round, back at the one after.
     port(&transports, "a").fail(PathOutcome::Path(PathError::Transport));
@@ -305,7 +305,7 @@ fn the_checker_pool_fails_and_reinstates_on_the_real_clock() {
         Duration::from_millis(1),
     )
     .unwrap();
-    let checker = pool.add(Checker::new(&device, options));
+    let checker = pool.add(device.checker(options));
     wait_for("the first round", || {
         checker
             .path_checks()
@@ -355,7 +355,7 @@ fn one_pool_thread_runs_every_map_s_checker() {
             let transports = Transports::new();
             let word = format!("m{map}");
             let device = build(&transports, &[&[word.as_str()]]);
-            let checker = pool.add(Checker::new(&device, often));
+            let checker = pool.add(device.checker(often));
             (transports, device, checker)
         })
         .collect();
@@ -404,7 +404,7 @@ fn a_file_path_is_probed_through_io_uring() {
             MapOptions::default(),
         )
         .unwrap();
-    let mut checker = Checker::new(&device, options(Failback::Manual));
+    let mut checker = device.checker(options(Failback::Manual));
     // Polls on the test clock until the round's probes ended (the kernel
     // answers in real time).
     let round = |checker: &mut Checker, now_ns: u64| {
@@ -455,7 +455,7 @@ fn probe_fails(transports: &Transports, checker: &mut Checker, round: u64) {
 fn a_flapping_path_is_held_out_as_marginal_until_it_stays_healthy() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a", "b"]]);
-    let mut checker = Checker::new(&device, marginal_options());
+    let mut checker = device.checker(marginal_options());
     probe_fails(&transports, &mut checker, 0);
     assert_eq!(state(&device, 0), PathState::Failed);
     assert!(!checker.path_checks()[0].marginal, "one failure");
@@ -495,7 +495,7 @@ fn a_flapping_path_is_held_out_as_marginal_until_it_stays_healthy() {
 fn io_failures_count_and_fail_path_messages_do_not() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a", "b"]]);
-    let mut checker = Checker::new(&device, marginal_options());
+    let mut checker = device.checker(marginal_options());
     // An admin takes the path out again and again: not marginal.
     for round in 0..4 {
         device
@@ -520,7 +520,7 @@ fn io_failures_count_and_fail_path_messages_do_not() {
 fn an_admin_reinstate_ends_marginal() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a", "b"]]);
-    let mut checker = Checker::new(&device, marginal_options());
+    let mut checker = device.checker(marginal_options());
     probe_fails(&transports, &mut checker, 0);
     checker.poll(INTERVAL);
     probe_fails(&transports, &mut checker, 2);
@@ -555,7 +555,7 @@ fn the_checker_logs_probe_failures_marginal_paths_and_recoveries() {
         failback: Failback::Immediate,
         ..marginal_options()
     };
-    let mut checker = Checker::new(&device, options);
+    let mut checker = device.checker(options);
     let capture = capture::Capture::default();
     capture.during(|| {
         probe_fails(&transports, &mut checker, 0);
