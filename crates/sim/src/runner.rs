@@ -14,10 +14,11 @@
 //!    stops, the path checker runs (and reinstates the failed paths by
 //!    their probes), and every I/O still outstanding must finish within
 //!    [`Sim::liveness_bound_ns`].
-//! 3. *Verification* (the checker no longer runs): for each path in turn, every other path is failed by
-//!    message and every block is read through that one path; each read
-//!    must succeed, be served by that path, and agree with the reference
-//!    disk (so all paths agree with each other).
+//! 3. *Verification* (the checker no longer runs): for each path in
+//!    turn, every other path is failed by message and every block is read
+//!    through that one path; each read must succeed, be served by that
+//!    path, and agree with the reference disk (so all paths agree with
+//!    each other).
 //! 4. *Drained*: every counter is back to zero.
 //!
 //! # Clock and scheduling

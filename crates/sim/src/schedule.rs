@@ -1,7 +1,7 @@
 //! The seed's fault schedule: every fault, message, access change and
 //! reload of the fault phase (the path checker runs on its own interval,
-//! see `path_checker.rs`), drawn up front from the scenario's [`FaultMix`] and played
-//! in time order.
+//! see `path_checker.rs`), drawn up front from the scenario's
+//! [`FaultMix`] and played in time order.
 //!
 //! [`Event`] is the one place a new kind of disturbance goes: add a
 //! variant here, draw it in [`Schedule::draw`], apply it in the runner's

@@ -41,11 +41,12 @@
 //! # Probes
 //! The path checker's probes ([`SimPathQueue::probe`]) go through the
 //! same fault model, on queues of their own owned by queue index
-//! [`PROBE_QUEUE`] (`checker` in the trace). They are not I/O: they are left out of [`World::outstanding`]
-//! and [`World::completed_ok`], and a path error or an attempt given
-//! back on them lets the map fail the path (the checker fails it) but
-//! does not oblige it to ([`Evidence::must_fail`]): a late probe of a
-//! stalled path is no verdict.
+//! [`PROBE_QUEUE`] (`checker` in the trace). They are not I/O: they are
+//! left out of [`World::outstanding`] and [`World::completed_ok`], and a
+//! path error or an attempt given back on them lets the map fail the
+//! path (the checker fails it) but does not oblige it to
+//! ([`Evidence::must_fail`]): a late probe of a stalled path is no
+//! verdict.
 //!
 //! # Determinism
 //! One thread; every random draw comes from the world's own [`Rng`] in
