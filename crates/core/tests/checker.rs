@@ -6,122 +6,22 @@
 //! paths are tested in `crates/transport/tests/checker*.rs`.
 #![cfg(not(loom))]
 
-use mpio_core::checker::{Checker, CheckerOptions, ProbePath, ProbeState};
+mod support {
+    pub mod scripted_path;
+}
+
+use mpio_core::checker::{Checker, CheckerOptions, ProbeState};
 use mpio_core::failback::Failback;
 use mpio_core::io::{PathError, PathOutcome, TargetError};
-use mpio_core::map::{Map, MapOptions, PathInfo};
+use mpio_core::map::Map;
 use mpio_core::message::Message;
-use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use mpio_core::reload::MapSlot;
 use mpio_core::status::PathState;
-use mpio_core::table::Table;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use support::scripted_path::{map, ScriptedPath};
 
 const INTERVAL: u64 = 1_000_000_000;
 const TIMEOUT: u64 = 100_000_000;
-
-/// How a scripted path answers, shared by every probe queue opened to it.
-#[derive(Debug)]
-struct Script {
-    /// The answer to every probe, at the poll after it is sent.
-    outcome: PathOutcome,
-    /// Answers nothing while set.
-    hangs: bool,
-    /// Gives a probe back on `abort`.
-    gives_back: bool,
-    /// The smallest I/O it takes.
-    min_block: u32,
-    /// Probe queues opened to it.
-    opened: u32,
-    /// Probes sent to it: (tag, length in bytes).
-    sent: Vec<(u64, u32)>,
-}
-
-#[derive(Clone, Debug)]
-struct ScriptedPath(Arc<Mutex<Script>>);
-
-impl ScriptedPath {
-    fn new() -> Self {
-        ScriptedPath(Arc::new(Mutex::new(Script {
-            outcome: PathOutcome::Ok,
-            hangs: false,
-            gives_back: true,
-            min_block: 1,
-            opened: 0,
-            sent: Vec::new(),
-        })))
-    }
-
-    fn script(&self) -> std::sync::MutexGuard<'_, Script> {
-        self.0.lock().unwrap()
-    }
-}
-
-/// One probe queue to a [`ScriptedPath`].
-#[derive(Debug)]
-struct ScriptedQueue {
-    script: Arc<Mutex<Script>>,
-    held: Vec<PathIo>,
-}
-
-impl ProbePath for ScriptedPath {
-    type Queue = ScriptedQueue;
-
-    fn open_probe(&self) -> ScriptedQueue {
-        self.script().opened += 1;
-        ScriptedQueue {
-            script: Arc::clone(&self.0),
-            held: Vec::new(),
-        }
-    }
-
-    fn min_block(&self) -> u32 {
-        self.script().min_block
-    }
-}
-
-impl PathQueue for ScriptedQueue {
-    fn submit(&mut self, io: PathIo, _now_ns: u64) {
-        self.script.lock().unwrap().sent.push((io.tag, io.len));
-        self.held.push(io);
-    }
-
-    fn poll(&mut self, _now_ns: u64, completions: &mut Vec<PathCompletion>) {
-        let script = self.script.lock().unwrap();
-        if script.hangs {
-            return;
-        }
-        completions.extend(self.held.drain(..).map(|io| PathCompletion {
-            tag: io.tag,
-            buf: io.buf,
-            outcome: script.outcome,
-        }));
-    }
-
-    fn abort(&mut self, tag: u64) -> Option<PathIo> {
-        if !self.script.lock().unwrap().gives_back {
-            return None;
-        }
-        let position = self.held.iter().position(|io| io.tag == tag)?;
-        Some(self.held.remove(position))
-    }
-
-    fn abandon(&mut self, _tag: u64) -> Option<PathIo> {
-        None
-    }
-}
-
-/// A map of `sectors` over one round-robin group of `words`.
-fn map(words: &[&str], sectors: u64) -> Arc<Map> {
-    let text = format!(
-        "0 {sectors} multipath 0 0 1 1 round-robin 0 {} 0 {}",
-        words.len(),
-        words.join(" ")
-    );
-    let table = Table::parse(&text).unwrap();
-    let infos = vec![PathInfo::default(); words.len()];
-    Arc::new(Map::new(&table, &infos, MapOptions::default()).unwrap())
-}
 
 fn options() -> CheckerOptions {
     CheckerOptions {
