@@ -8,6 +8,7 @@
 
 #![warn(unreachable_pub)]
 
+pub mod checker;
 mod events;
 pub mod failback;
 pub mod io;

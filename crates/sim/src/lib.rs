@@ -25,6 +25,7 @@ pub mod checker;
 pub mod completion;
 pub mod data;
 pub mod model;
+mod path_checker;
 pub mod rng;
 mod runner;
 pub mod scenario;

@@ -5,16 +5,20 @@
 //! [`crate::completion`], which builds on this module (never the reverse).
 //!
 //! # Phases
-//! 1. *Faults*: the workload runs while the schedule's faults, messages
-//!    and checker passes play.
-//! 2. *Liveness*: faults stop (every path healthy and reinstated, every
-//!    access state optimized, every group enabled, no target fault), the
-//!    workload stops, and every I/O still outstanding must finish within
-//!    [`Sim::liveness_bound_ns`]. A path checker runs every millisecond.
-//! 3. *Verification*: for each path in turn, every other path is failed by
-//!    message and every block is read through that one path; each read
-//!    must succeed, be served by that path, and agree with the reference
-//!    disk (so all paths agree with each other).
+//! 1. *Faults*: the workload runs while the schedule's faults and
+//!    messages play, and the path checker (the core's, see
+//!    [`crate::path_checker`]) probes at the scenario's interval, if it
+//!    has one.
+//! 2. *Liveness*: faults stop (every path healthy, every access state
+//!    optimized, every group enabled, no target fault), the workload
+//!    stops, the path checker runs (and reinstates the failed paths by
+//!    their probes), and every I/O still outstanding must finish within
+//!    [`Sim::liveness_bound_ns`].
+//! 3. *Verification* (the checker no longer runs): for each path in
+//!    turn, every other path is failed by message and every block is read
+//!    through that one path; each read must succeed, be served by that
+//!    path, and agree with the reference disk (so all paths agree with
+//!    each other).
 //! 4. *Drained*: every counter is back to zero.
 //!
 //! # Clock and scheduling
@@ -26,6 +30,7 @@
 use crate::checker::{Checker, Failure};
 use crate::data::{decode, fill, BLOCK_BYTES};
 use crate::model::ReferenceDisk;
+use crate::path_checker::{self, SimChecker, SimPaths};
 use crate::rng::Rng;
 use crate::scenario::Scenario;
 use crate::schedule::{Event, Schedule};
@@ -43,8 +48,6 @@ use std::ops::Range;
 use std::rc::Rc;
 use std::sync::Arc;
 
-/// Interval of the path checker in the liveness phase, ns.
-const LIVENESS_CHECKER_NS: u64 = 1_000_000;
 /// Chance (per mille) that a submitted I/O is deliberately out of range.
 const INVALID_PER_MILLE: u32 = 30;
 
@@ -112,6 +115,8 @@ pub(crate) struct Sim {
     no_route_since: Option<u64>,
     scratch: Vec<Completion>,
     pub(crate) blocks_checked: u64,
+    /// The path checker, over the device's slot.
+    pub(crate) checker: SimChecker,
 }
 
 impl Sim {
@@ -155,6 +160,13 @@ impl Sim {
             })
             .collect();
         let fail_counts = map.paths().iter().map(|path| path.fail_count()).collect();
+        let checker = SimChecker::on_slot(
+            SimPaths {
+                slot: Arc::clone(&slot),
+                world: Rc::clone(&world),
+            },
+            path_checker::options(&scenario),
+        );
         let mut sim = Sim {
             model: ReferenceDisk::new(scenario.block_count),
             rng: Rng::new(scenario.seed ^ 0x776f_726b_6c6f_6164),
@@ -173,6 +185,7 @@ impl Sim {
             no_route_since: None,
             scratch: Vec::new(),
             blocks_checked: 0,
+            checker,
         };
         sim.track_route();
         Ok(sim)
@@ -192,6 +205,9 @@ impl Sim {
             self.advance();
             while let Some(event) = schedule.next_due(self.now_ns) {
                 self.apply_event(event)?;
+            }
+            if self.scenario.faults.checker_every_ns.is_some() {
+                self.poll_checker()?;
             }
             self.round(true)?;
         }
@@ -355,6 +371,44 @@ impl Sim {
     /// waiting for a route that exists. Returns the map's route after the
     /// call.
     fn after_call(&mut self, queue: usize, delivered: Option<usize>) -> Result<CallView, Failure> {
+        self.check_paths()?;
+        let view = self.track_route();
+        // A poll hands over every finished I/O, so after it the queue holds
+        // exactly the I/O the simulator has not had back.
+        let holding = self.queues[queue].in_flight();
+        if let Some(delivered) = delivered {
+            let expected = self.tracks[queue].outstanding - delivered;
+            if holding != expected {
+                return Err(Failure::new(
+                    Checker::Counters,
+                    format!(
+                        "queue {queue} holds {holding} I/Os after a poll that handed over \
+                         {delivered}; {expected} remain submitted and not completed"
+                    ),
+                ));
+            }
+        }
+        // A poll first fetches the newest snapshot and releases waiting
+        // I/O if it has a route; within the call the map only loses
+        // paths: so a route after a poll means nothing may still wait for
+        // one. (Not after a submit: one refused as invalid returns before
+        // looking at the map, leaving the release to the next poll.)
+        let waiting = self.queues[queue].waiting_for_path();
+        if delivered.is_some() && !view.no_route && waiting > 0 {
+            return Err(Failure::new(
+                Checker::Liveness,
+                format!(
+                    "queue {queue} holds {waiting} I/O(s) waiting for a path while the map \
+                     has a route"
+                ),
+            ));
+        }
+        Ok(view)
+    }
+
+    /// The checks of [`Sim::after_call`] that concern the paths, also
+    /// taken after the path checker's polls.
+    pub(crate) fn check_paths(&mut self) -> Result<(), Failure> {
         if let Some(breach) = self.world.borrow().contract_breach() {
             return Err(Failure::new(Checker::TransportContract, breach));
         }
@@ -405,38 +459,7 @@ impl Sim {
                 ));
             }
         }
-        let view = self.track_route();
-        // A poll hands over every finished I/O, so after it the queue holds
-        // exactly the I/O the simulator has not had back.
-        let holding = self.queues[queue].in_flight();
-        if let Some(delivered) = delivered {
-            let expected = self.tracks[queue].outstanding - delivered;
-            if holding != expected {
-                return Err(Failure::new(
-                    Checker::Counters,
-                    format!(
-                        "queue {queue} holds {holding} I/Os after a poll that handed over \
-                         {delivered}; {expected} remain submitted and not completed"
-                    ),
-                ));
-            }
-        }
-        // A poll first fetches the newest snapshot and releases waiting
-        // I/O if it has a route; within the call the map only loses
-        // paths: so a route after a poll means nothing may still wait for
-        // one. (Not after a submit: one refused as invalid returns before
-        // looking at the map, leaving the release to the next poll.)
-        let waiting = self.queues[queue].waiting_for_path();
-        if delivered.is_some() && !view.no_route && waiting > 0 {
-            return Err(Failure::new(
-                Checker::Liveness,
-                format!(
-                    "queue {queue} holds {waiting} I/O(s) waiting for a path while the map \
-                     has a route"
-                ),
-            ));
-        }
-        Ok(view)
+        Ok(())
     }
 
     /// Checks each held copy of a write that landed late (a ghost, see
@@ -461,7 +484,7 @@ impl Sim {
 
     /// Notes whether the map has a route now, for the latency bound and
     /// the no-path checks.
-    fn track_route(&mut self) -> CallView {
+    pub(crate) fn track_route(&mut self) -> CallView {
         let snapshot = self.map.snapshot();
         let no_route = snapshot.route.is_none();
         match (no_route, self.no_route_since) {
@@ -499,10 +522,20 @@ impl Sim {
     }
 
     /// After the faults stop, the longest an outstanding I/O may take: an
-    /// attempt already sent, a retry after its timeout, a checker pass to
-    /// reinstate what timeouts failed, and one more attempt.
+    /// attempt already sent, a retry after its timeout, the checker's
+    /// reinstatement of what timeouts failed, and one more attempt.
     fn liveness_bound_ns(&self) -> u64 {
-        3 * self.attempt_bound_ns() + LIVENESS_CHECKER_NS + 20 * self.scenario.step_max_ns
+        3 * self.attempt_bound_ns() + self.reinstate_bound_ns() + 20 * self.scenario.step_max_ns
+    }
+
+    /// After the faults stop, the longest before the checker reinstates a
+    /// failed path: the round in flight ends (its probes answer or time
+    /// out within an attempt bound), a stalled probe comes back and
+    /// misses the next round, and the round after probes it (an
+    /// interval each, and one more attempt bound).
+    fn reinstate_bound_ns(&self) -> u64 {
+        let interval_ns = path_checker::options(&self.scenario).interval_ns;
+        2 * self.attempt_bound_ns() + 2 * interval_ns
     }
 
     fn apply_event(&mut self, event: Event) -> Result<(), Failure> {
@@ -524,7 +557,6 @@ impl Sim {
             }),
             Event::Message(message) => self.message(&message)?,
             Event::Access { path, state } => self.set_access(path, state),
-            Event::CheckerPass => self.checker_pass(),
             Event::Reload { table } => self.reload(&table)?,
         }
         Ok(())
@@ -591,18 +623,6 @@ impl Sim {
         self.track_route();
     }
 
-    /// The path checker (multipathd's role): reinstates every failed path
-    /// whose ground truth answers a probe.
-    fn checker_pass(&mut self) {
-        for path in 0..self.map.paths().len() {
-            let answers = self.world.borrow().mode(path).answers_probes();
-            if self.map.paths()[path].is_failed() && answers && self.map.reinstate_path(path) {
-                self.record(TraceEvent::Reinstate { path });
-            }
-        }
-        self.track_route();
-    }
-
     fn liveness(&mut self) -> Result<(), Failure> {
         self.record(TraceEvent::Phase("liveness: faults stop".into()));
         self.world.borrow_mut().heal_all(self.now_ns);
@@ -612,18 +632,14 @@ impl Sim {
         for group in 1..=self.map.groups().len() as u32 {
             self.message(&Message::EnableGroup(group))?;
         }
-        self.checker_pass();
         let deadline_ns = self.now_ns + self.liveness_bound_ns();
-        let mut next_checker_ns = self.now_ns + LIVENESS_CHECKER_NS;
+        self.poll_checker()?;
         while self.tracks.iter().any(|track| track.outstanding > 0) {
             if self.now_ns > deadline_ns {
                 return Err(self.liveness_failure());
             }
             self.advance();
-            if self.now_ns >= next_checker_ns {
-                self.checker_pass();
-                next_checker_ns = self.now_ns + LIVENESS_CHECKER_NS;
-            }
+            self.poll_checker()?;
             self.round(false)?;
         }
         Ok(())

@@ -5,6 +5,7 @@
 //! random subset, so rare combinations get whole runs to themselves).
 
 use crate::rng::Rng;
+use mpio_core::failback::Failback;
 use mpio_core::map::{Map, MapOptions, PathInfo};
 use mpio_core::numa::NumaTopology;
 use mpio_core::path::AccessState;
@@ -41,8 +42,11 @@ pub struct FaultMix {
     pub message_every_ns: Option<u64>,
     /// A path's ALUA/ANA access state changes.
     pub access_every_ns: Option<u64>,
-    /// The path checker's interval: it reinstates failed paths that answer
-    /// a probe. `None`: no checker (only messages and the end reinstate).
+    /// The path checker's interval in the fault phase: the core's
+    /// checker probes every path through its fault model, fails those
+    /// whose probe fails and reinstates those whose probe succeeds.
+    /// `None`: no checker until the liveness phase (only messages
+    /// reinstate).
     pub checker_every_ns: Option<u64>,
     /// The map is reloaded with a new table (other selectors and
     /// arguments, initial group and `queue_if_no_path`; the same paths in
@@ -96,6 +100,9 @@ pub struct Scenario {
     pub step_max_ns: u64,
     /// Which faults, how often.
     pub faults: FaultMix,
+    /// The path checker's failback policy: immediate, manual or
+    /// followover (a deferred one would outlast the run).
+    pub failback: Failback,
 }
 
 impl Scenario {
@@ -196,6 +203,7 @@ impl Scenario {
             fault_phase_ns: rng.range(50, 200) * 1_000_000,
             step_max_ns: rng.range(20, 400) * 1_000,
             faults,
+            failback: Failback::Manual,
         };
         // Drawn last, so that every other draw of a seed stays as it was
         // before reloads were simulated.
@@ -203,6 +211,9 @@ impl Scenario {
         // Likewise for the fence timeout (unbounded a fifth of the time).
         scenario.options.fence_timeout_ns = rng.chance(800).then(|| rng.range(1, 20) * 1_000_000);
         scenario.options.hedge_reads = rng.chance(700);
+        // Likewise for the checker's failback policy.
+        scenario.failback =
+            rng.pick(&[Failback::Immediate, Failback::Manual, Failback::Followover]);
         scenario
     }
 
@@ -268,6 +279,7 @@ impl Scenario {
             self.land_per_mille,
             self.stuck_per_mille,
         );
+        let _ = writeln!(text, "checker failback {:?}", self.failback);
         let _ = write!(text, "faults: {:?}", self.faults);
         text
     }

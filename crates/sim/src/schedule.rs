@@ -1,6 +1,7 @@
-//! The seed's fault schedule: every fault, message and checker pass of the
-//! fault phase, drawn up front from the scenario's [`FaultMix`] and played
-//! in time order.
+//! The seed's fault schedule: every fault, message, access change and
+//! reload of the fault phase (the path checker runs on its own interval,
+//! see `path_checker.rs`), drawn up front from the scenario's
+//! [`FaultMix`] and played in time order.
 //!
 //! [`Event`] is the one place a new kind of disturbance goes: add a
 //! variant here, draw it in [`Schedule::draw`], apply it in the runner's
@@ -44,9 +45,6 @@ pub enum Event {
         /// The new state.
         state: AccessState,
     },
-    /// The path checker probes every failed path and reinstates those
-    /// that answer.
-    CheckerPass,
     /// The device takes a new table (`mpio reload`): the same paths in the
     /// same groups, other selectors and features. I/O in flight finishes
     /// on the old map, waiting I/O moves to the new one.
@@ -99,7 +97,7 @@ impl Schedule {
             target_every_ns,
             message_every_ns,
             access_every_ns,
-            checker_every_ns,
+            checker_every_ns: _,
             reload_every_ns,
         } = scenario.faults.clone();
 
@@ -272,13 +270,6 @@ impl Schedule {
                 events.push((at_ns, Event::Access { path, state }));
             },
         );
-        if let Some(every_ns) = checker_every_ns {
-            let mut at_ns = every_ns;
-            while at_ns < end_ns {
-                events.push((at_ns, Event::CheckerPass));
-                at_ns += every_ns;
-            }
-        }
         // Drawn last, so that every other event of a seed stays as it was
         // before reloads were simulated.
         episodes(

@@ -5,6 +5,7 @@
 //! compared cheaply, and must be equal) and its last [`TAIL_EVENTS`]
 //! events (printed when a checker fires); a replay keeps every event.
 
+use crate::transport::PROBE_QUEUE;
 use mpio_core::io::{IoError, Op, PathOutcome};
 use std::collections::VecDeque;
 use std::fmt;
@@ -119,7 +120,7 @@ pub enum TraceEvent {
         /// The new state.
         state: &'static str,
     },
-    /// The simulated path checker reinstated a path it found healthy.
+    /// The path checker reinstated a path whose probe succeeded.
     Reinstate {
         /// Path index.
         path: usize,
@@ -172,6 +173,18 @@ pub struct Stamped {
     pub event: TraceEvent,
 }
 
+/// Who sent an attempt: a queue, or the path checker's probes.
+struct Owner(usize);
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            PROBE_QUEUE => write!(f, "checker"),
+            queue => write!(f, "q{queue}"),
+        }
+    }
+}
+
 impl fmt::Display for Stamped {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let micros = self.now_ns / 1_000;
@@ -196,7 +209,7 @@ impl fmt::Display for Stamped {
                 abortable,
             } => {
                 let stuck = if *abortable { "" } else { " (cannot abort)" };
-                write!(f, "q{queue} p{path} attempt {tag:#x}{stuck}")
+                write!(f, "{} p{path} attempt {tag:#x}{stuck}", Owner(*queue))
             }
             TraceEvent::AttemptEnd {
                 queue,
@@ -208,7 +221,8 @@ impl fmt::Display for Stamped {
                 let landed = if *landed { " landed" } else { "" };
                 write!(
                     f,
-                    "q{queue} p{path} attempt {tag:#x} ends {outcome}{landed}"
+                    "{} p{path} attempt {tag:#x} ends {outcome}{landed}",
+                    Owner(*queue)
                 )
             }
             TraceEvent::Abort {
@@ -218,7 +232,7 @@ impl fmt::Display for Stamped {
                 given_back,
             } => {
                 let answer = if *given_back { "given back" } else { "refused" };
-                write!(f, "q{queue} p{path} abort {tag:#x}: {answer}")
+                write!(f, "{} p{path} abort {tag:#x}: {answer}", Owner(*queue))
             }
             TraceEvent::Abandon { queue, path, tag } => {
                 write!(f, "q{queue} p{path} abandon {tag:#x}")

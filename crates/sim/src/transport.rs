@@ -38,6 +38,16 @@
 //!   land late only if the caller was never told it ended (it is in
 //!   flight, or failed as unfenced).
 //!
+//! # Probes
+//! The path checker's probes ([`SimPathQueue::probe`]) go through the
+//! same fault model, on queues of their own owned by queue index
+//! [`PROBE_QUEUE`] (`checker` in the trace). They are not I/O: they are
+//! left out of [`World::outstanding`] and [`World::completed_ok`], and a
+//! path error or an attempt given back on them lets the map fail the
+//! path (the checker fails it) but does not oblige it to
+//! ([`Evidence::must_fail`]): a late probe of a stalled path is no
+//! verdict.
+//!
 //! # Determinism
 //! One thread; every random draw comes from the world's own [`Rng`] in
 //! call order; no hash-map iteration anywhere.
@@ -49,6 +59,10 @@ use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use std::cell::RefCell;
 use std::rc::Rc;
+
+/// The queue index that owns the path checker's probes (see the module
+/// docs).
+pub const PROBE_QUEUE: usize = usize::MAX;
 
 /// What a path did, since the checker last looked, that bears on whether
 /// the map may or must fail it.
@@ -80,11 +94,6 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// True if a path checker's probe would succeed through the path.
-    pub fn answers_probes(self) -> bool {
-        matches!(self, Mode::Healthy | Mode::Slow { .. })
-    }
-
     /// The mode's name, for the trace.
     pub fn describe(self) -> String {
         match self {
@@ -119,15 +128,16 @@ struct PathTruth {
     /// Bumped on entering `Disconnected`: attempts sent before are lost.
     connection: u64,
     hang_since_ns: Option<u64>,
-    /// Attempts outstanding on the path, over every queue: (tag, owner
-    /// (queue, incarnation), submission time).
+    /// Attempts outstanding on the path, over every queue and the
+    /// checker's probes: (tag, owner (queue, incarnation), submission
+    /// time).
     outstanding: Vec<(u64, (usize, usize), u64)>,
     /// Path errors the path reported plus attempts it gave back, since the
     /// checker last looked.
     failure_evidence: u32,
     /// True if the path reported a path error since the checker last looked.
     reported_path_error: bool,
-    /// Attempts the path completed successfully, over the run.
+    /// I/O attempts the path completed successfully, over the run.
     completed_ok: u64,
 }
 
@@ -300,9 +310,14 @@ impl World {
             .sum()
     }
 
-    /// Attempts outstanding on `path`, over every queue.
+    /// I/O attempts outstanding on `path`, over every queue (probes left
+    /// out).
     pub fn outstanding(&self, path: usize) -> usize {
-        self.paths[path].outstanding.len()
+        self.paths[path]
+            .outstanding
+            .iter()
+            .filter(|&&(_, (queue, _), _)| queue != PROBE_QUEUE)
+            .count()
     }
 
     /// Takes what `path` did since the last call that bears on its
@@ -327,7 +342,8 @@ impl World {
         self.queue_failure_evidence[queue]
     }
 
-    /// Attempts path `path` completed successfully so far.
+    /// I/O attempts path `path` completed successfully so far (probes
+    /// left out).
     pub fn completed_ok(&self, path: usize) -> u64 {
         self.paths[path].completed_ok
     }
@@ -394,15 +410,19 @@ impl World {
                 Some(error) => (PathOutcome::Target(error), false),
                 None => {
                     self.apply(&mut io);
-                    self.paths[path].completed_ok += 1;
+                    if owner.0 != PROBE_QUEUE {
+                        self.paths[path].completed_ok += 1;
+                    }
                     (PathOutcome::Ok, io.op.is_write())
                 }
             },
         };
         if let PathOutcome::Path(_) = outcome {
             self.paths[path].failure_evidence += 1;
-            self.paths[path].reported_path_error = true;
-            self.queue_failure_evidence[owner.0] += 1;
+            if owner.0 != PROBE_QUEUE {
+                self.paths[path].reported_path_error = true;
+                self.queue_failure_evidence[owner.0] += 1;
+            }
         }
         self.attempt_ended(path, owner, io.tag);
         self.trace.record(
@@ -496,6 +516,12 @@ impl SimPathQueue {
             attempts: Vec::new(),
             ghosts: Vec::new(),
         }
+    }
+
+    /// A queue of the path checker's to path `path` of `world`, for
+    /// probes (see the module docs).
+    pub fn probe(world: Rc<RefCell<World>>, path: usize) -> Self {
+        SimPathQueue::new(world, PROBE_QUEUE, path)
     }
 
     /// The same, for the queue's `incarnation`-th map (after reloads).
@@ -622,7 +648,9 @@ impl PathQueue for SimPathQueue {
             ));
         }
         world.paths[self.path].failure_evidence += 1;
-        world.queue_failure_evidence[self.queue] += 1;
+        if self.queue != PROBE_QUEUE {
+            world.queue_failure_evidence[self.queue] += 1;
+        }
         world.attempt_ended(self.path, self.owner(), tag);
         Some(attempt.io)
     }

@@ -1,20 +1,18 @@
-//! The path checker over memory ports (and one file path): paths that fail
-//! and heal are failed and reinstated by its probes, a path that stays
-//! down stays failed, a hung probe times out, and each failback policy
-//! switches groups back as multipathd would; flapping paths are held out
-//! as marginal; the checker follows reloads and logs what it does. Driven
-//! by a test clock, so every step is deterministic; one test runs the
-//! checker thread on the real clock, bounded by event waits.
+//! The path checker over this crate's transports: memory ports (and one
+//! file path) carry its probes, so paths that fail and heal are failed and
+//! reinstated, a path that stays down stays failed, and I/O uses a
+//! reinstated path again; the checker follows a `Transports::reload`; the
+//! `CheckerPool` runs every map's checker on one thread. Driven by a test
+//! clock, so every step is deterministic, except the pool's tests, which
+//! run on the real clock, bounded by event waits. The checker's decisions
+//! (timeouts, stalls, failback, marginal paths, logs) are tested over
+//! scripted probe paths in `crates/core/tests/checker*.rs`.
 
-#[path = "../../core/tests/support/capture.rs"]
-mod capture;
 mod file_common;
 
 use mpio_core::failback::Failback;
 use mpio_core::io::{Buffer, Io, PathError, PathOutcome};
 use mpio_core::map::MapOptions;
-use mpio_core::marginal::MarginalPolicy;
-use mpio_core::message::Message;
 use mpio_core::status::PathState;
 use mpio_core::table::Table;
 use mpio_transport::checker::{Checker, CheckerOptions, CheckerPool, ProbeState};
@@ -79,7 +77,7 @@ fn port(transports: &Transports, name: &str) -> Arc<PortControl> {
 fn a_failing_path_is_failed_kept_failed_and_reinstated_when_it_heals() {
     let transports = Transports::new();
     let device = build(&transports, &[&["a", "b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Manual));
+    let mut checker = device.checker(options(Failback::Manual));
     assert_eq!(checker.path_checks()[0].state, ProbeState::Pending);
     port(&transports, "a").fail(PathOutcome::Path(PathError::Transport));
 
@@ -134,149 +132,6 @@ fn a_failing_path_is_failed_kept_failed_and_reinstated_when_it_heals() {
     assert!(queue.path_loads()[0].dispatched() > 0);
 }
 
-#[test]
-fn a_hung_probe_times_out_and_fails_the_path() {
-    let transports = Transports::new();
-    let device = build(&transports, &[&["a", "b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Manual));
-    port(&transports, "a").hang();
-    assert_eq!(checker.poll(0), TIMEOUT, "woken at the probe's timeout");
-    assert!(checker.probing());
-    assert_eq!(state(&device, 0), PathState::Active);
-    checker.poll(TIMEOUT - 1);
-    assert_eq!(
-        state(&device, 0),
-        PathState::Active,
-        "not before its timeout"
-    );
-    checker.poll(TIMEOUT);
-    assert!(!checker.probing());
-    assert_eq!(state(&device, 0), PathState::Failed);
-    assert_eq!(
-        checker.path_checks()[0].last_outcome,
-        Some(PathOutcome::Path(PathError::Timeout))
-    );
-    port(&transports, "a").heal();
-    checker.poll(INTERVAL);
-    assert_eq!(state(&device, 0), PathState::Active);
-}
-
-/// Fails group 1's only path through the checker, so the map fails over
-/// to group 2, then heals it and runs the round that reinstates it.
-/// Returns the time of that round.
-fn fail_over_and_heal(transports: &Transports, device: &Device, checker: &mut Checker) -> u64 {
-    assert_eq!(current_group(device), Some(1));
-    port(transports, "a").fail(PathOutcome::Path(PathError::ConnectionLost));
-    checker.poll(0);
-    assert_eq!(state(device, 0), PathState::Failed);
-    assert_eq!(current_group(device), Some(2), "failed over");
-    port(transports, "a").heal();
-    checker.poll(INTERVAL);
-    assert_eq!(state(device, 0), PathState::Active, "reinstated");
-    INTERVAL
-}
-
-#[test]
-fn immediate_failback_switches_back_in_the_round_the_group_returns() {
-    let transports = Transports::new();
-    let device = build(&transports, &[&["a"], &["b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Immediate));
-    let now = fail_over_and_heal(&transports, &device, &mut checker);
-    assert_eq!(current_group(&device), Some(1));
-    assert_eq!(checker.failbacks(), 1);
-    // An admin's switch to group 2 is undone at the next round.
-    device.map.message(&Message::SwitchGroup(2)).unwrap();
-    assert_eq!(current_group(&device), Some(2));
-    checker.poll(now + INTERVAL);
-    assert_eq!(current_group(&device), Some(1));
-}
-
-#[test]
-fn manual_failback_leaves_the_map_on_the_group_it_failed_over_to() {
-    let transports = Transports::new();
-    let device = build(&transports, &[&["a"], &["b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Manual));
-    let now = fail_over_and_heal(&transports, &device, &mut checker);
-    for round in 1..5 {
-        checker.poll(now + round * INTERVAL);
-        assert_eq!(current_group(&device), Some(2));
-    }
-    assert_eq!(checker.failbacks(), 0);
-    device.map.message(&Message::SwitchGroup(1)).unwrap();
-    assert_eq!(current_group(&device), Some(1), "the admin fails back");
-}
-
-#[test]
-fn followover_fails_back_when_the_group_returns_but_follows_a_requested_switch() {
-    let transports = Transports::new();
-    let device = build(&transports, &[&["a"], &["b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Followover));
-    let now = fail_over_and_heal(&transports, &device, &mut checker);
-    assert_eq!(
-        current_group(&device),
-        Some(1),
-        "group 1 came back from down"
-    );
-    // Someone else moves I/O to group 2 while group 1 is healthy: followed.
-    device.map.message(&Message::SwitchGroup(2)).unwrap();
-    for round in 1..4 {
-        checker.poll(now + round * INTERVAL);
-        assert_eq!(current_group(&device), Some(2));
-    }
-    assert_eq!(checker.failbacks(), 1);
-}
-
-#[test]
-fn deferred_failback_waits_its_seconds_from_the_return() {
-    let transports = Transports::new();
-    let device = build(&transports, &[&["a"], &["b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Deferred { seconds: 10 }));
-    let now = fail_over_and_heal(&transports, &device, &mut checker);
-    assert_eq!(current_group(&device), Some(2), "not yet");
-    let due = now + 10 * SECOND;
-    assert_eq!(checker.failback().deadline_ns(), Some(due));
-    let mut at = now;
-    while at + INTERVAL < due {
-        at += INTERVAL;
-        assert!(
-            checker.poll(at) <= due,
-            "woken by the deadline at the latest"
-        );
-        assert_eq!(current_group(&device), Some(2));
-    }
-    checker.poll(due - 1);
-    assert_eq!(current_group(&device), Some(2));
-    checker.poll(due);
-    assert_eq!(current_group(&device), Some(1), "failed back after 10 s");
-    assert_eq!(checker.failback().deadline_ns(), None);
-}
-
-#[test]
-fn deferred_failback_restarts_when_the_group_flaps() {
-    let transports = Transports::new();
-    let device = build(&transports, &[&["a"], &["b"]]);
-    let mut checker = Checker::new(&device, options(Failback::Deferred { seconds: 5 }));
-    let now = fail_over_and_heal(&transports, &device, &mut checker);
-    // Down again at the next round, back at the one after.
-    port(&transports, "a").fail(PathOutcome::Path(PathError::Transport));
-    checker.poll(now + INTERVAL);
-    assert_eq!(
-        checker.failback().deadline_ns(),
-        None,
-        "nothing to fail back to"
-    );
-    port(&transports, "a").heal();
-    checker.poll(now + 2 * INTERVAL);
-    let due = now + 2 * INTERVAL + 5 * SECOND;
-    assert_eq!(
-        checker.failback().deadline_ns(),
-        Some(due),
-        "counted from the last return"
-    );
-    checker.poll(due);
-    assert_eq!(current_group(&device), Some(1));
-}
-
 /// Waits (bounded) until `condition` holds.
 fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -305,7 +160,7 @@ fn the_checker_pool_fails_and_reinstates_on_the_real_clock() {
         Duration::from_millis(1),
     )
     .unwrap();
-    let checker = pool.add(Checker::new(&device, options));
+    let checker = pool.add(device.checker(options));
     wait_for("the first round", || {
         checker
             .path_checks()
@@ -355,7 +210,7 @@ fn one_pool_thread_runs_every_map_s_checker() {
             let transports = Transports::new();
             let word = format!("m{map}");
             let device = build(&transports, &[&[word.as_str()]]);
-            let checker = pool.add(Checker::new(&device, often));
+            let checker = pool.add(device.checker(often));
             (transports, device, checker)
         })
         .collect();
@@ -404,7 +259,7 @@ fn a_file_path_is_probed_through_io_uring() {
             MapOptions::default(),
         )
         .unwrap();
-    let mut checker = Checker::new(&device, options(Failback::Manual));
+    let mut checker = device.checker(options(Failback::Manual));
     // Polls on the test clock until the round's probes ended (the kernel
     // answers in real time).
     let round = |checker: &mut Checker, now_ns: u64| {
@@ -428,169 +283,6 @@ fn a_file_path_is_probed_through_io_uring() {
     round(&mut checker, INTERVAL);
     assert_eq!(state(&device, 0), PathState::Active);
     assert_eq!(checker.path_checks()[0].reinstated, 1);
-}
-
-/// Two failures within 10 s make a path marginal; it returns after 5 s of
-/// good probes.
-fn marginal_options() -> CheckerOptions {
-    CheckerOptions {
-        marginal: Some(MarginalPolicy {
-            failures: 2,
-            window_ns: 10 * SECOND,
-            recovery_ns: 5 * SECOND,
-        }),
-        ..options(Failback::Manual)
-    }
-}
-
-/// Path 0 fails its probe at round `round` (the port fails, then heals
-/// after the poll).
-fn probe_fails(transports: &Transports, checker: &mut Checker, round: u64) {
-    port(transports, "a").fail(PathOutcome::Path(PathError::Transport));
-    checker.poll(round * INTERVAL);
-    port(transports, "a").heal();
-}
-
-#[test]
-fn a_flapping_path_is_held_out_as_marginal_until_it_stays_healthy() {
-    let transports = Transports::new();
-    let device = build(&transports, &[&["a", "b"]]);
-    let mut checker = Checker::new(&device, marginal_options());
-    probe_fails(&transports, &mut checker, 0);
-    assert_eq!(state(&device, 0), PathState::Failed);
-    assert!(!checker.path_checks()[0].marginal, "one failure");
-    checker.poll(INTERVAL);
-    assert_eq!(state(&device, 0), PathState::Active, "reinstated");
-    probe_fails(&transports, &mut checker, 2);
-    let check = checker.path_checks()[0];
-    assert!(check.marginal, "two failures within 10 s");
-    assert_eq!(check.returns_at_ns, None, "no good probe yet");
-
-    checker.poll(3 * INTERVAL);
-    assert_eq!(state(&device, 0), PathState::Failed, "held out");
-    assert_eq!(checker.path_checks()[0].state, ProbeState::Up);
-    assert_eq!(checker.path_checks()[0].returns_at_ns, Some(8 * INTERVAL));
-    checker.poll(4 * INTERVAL);
-    // A failed probe restarts the wait.
-    probe_fails(&transports, &mut checker, 5);
-    assert_eq!(checker.path_checks()[0].returns_at_ns, None);
-    for round in 6..11 {
-        checker.poll(round * INTERVAL);
-        assert_eq!(state(&device, 0), PathState::Failed, "round {round}");
-    }
-    assert_eq!(checker.path_checks()[0].returns_at_ns, Some(11 * INTERVAL));
-    checker.poll(11 * INTERVAL);
-    assert_eq!(state(&device, 0), PathState::Active, "recovered");
-    let check = checker.path_checks()[0];
-    assert!(!check.marginal);
-    assert_eq!(check.reinstated, 2);
-    // Its history starts afresh: one failure is not enough.
-    probe_fails(&transports, &mut checker, 12);
-    assert!(!checker.path_checks()[0].marginal);
-    checker.poll(13 * INTERVAL);
-    assert_eq!(state(&device, 0), PathState::Active);
-}
-
-#[test]
-fn io_failures_count_and_fail_path_messages_do_not() {
-    let transports = Transports::new();
-    let device = build(&transports, &[&["a", "b"]]);
-    let mut checker = Checker::new(&device, marginal_options());
-    // An admin takes the path out again and again: not marginal.
-    for round in 0..4 {
-        device
-            .map
-            .message(&Message::FailPath("memory:disk#a".into()))
-            .unwrap();
-        checker.poll(round * INTERVAL);
-        assert_eq!(state(&device, 0), PathState::Active, "round {round}");
-        assert!(!checker.path_checks()[0].marginal);
-    }
-    // I/O fails it twice (read from the map's counts at the next poll).
-    device.map.fail_path(0, PathError::ConnectionLost);
-    checker.poll(4 * INTERVAL);
-    assert_eq!(state(&device, 0), PathState::Active);
-    device.map.fail_path(0, PathError::Timeout);
-    checker.poll(5 * INTERVAL);
-    assert!(checker.path_checks()[0].marginal);
-    assert_eq!(state(&device, 0), PathState::Failed, "held out");
-}
-
-#[test]
-fn an_admin_reinstate_ends_marginal() {
-    let transports = Transports::new();
-    let device = build(&transports, &[&["a", "b"]]);
-    let mut checker = Checker::new(&device, marginal_options());
-    probe_fails(&transports, &mut checker, 0);
-    checker.poll(INTERVAL);
-    probe_fails(&transports, &mut checker, 2);
-    assert!(checker.path_checks()[0].marginal);
-    let capture = capture::Capture::default();
-    capture.during(|| {
-        device
-            .map
-            .message(&Message::ReinstatePath("memory:disk#a".into()))
-            .unwrap();
-        checker.poll(3 * INTERVAL);
-    });
-    assert!(!checker.path_checks()[0].marginal);
-    assert_eq!(state(&device, 0), PathState::Active);
-    let events = capture.take();
-    assert!(
-        events
-            .iter()
-            .any(|event| event.message == "path recovered" && event.field("cause") == "message"),
-        "{events:?}"
-    );
-    // A new failure is the first of a fresh history.
-    probe_fails(&transports, &mut checker, 4);
-    assert!(!checker.path_checks()[0].marginal);
-}
-
-#[test]
-fn the_checker_logs_probe_failures_marginal_paths_and_recoveries() {
-    let transports = Transports::new();
-    let device = build(&transports, &[&["a"], &["b"]]);
-    let options = CheckerOptions {
-        failback: Failback::Immediate,
-        ..marginal_options()
-    };
-    let mut checker = Checker::new(&device, options);
-    let capture = capture::Capture::default();
-    capture.during(|| {
-        probe_fails(&transports, &mut checker, 0);
-        checker.poll(INTERVAL);
-        port(&transports, "a").fail(PathOutcome::Path(PathError::Transport));
-        checker.poll(2 * INTERVAL);
-        checker.poll(3 * INTERVAL); // still failing: no second "probe failed"
-        port(&transports, "a").heal();
-        for round in 4..10 {
-            checker.poll(round * INTERVAL);
-        }
-    });
-    let lines: Vec<String> = capture
-        .take()
-        .iter()
-        .map(|event| format!("{} {} {}", event.level, event.message, event.field("cause")))
-        .collect();
-    assert_eq!(
-        lines,
-        [
-            "WARN probe failed ",
-            "WARN path failed path error",
-            "INFO group switched current group lost its usable paths",
-            "INFO path reinstated checker",
-            "INFO group switched failback",
-            "WARN probe failed ",
-            "WARN path failed path error",
-            "INFO group switched current group lost its usable paths",
-            "WARN path marginal ",
-            "INFO path reinstated checker",
-            "INFO path recovered probes",
-            "INFO group switched failback",
-        ]
-    );
-    assert_eq!(current_group(&device), Some(1));
 }
 
 #[test]

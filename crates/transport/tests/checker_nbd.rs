@@ -64,7 +64,7 @@ fn a_hung_nbd_server_does_not_stall_the_checker() {
     // nothing answers.
     server.kill();
     let _listener = UnixListener::bind(&socket).unwrap();
-    let mut checker = Checker::new(&device, options(SECOND));
+    let mut checker = device.checker(options(SECOND));
     poll_until(&mut checker, "the probe times out", |checker| {
         checker.path_checks()[0].probes > 0
     });
@@ -83,7 +83,7 @@ fn a_killed_server_fails_its_path_and_is_reinstated_when_back() {
     let mut a = Server::nbdkit(&dir.join("a.sock"), &["memory", "1M"]);
     let b = Server::nbdkit(&dir.join("b.sock"), &["memory", "1M"]);
     let device = build(1 << 20, &[a.uri(), b.uri()], MapOptions::default());
-    let mut checker = Checker::new(&device, options(10 * SECOND));
+    let mut checker = device.checker(options(10 * SECOND));
     poll_until(&mut checker, "both paths up", |checker| {
         checker
             .path_checks()
@@ -137,13 +137,10 @@ fn a_path_whose_reads_keep_needing_hedges_becomes_marginal() {
         recovery_ns: SECOND,
     };
     // Probes that never time out here: only hedges may count.
-    let mut checker = Checker::new(
-        &device,
-        CheckerOptions {
-            marginal: Some(marginal),
-            ..options(600 * SECOND)
-        },
-    );
+    let mut checker = device.checker(CheckerOptions {
+        marginal: Some(marginal),
+        ..options(600 * SECOND)
+    });
     let start = Instant::now();
     let poll = |checker: &mut Checker| checker.poll(start.elapsed().as_nanos() as u64);
     poll(&mut checker);

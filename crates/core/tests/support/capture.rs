@@ -1,6 +1,6 @@
 //! A `tracing` subscriber that keeps every event's level, message and
-//! fields, for tests that check what is logged. Shared with the transport
-//! crate's checker tests (`#[path]`), so there is one.
+//! fields, for tests that check what is logged (the map's events and the
+//! checker's).
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -4,7 +4,10 @@
 
 use super::*;
 use crate::file::{pipe, FilePath};
-use mpio_core::map::{MapOptions, PathInfo};
+use mpio_core::failback::Failback;
+use mpio_core::io::{PathError, PathOutcome, BUFFER_ALIGN};
+use mpio_core::map::{Map, MapOptions, PathInfo};
+use mpio_core::status::PathState;
 use mpio_core::table::Table;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -39,16 +42,13 @@ fn a_probe_the_kernel_keeps_stalls_the_path_until_it_returns() {
             1 << 20,
         )))],
     };
-    let mut checker = Checker::new(
-        &device,
-        CheckerOptions {
-            interval_ns: INTERVAL,
-            probe_timeout_ns: TIMEOUT,
-            failback: Failback::Manual,
-            fail_active_paths: true,
-            marginal: None,
-        },
-    );
+    let mut checker = device.checker(CheckerOptions {
+        interval_ns: INTERVAL,
+        probe_timeout_ns: TIMEOUT,
+        failback: Failback::Manual,
+        fail_active_paths: true,
+        marginal: None,
+    });
     checker.poll(0);
     assert!(checker.probing());
     checker.poll(TIMEOUT);
