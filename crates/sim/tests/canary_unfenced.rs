@@ -21,8 +21,11 @@ mod canary_support;
 
 use mpio_sim::checker::Checker;
 
-/// Seeds within which the canary must be caught (seed 47 does).
-const SEEDS: u64 = 100;
+/// Seeds within which the canary must be caught. Seed 47 does now; about
+/// 2 % of seeds do (21 of the first 1000), so a change that moves every
+/// seed's random stream still leaves 400 seeds no real chance of a miss
+/// ((0.98)^400 is about 3e-4), and the search stops at the first catch.
+const SEEDS: u64 = 400;
 
 #[test]
 fn the_simulator_catches_a_retried_unfenced_write() {
