@@ -115,6 +115,11 @@ pub struct RankCache {
     built_for: u64,
     /// How many candidates that generation has.
     candidate_count: usize,
+    /// The position and candidate index of the last pick; `usize::MAX`
+    /// for the position before the first. The pick that rebuilds the
+    /// cache sets it, so it always names a candidate of the generation
+    /// the cache holds.
+    picked: (usize, usize),
     /// Every stored rank holds for the clock readings
     /// `from_ns..=until_ns`; empty (`from_ns > until_ns`) when nothing is
     /// stored.
@@ -137,6 +142,7 @@ impl Default for RankCache {
             least: u64::MAX,
             built_for: 0,
             candidate_count: 0,
+            picked: (usize::MAX, 0),
             from_ns: u64::MAX,
             until_ns: 0,
         }
@@ -192,7 +198,9 @@ impl RankCache {
             self.least_from(start)
         };
         self.cursor.picked(index);
-        pick.candidates[index]
+        let position = pick.candidates[index];
+        self.picked = (usize::from(position), index);
+        position
     }
 
     /// Sets the cache up, empty, for `candidates`, of `generation`; the
@@ -250,8 +258,16 @@ impl RankCache {
     /// reading of the start; its span narrows the cache's).
     #[inline(always)]
     pub(crate) fn started(&mut self, position: usize, rank: impl FnOnce(usize) -> Ranked) {
-        let Some(index) = self.candidate_index(position) else {
-            return;
+        // The queue starts the path it just picked: its candidate index is
+        // at hand, without waiting for the loads of the position and then
+        // of `index_of` (the next pick waits for this start's rank).
+        let index = if position == self.picked.0 {
+            self.picked.1
+        } else {
+            match self.candidate_index(position) {
+                Some(index) => index,
+                None => return,
+            }
         };
         let step = self.steps[index];
         if step == NO_STEP {
@@ -384,14 +400,39 @@ mod tests {
         candidates[(start + offset) % count]
     }
 
+    /// The model's path as the cache is told it.
+    fn ranked(truth: &Truth) -> Ranked {
+        Ranked {
+            rank: truth.rank,
+            step: truth.step,
+            from_ns: 0,
+            until_ns: truth.until_ns,
+        }
+    }
+
+    /// Starts an I/O on the path at `position`, in the model and in the
+    /// cache: its rank rises by its step or, with none, takes the rank
+    /// and step `value` picks.
+    fn start_io(cache: &mut RankCache, truth: &mut [Truth], position: usize, value: usize) {
+        let path = &mut truth[position];
+        if path.step == NO_STEP {
+            path.rank = RANKS[value % RANKS.len()];
+            path.step = STEPS[value / RANKS.len() % STEPS.len()];
+        } else {
+            path.rank = path.rank.saturating_add(path.step);
+        }
+        let now = *path;
+        cache.started(position, |_| ranked(&now));
+    }
+
     /// Drives a cache over `path_count` paths through `ops`, with a model
     /// of every path's rank, and checks every pick against
     /// [`first_lowest_from`]. Each op, by `kind`: picks and starts an I/O
-    /// on the pick (0..=3, the rank rising by its step or taking rank
-    /// `value` when it has none); gives path `which` rank and step
-    /// `value` (4..=5, as an ended I/O does); moves the clock one tick,
-    /// past ranks whose span ends (6); or makes the paths whose bit is set
-    /// in a mix of `which` the candidates (7).
+    /// on the pick (0..=3); starts one on path `which`, picked or not (4);
+    /// gives path `which` rank and step `value` (5..=6, as an ended I/O
+    /// does); moves the clock one tick, past ranks whose span ends (7); or
+    /// makes the paths whose bit is set in a mix of `which` the candidates
+    /// (8).
     fn check_picks(path_count: usize, ops: &[(u8, u16, u8)]) {
         let mut cache = RankCache::default();
         let loads: Vec<PathLoad> = (0..path_count).map(|_| PathLoad::default()).collect();
@@ -408,13 +449,8 @@ mod tests {
         let mut now_ns = 0;
         for &(kind, which, value) in ops {
             let value = usize::from(value);
-            let ranked = |truth: &Truth| Ranked {
-                rank: truth.rank,
-                step: truth.step,
-                from_ns: 0,
-                until_ns: truth.until_ns,
-            };
-            match kind % 8 {
+            let which = usize::from(which) % path_count;
+            match kind % 9 {
                 0..=3 => {
                     let usable: Vec<bool> = (0..path_count as u16)
                         .map(|position| candidates.contains(&position))
@@ -436,32 +472,24 @@ mod tests {
                         ranked(&truth[position])
                     });
                     assert_eq!(position, expected, "ranks {truth:?}, cursor {start}");
-                    let path = &mut truth[usize::from(position)];
-                    if path.step == NO_STEP {
-                        path.rank = RANKS[value % RANKS.len()];
-                        path.step = STEPS[value / RANKS.len() % STEPS.len()];
-                    } else {
-                        path.rank = path.rank.saturating_add(path.step);
-                    }
-                    let now = *path;
-                    cache.started(usize::from(position), |_| ranked(&now));
+                    start_io(&mut cache, &mut truth, usize::from(position), value);
                 }
-                4 | 5 => {
-                    let position = usize::from(which) % path_count;
-                    truth[position].rank = RANKS[value % RANKS.len()];
-                    truth[position].step = STEPS[value / RANKS.len() % STEPS.len()];
-                    truth[position].until_ns = now_ns + (value % 3) as u64;
-                    let now = truth[position];
-                    cache.update(position, |_| ranked(&now));
+                4 => start_io(&mut cache, &mut truth, which, value),
+                5 | 6 => {
+                    truth[which].rank = RANKS[value % RANKS.len()];
+                    truth[which].step = STEPS[value / RANKS.len() % STEPS.len()];
+                    truth[which].until_ns = now_ns + (value % 3) as u64;
+                    let now = truth[which];
+                    cache.update(which, |_| ranked(&now));
                 }
-                6 => {
+                7 => {
                     now_ns += 1;
                     for path in &mut truth {
                         path.until_ns = path.until_ns.max(now_ns);
                     }
                 }
                 _ => {
-                    let mix = u64::from(which).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let mix = (which as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                     let usable: Vec<u16> = (0..path_count as u16)
                         .filter(|&position| mix >> (position % 64) & 1 != 0)
                         .collect();
