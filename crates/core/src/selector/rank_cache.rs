@@ -324,15 +324,17 @@ impl RankCache {
     /// [`TRACKED_MAX`] candidates, and then `index < 64`.
     #[inline(always)]
     fn tie(&mut self, index: usize, rank: u64) {
-        let known = self.tied != 0;
-        // Masked: past the 64th candidate, `known` is false and the bit
-        // is unused.
-        let bit = 1u64 << (index % TRACKED_MAX);
+        // Known or not stays so for many stores in a row (unknown: past
+        // 64 candidates, or from a drained set to the next pick): a branch
+        // that predicts well, and spares the unknown case the work.
+        if self.tied == 0 {
+            return;
+        }
+        let bit = 1u64 << index;
         // How a new rank compares with the lowest varies with the load:
         // selects, no branches.
         let kept = select_unpredictable(rank == self.least, self.tied | bit, self.tied & !bit);
-        let tied = select_unpredictable(rank < self.least, bit, kept);
-        self.tied = select_unpredictable(known, tied, 0);
+        self.tied = select_unpredictable(rank < self.least, bit, kept);
         self.least = self.least.min(rank);
     }
 
@@ -356,16 +358,23 @@ impl RankCache {
     }
 
     /// With more than [`TRACKED_MAX`] candidates: the first candidate from
-    /// `start` (wrapping) whose stored rank is the lowest. Out of line:
-    /// so many paths are rare.
+    /// `start` (wrapping) whose stored rank is the lowest, in one pass
+    /// from `start` to the end and on from 0. From `u64::MAX` with a
+    /// strict compare, so that ranks of `u64::MAX` alone still yield
+    /// `start`. Out of line: so many paths are rare.
     #[inline(never)]
     fn least_from(&self, start: usize) -> usize {
         let ranks = &self.ranks[..self.candidate_count];
-        let least = ranks.iter().fold(u64::MAX, |least, &rank| least.min(rank));
-        (start..ranks.len())
-            .chain(0..start)
-            .find(|&index| ranks[index] == least)
-            .unwrap_or(start)
+        let mut best = (u64::MAX, start);
+        let mut scan = |from: usize, run: &[u64]| {
+            for (offset, &rank) in run.iter().enumerate() {
+                // Which rank is lower varies from pick to pick: no branch.
+                best = select_unpredictable(rank < best.0, (rank, from + offset), best);
+            }
+        };
+        scan(start, &ranks[start..]);
+        scan(0, &ranks[..start]);
+        best.1
     }
 }
 
