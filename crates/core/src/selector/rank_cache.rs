@@ -31,9 +31,28 @@
 //! of historical-service-time checks that over random histories (the clock
 //! going back included).
 //!
+//! # The lowest rank
+//! With at most 64 candidates the cache also keeps the lowest stored rank
+//! and the set of candidates that hold it (a bit mask), and every store
+//! keeps the two right: a rank below the lowest becomes the lowest, alone;
+//! one equal to it joins the set; one above it leaves the set (so any
+//! sequence of stores keeps them right, a refill's included). When the
+//! set empties (its last member's rank rose), the lowest is unknown, and
+//! the next pick finds it in one pass over the stored ranks. A pick then
+//! takes the first member of the set at or after the cursor, else the
+//! first member: the candidate a scan from the cursor for the lowest rank
+//! with ties to the first met would take. Past 64 candidates every pick
+//! makes that scan. The `picks_take_the_first_lowest_rank_from_the_cursor`
+//! test below checks the picks against that scan, with ties everywhere.
+//!
 //! # Cost
-//! A pick that hits is one compare and select per candidate (plus a rank
-//! per path marked since the last pick), and an I/O start one addition.
+//! A pick that hits, while the set of lowest ranks holds a member, is a
+//! few operations on the mask (plus a rank per path marked since the last
+//! pick); once it empties, a pass over the stored ranks. An I/O start is
+//! one addition and the mask's update. Where picks spread I/O over equal
+//! ranks (each start raises the picked one above the rest), a pass comes
+//! once per round over the tied candidates; where one candidate is lowest
+//! alone, once per pick, as a scan from the cursor would be.
 //! How often the cache is refilled depends on the selector's spans:
 //! historical-service-time's rank of a path whose estimate is fresh holds
 //! until the estimate goes stale, so at a steady load refills are rare; a
@@ -44,6 +63,9 @@
 use super::scan::TieCursor;
 use super::Pick;
 use std::hint::select_unpredictable;
+
+/// Candidates whose lowest rank the cache tracks in a mask: one bit each.
+const TRACKED_MAX: usize = 64;
 
 /// A candidate's rank (lower is better), how it changes when an I/O starts
 /// on the path, and the clock readings, in ns, it holds for.
@@ -68,9 +90,7 @@ pub(crate) const NO_STEP: u64 = u64::MAX;
 pub struct RankCache {
     /// The tie breaker of every pick, cached or not.
     cursor: TieCursor,
-    /// The rank of candidate `i` at `i` and again at `candidate_count +
-    /// i`, so that a scan from the cursor reads one run of memory with no
-    /// wrap.
+    /// The rank of candidate `i`.
     ranks: Vec<u64>,
     /// [`Ranked::step`] of candidate `i`.
     steps: Vec<u64>,
@@ -81,11 +101,25 @@ pub struct RankCache {
     /// stored, and the next pick ranks it again. Candidates past the 64th
     /// are ranked again at once instead.
     changed: u64,
-    /// The [`Pick::generation`] the cache was built for; `None` before the
-    /// first pick.
-    generation: Option<u64>,
+    /// Bit `i` set: candidate `i`'s stored rank is `least`, the lowest
+    /// stored. 0 when the lowest is unknown, and always with more than
+    /// [`TRACKED_MAX`] candidates.
+    tied: u64,
+    /// The lowest stored rank while `tied` is not 0; meaningless else.
+    least: u64,
+    /// The [`Pick::generation`] the cache was built for, plus 1
+    /// (wrapping); 0 before the first pick. (A plain number, so that a
+    /// pick checks it with one compare. A generation of `u64::MAX` would
+    /// read as none built and rebuild the cache at every pick: right,
+    /// only slower; a snapshot counter never gets there.)
+    built_for: u64,
     /// How many candidates that generation has.
     candidate_count: usize,
+    /// The position and candidate index of the last pick; `usize::MAX`
+    /// for the position before the first. The pick that rebuilds the
+    /// cache sets it, so it always names a candidate of the generation
+    /// the cache holds.
+    picked: (usize, usize),
     /// Every stored rank holds for the clock readings
     /// `from_ns..=until_ns`; empty (`from_ns > until_ns`) when nothing is
     /// stored.
@@ -104,8 +138,11 @@ impl Default for RankCache {
             steps: Vec::new(),
             index_of: Vec::new(),
             changed: 0,
-            generation: None,
+            tied: 0,
+            least: u64::MAX,
+            built_for: 0,
             candidate_count: 0,
+            picked: (usize::MAX, 0),
             from_ns: u64::MAX,
             until_ns: 0,
         }
@@ -138,7 +175,7 @@ impl RankCache {
     /// ranking every candidate again.
     #[inline(always)]
     pub(crate) fn best(&mut self, pick: &Pick<'_>, rank: impl Fn(usize, usize) -> Ranked) -> u16 {
-        if self.generation != Some(pick.generation) {
+        if self.built_for != pick.generation.wrapping_add(1) {
             self.rebuild(pick.candidates, pick.loads.len(), pick.generation);
         }
         if !self.holds_at(pick.now_ns) {
@@ -148,27 +185,22 @@ impl RankCache {
         }
         let count = self.candidate_count;
         let start = self.cursor.start(count);
-        let run = &self.ranks[start..start + count];
-        // From u64::MAX with a strict compare: a run of u64::MAX still
-        // yields offset 0, the first from the cursor, as the tie rule
-        // wants; and the loop covers the whole run (8 paths: two rounds of
-        // its unrolled body, no leftover).
-        let mut best_offset = 0;
-        let mut best = u64::MAX;
-        let mut offset = 0;
-        while offset < run.len() {
-            let rank = run[offset];
-            // Which rank is lower changes from pick to pick: no branch.
-            let lower = rank < best;
-            best = select_unpredictable(lower, rank, best);
-            best_offset = select_unpredictable(lower, offset, best_offset);
-            offset += 1;
-        }
-        // Whether the best lies past the wrap varies too.
-        let index = start + best_offset;
-        let index = select_unpredictable(index >= count, index.wrapping_sub(count), index);
+        let index = if count <= TRACKED_MAX {
+            if self.tied == 0 {
+                self.find_least();
+            }
+            // The members at or after the cursor (`start < count <= 64`,
+            // so the shift is in range), else all of them: which one it
+            // is varies from pick to pick, so no branch.
+            let after = self.tied & (u64::MAX << start);
+            select_unpredictable(after != 0, after, self.tied).trailing_zeros() as usize
+        } else {
+            self.least_from(start)
+        };
         self.cursor.picked(index);
-        pick.candidates[index]
+        let position = pick.candidates[index];
+        self.picked = (usize::from(position), index);
+        position
     }
 
     /// Sets the cache up, empty, for `candidates`, of `generation`; the
@@ -178,7 +210,7 @@ impl RankCache {
     fn rebuild(&mut self, candidates: &[u16], path_count: usize, generation: u64) {
         let count = candidates.len();
         self.ranks.clear();
-        self.ranks.resize(2 * count, u64::MAX);
+        self.ranks.resize(count, u64::MAX);
         self.steps.clear();
         self.steps.resize(count, NO_STEP);
         self.index_of.clear();
@@ -187,13 +219,15 @@ impl RankCache {
             // Candidates are fewer than MAX_PATHS (1,024).
             self.index_of[usize::from(position)] = index as u16;
         }
-        self.generation = Some(generation);
+        self.built_for = generation.wrapping_add(1);
         self.candidate_count = count;
+        self.tied = 0;
         self.empty();
     }
 
     /// Ranks every one of `candidates` (those the cache was built for)
-    /// again. (Out of line, and given the pick's fields rather than the
+    /// again; each store keeps the lowest rank right, as any store does.
+    /// (Out of line, and given the pick's fields rather than the
     /// pick, so that the caller need not build the pick in memory.)
     #[inline(never)]
     fn refill(&mut self, candidates: &[u16], rank: impl Fn(usize, usize) -> Ranked) {
@@ -224,8 +258,16 @@ impl RankCache {
     /// reading of the start; its span narrows the cache's).
     #[inline(always)]
     pub(crate) fn started(&mut self, position: usize, rank: impl FnOnce(usize) -> Ranked) {
-        let Some(index) = self.candidate_index(position) else {
-            return;
+        // The queue starts the path it just picked: its candidate index is
+        // at hand, without waiting for the loads of the position and then
+        // of `index_of` (the next pick waits for this start's rank).
+        let index = if position == self.picked.0 {
+            self.picked.1
+        } else {
+            match self.candidate_index(position) {
+                Some(index) => index,
+                None => return,
+            }
         };
         let step = self.steps[index];
         if step == NO_STEP {
@@ -233,7 +275,7 @@ impl RankCache {
         } else {
             let raised = self.ranks[index].saturating_add(step);
             self.ranks[index] = raised;
-            self.ranks[self.candidate_count + index] = raised;
+            self.tie(index, raised);
         }
     }
 
@@ -268,9 +310,217 @@ impl RankCache {
     #[inline(always)]
     fn store(&mut self, index: usize, ranked: Ranked) {
         self.ranks[index] = ranked.rank;
-        self.ranks[self.candidate_count + index] = ranked.rank;
         self.steps[index] = ranked.step;
         self.from_ns = self.from_ns.max(ranked.from_ns);
         self.until_ns = self.until_ns.min(ranked.until_ns);
+        self.tie(index, ranked.rank);
+    }
+
+    /// Keeps `least` and `tied` right after candidate `index`'s stored
+    /// rank became `rank` (see "The lowest rank" in the module docs):
+    /// below the lowest, it is the lowest alone; equal, it joins the set;
+    /// above, it leaves it. An unknown lowest stays unknown (no rank can
+    /// tell it without the others), so `tied` is not 0 only with at most
+    /// [`TRACKED_MAX`] candidates, and then `index < 64`.
+    #[inline(always)]
+    fn tie(&mut self, index: usize, rank: u64) {
+        // Known or not stays so for many stores in a row (unknown: past
+        // 64 candidates, or from a drained set to the next pick): a branch
+        // that predicts well, and spares the unknown case the work.
+        if self.tied == 0 {
+            return;
+        }
+        let bit = 1u64 << index;
+        // How a new rank compares with the lowest varies with the load:
+        // selects, no branches.
+        let kept = select_unpredictable(rank == self.least, self.tied | bit, self.tied & !bit);
+        self.tied = select_unpredictable(rank < self.least, bit, kept);
+        self.least = self.least.min(rank);
+    }
+
+    /// Finds the lowest stored rank and the candidates that hold it (at
+    /// most [`TRACKED_MAX`] candidates), in one pass that keeps both as
+    /// [`RankCache::tie`] does. (One pass, of selects: a pass of its own
+    /// for the lowest is vectorised into 64-bit compares emulated with
+    /// 32-bit ones, which cost more than the selects.)
+    #[inline(always)]
+    fn find_least(&mut self) {
+        let mut least = u64::MAX;
+        let mut tied = 0;
+        for (index, &rank) in self.ranks[..self.candidate_count].iter().enumerate() {
+            let bit = 1u64 << index;
+            let kept = select_unpredictable(rank == least, tied | bit, tied);
+            tied = select_unpredictable(rank < least, bit, kept);
+            least = least.min(rank);
+        }
+        self.least = least;
+        self.tied = tied;
+    }
+
+    /// With more than [`TRACKED_MAX`] candidates: the first candidate from
+    /// `start` (wrapping) whose stored rank is the lowest, in one pass
+    /// from `start` to the end and on from 0. From `u64::MAX` with a
+    /// strict compare, so that ranks of `u64::MAX` alone still yield
+    /// `start`. Out of line: so many paths are rare.
+    #[inline(never)]
+    fn least_from(&self, start: usize) -> usize {
+        let ranks = &self.ranks[..self.candidate_count];
+        let mut best = (u64::MAX, start);
+        let mut scan = |from: usize, run: &[u64]| {
+            for (offset, &rank) in run.iter().enumerate() {
+                // Which rank is lower varies from pick to pick: no branch.
+                best = select_unpredictable(rank < best.0, (rank, from + offset), best);
+            }
+        };
+        scan(start, &ranks[start..]);
+        scan(0, &ranks[..start]);
+        best.1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::PathLoad;
+    use proptest::prelude::*;
+
+    /// Ranks drawn from few values, so that ties are common, with
+    /// saturation at the top.
+    const RANKS: [u64; 5] = [0, 1, 2, u64::MAX - 1, u64::MAX];
+    /// Steps: none, small, one that saturates, and no step.
+    const STEPS: [u64; 5] = [0, 1, 2, u64::MAX - 1, NO_STEP];
+
+    /// One path's rank as the test's model holds it.
+    #[derive(Clone, Copy, Debug)]
+    struct Truth {
+        rank: u64,
+        step: u64,
+        /// The last clock reading the rank holds for.
+        until_ns: u64,
+    }
+
+    /// The candidate the contract names: the lowest rank of `truth` over
+    /// `candidates`, ties to the first from candidate index `start`.
+    fn first_lowest_from(truth: &[Truth], candidates: &[u16], start: usize) -> u16 {
+        let count = candidates.len();
+        let offset = (0..count)
+            .min_by_key(|&offset| truth[usize::from(candidates[(start + offset) % count])].rank)
+            .unwrap();
+        candidates[(start + offset) % count]
+    }
+
+    /// The model's path as the cache is told it.
+    fn ranked(truth: &Truth) -> Ranked {
+        Ranked {
+            rank: truth.rank,
+            step: truth.step,
+            from_ns: 0,
+            until_ns: truth.until_ns,
+        }
+    }
+
+    /// Starts an I/O on the path at `position`, in the model and in the
+    /// cache: its rank rises by its step or, with none, takes the rank
+    /// and step `value` picks.
+    fn start_io(cache: &mut RankCache, truth: &mut [Truth], position: usize, value: usize) {
+        let path = &mut truth[position];
+        if path.step == NO_STEP {
+            path.rank = RANKS[value % RANKS.len()];
+            path.step = STEPS[value / RANKS.len() % STEPS.len()];
+        } else {
+            path.rank = path.rank.saturating_add(path.step);
+        }
+        let now = *path;
+        cache.started(position, |_| ranked(&now));
+    }
+
+    /// Drives a cache over `path_count` paths through `ops`, with a model
+    /// of every path's rank, and checks every pick against
+    /// [`first_lowest_from`]. Each op, by `kind`: picks and starts an I/O
+    /// on the pick (0..=3); starts one on path `which`, picked or not (4);
+    /// gives path `which` rank and step `value` (5..=6, as an ended I/O
+    /// does); moves the clock one tick, past ranks whose span ends (7); or
+    /// makes the paths whose bit is set in a mix of `which` the candidates
+    /// (8).
+    fn check_picks(path_count: usize, ops: &[(u8, u16, u8)]) {
+        let mut cache = RankCache::default();
+        let loads: Vec<PathLoad> = (0..path_count).map(|_| PathLoad::default()).collect();
+        let mut truth = vec![
+            Truth {
+                rank: 0,
+                step: 0,
+                until_ns: u64::MAX,
+            };
+            path_count
+        ];
+        let mut candidates: Vec<u16> = (0..path_count as u16).collect();
+        let mut generation = 0;
+        let mut now_ns = 0;
+        for &(kind, which, value) in ops {
+            let value = usize::from(value);
+            let which = usize::from(which) % path_count;
+            match kind % 9 {
+                0..=3 => {
+                    let usable: Vec<bool> = (0..path_count as u16)
+                        .map(|position| candidates.contains(&position))
+                        .collect();
+                    let pick = Pick {
+                        candidates: &candidates,
+                        usable: &usable,
+                        loads: &loads,
+                        bytes: 0,
+                        cpu: 0,
+                        node: 0,
+                        now_ns,
+                        generation,
+                    };
+                    let start = cache.cursor.start(candidates.len());
+                    let expected = first_lowest_from(&truth, &candidates, start);
+                    let position = cache.best(&pick, |position, count| {
+                        assert_eq!(count, candidates.len());
+                        ranked(&truth[position])
+                    });
+                    assert_eq!(position, expected, "ranks {truth:?}, cursor {start}");
+                    start_io(&mut cache, &mut truth, usize::from(position), value);
+                }
+                4 => start_io(&mut cache, &mut truth, which, value),
+                5 | 6 => {
+                    truth[which].rank = RANKS[value % RANKS.len()];
+                    truth[which].step = STEPS[value / RANKS.len() % STEPS.len()];
+                    truth[which].until_ns = now_ns + (value % 3) as u64;
+                    let now = truth[which];
+                    cache.update(which, |_| ranked(&now));
+                }
+                7 => {
+                    now_ns += 1;
+                    for path in &mut truth {
+                        path.until_ns = path.until_ns.max(now_ns);
+                    }
+                }
+                _ => {
+                    let mix = (which as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let usable: Vec<u16> = (0..path_count as u16)
+                        .filter(|&position| mix >> (position % 64) & 1 != 0)
+                        .collect();
+                    if !usable.is_empty() {
+                        candidates = usable;
+                        generation += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// Picks by the tracked lowest rank are those of a scan from the
+        /// cursor, through starts, ends, refills and new candidates, with
+        /// ties everywhere; at 65 and 70 paths, past what a mask tracks.
+        #[test]
+        fn picks_take_the_first_lowest_rank_from_the_cursor(
+            path_count in prop_oneof![1..=8usize, Just(64usize), Just(65usize), Just(70usize)],
+            ops in prop::collection::vec((any::<u8>(), any::<u16>(), any::<u8>()), 0..400),
+        ) {
+            check_picks(path_count, &ops);
+        }
     }
 }
