@@ -202,7 +202,8 @@ pub struct Shared {
     handshake_timeout_ms: u64,
     /// See [`ServerConfig::evict_idle_ms`].
     evict_idle_ms: u64,
-    /// Shutting down: a connection that reaches a loop now is closed.
+    /// Shutting down or stopped: a connection that reaches a loop now is
+    /// closed.
     draining: AtomicBool,
     /// Each loop's drain, by loop index.
     drain: Vec<DrainProgress>,
@@ -528,6 +529,8 @@ impl Server {
         if !std::mem::take(&mut self.served) {
             return Vec::new();
         }
+        // Release: as in `shutdown` (a stop without a drain sets it here).
+        self.shared.draining.store(true, Ordering::Release);
         self.engine.stop_export(self.shared.id, exit_by_ns)
     }
 }
