@@ -27,8 +27,8 @@ pub struct DiscoverArgs {
     /// Where `--config`'s export sockets go.
     #[arg(long, default_value = "/run/mpio")]
     run_dir: PathBuf,
-    /// A config file whose `[blacklist]` applies (the built-in list
-    /// otherwise).
+    /// A config file whose `[blacklist]` and `[blacklist_exceptions]`
+    /// apply (the built-in list otherwise).
     #[arg(long)]
     blacklist_from: Option<PathBuf>,
     /// The sysfs tree to read (tests).

@@ -77,6 +77,38 @@ fn discover_lists_one_wwid_with_its_two_paths() {
     assert_eq!(json["excluded"][0]["name"], "loop0");
 }
 
+/// `--blacklist-from` applies a config's `[blacklist]` and
+/// `[blacklist_exceptions]`: the WWID blacklisted, one of its two paths
+/// taken back by name.
+#[test]
+fn discover_applies_the_config_s_blacklist_and_its_exceptions() {
+    let sysfs = fake_sysfs();
+    let root = sysfs.path().to_str().unwrap();
+    let config = sysfs.path().join("mpio.toml");
+    std::fs::write(
+        &config,
+        "[blacklist]\nwwid = [\"^uuid\\\\.\"]\n[blacklist_exceptions]\ndevnode = [\"^nvme1n1$\"]\n\
+         [[map]]\nname = \"m\"\nsize = \"1M\"\n[[map.path]]\nname = \"a\"\nuri = \"null:1M\"\n",
+    )
+    .unwrap();
+    let output = mpio(&[
+        "discover",
+        "--sysfs",
+        root,
+        "--blacklist-from",
+        config.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "uuid.0f1e2d3c size=1M paths=1", "{text}");
+    assert!(lines[1].starts_with("  nvme1n1 "), "{text}");
+    assert!(
+        text.contains("not a path: nvme0n1 (blacklisted: wwid"),
+        "{text}"
+    );
+}
+
 /// The devices the fake tree has, as the daemon would find them.
 struct Found;
 

@@ -70,7 +70,11 @@ pub(super) fn check(text: &str, found: &dyn PathSource) -> Result<DaemonConfig, 
         Some(defaults) => Settings::check(&source, defaults.into_inner(), "defaults")?,
         None => Settings::default(),
     };
-    let blacklist = wwid::blacklist(&source, raw.blacklist.as_ref())?;
+    let blacklist = wwid::blacklist(
+        &source,
+        raw.blacklist.as_ref(),
+        raw.blacklist_exceptions.as_ref(),
+    )?;
     let lookup = Lookup {
         blacklist: &blacklist,
         found,

@@ -84,6 +84,10 @@
 //! devnode = ["^sda$"]              # regular expressions over the kernel name
 //! wwid = ["^t10\\."]               # ... and over the WWID
 //!
+//! [blacklist_exceptions]           # taken back from every pattern above, built-in too
+//! devnode = ["^sdb$"]              # by kernel name
+//! wwid = ["^t10\\.LIO"]            # ... or by WWID (a device without one stays out)
+//!
 //! [[map]]
 //! name = "mpathc"                  # a dm table; path words are names or URIs
 //! table = "0 2097152 multipath 1 queue_if_no_path 0 1 1 round-robin 0 2 1 e 1 null:1G 1"
@@ -147,7 +151,7 @@ pub struct DaemonConfig {
     /// The maps, in file order, with unique names.
     pub maps: Vec<MapConfig>,
     /// Devices that are never paths of a map by WWID (`[blacklist]` over
-    /// the built-in list).
+    /// the built-in list, less what `[blacklist_exceptions]` takes back).
     pub blacklist: mpio_transport::blockdev::blacklist::Blacklist,
 }
 

@@ -16,12 +16,14 @@ pub(super) struct RawConfig {
     pub metrics: Option<Spanned<RawMetrics>>,
     pub defaults: Option<Spanned<RawSettings>>,
     pub blacklist: Option<Spanned<RawBlacklist>>,
+    pub blacklist_exceptions: Option<Spanned<RawBlacklist>>,
     #[serde(default)]
     pub map: Vec<Spanned<RawMap>>,
 }
 
 /// `[blacklist]`: patterns of devices that are never paths of a map by
-/// WWID.
+/// WWID; `[blacklist_exceptions]`: patterns of devices it does not hold
+/// out.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBlacklist {

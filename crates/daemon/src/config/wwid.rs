@@ -4,7 +4,8 @@
 //! named as the kernel names them (`sdb`, `nvme1n1`), each a
 //! `file:/dev/<name>` path whose `prio` (for `group_by_prio`) is its
 //! access state's, as multipath-tools' `alua`/`ana` prioritizers give it.
-//! And `[blacklist]`: devices that are never such paths.
+//! And `[blacklist]`: devices that are never such paths, but those
+//! `[blacklist_exceptions]` takes back.
 
 use super::error::{quoted, Place, Source};
 use super::grouping::PathPlan;
@@ -61,18 +62,19 @@ impl PathSource for NoPaths {
     }
 }
 
-/// The blacklist: the built-in device names, then the config's patterns.
+/// The blacklist: the built-in device names, then the config's patterns,
+/// and the config's exceptions.
 pub(super) fn blacklist(
     source: &Source<'_>,
     raw: Option<&Spanned<RawBlacklist>>,
+    exceptions: Option<&Spanned<RawBlacklist>>,
 ) -> Result<Blacklist, ConfigError> {
     let empty = RawBlacklist::default();
-    let raw = raw.map_or(&empty, Spanned::get_ref);
-    let check = |patterns: &[Spanned<String>], key: &str| {
+    let check = |patterns: &[Spanned<String>], section: &str, key: &str| {
         for (index, pattern) in patterns.iter().enumerate() {
             Blacklist::new(&[pattern.get_ref().clone()], &[]).map_err(|reason| {
                 source.error(
-                    &Place::of(pattern, format!("blacklist: {key}[{index}]")),
+                    &Place::of(pattern, format!("{section}: {key}[{index}]")),
                     quoted(pattern.get_ref()),
                     reason,
                 )
@@ -85,11 +87,17 @@ pub(super) fn blacklist(
                 .collect::<Vec<_>>(),
         )
     };
+    let raw = raw.map_or(&empty, Spanned::get_ref);
     let devnode: Vec<String> = std::iter::once(DEFAULT_DEVNODE.to_string())
-        .chain(check(&raw.devnode, "devnode")?)
+        .chain(check(&raw.devnode, "blacklist", "devnode")?)
         .collect();
-    let wwid = check(&raw.wwid, "wwid")?;
-    Ok(Blacklist::new(&devnode, &wwid).expect("every pattern compiled alone"))
+    let wwid = check(&raw.wwid, "blacklist", "wwid")?;
+    let exceptions = exceptions.map_or(&empty, Spanned::get_ref);
+    let except_devnode = check(&exceptions.devnode, "blacklist_exceptions", "devnode")?;
+    let except_wwid = check(&exceptions.wwid, "blacklist_exceptions", "wwid")?;
+    Ok(Blacklist::new(&devnode, &wwid)
+        .and_then(|blacklist| blacklist.with_exceptions(&except_devnode, &except_wwid))
+        .expect("every pattern compiled alone"))
 }
 
 /// The paths of a map by WWID and the size they hold (the smallest

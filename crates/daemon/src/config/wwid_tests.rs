@@ -92,6 +92,29 @@ fn the_blacklist_holds_devices_out() {
     assert_eq!((bad.key.as_str(), bad.line), ("blacklist: devnode[0]", 2));
 }
 
+/// `[blacklist_exceptions]` takes a device back from the blacklist, by
+/// name or by WWID, and names a bad pattern by its section.
+#[test]
+fn blacklist_exceptions_take_devices_back() {
+    let by_name =
+        "[blacklist]\ndevnode = [\"^sd\"]\n[blacklist_exceptions]\ndevnode = [\"^sdc$\"]\n\
+                   [[map]]\nname = \"m\"\nwwid = \"naa.1\"\npath_grouping_policy = \"multibus\"\n";
+    let map = &parse(by_name).unwrap().maps[0];
+    let names: Vec<&str> = map.paths.iter().map(|path| path.name.as_str()).collect();
+    assert_eq!(names, ["sdc"]);
+    let by_wwid =
+        "[blacklist]\nwwid = [\"^naa\\\\.\"]\n[blacklist_exceptions]\nwwid = [\"^naa\\\\.1$\"]\n\
+                   [[map]]\nname = \"m\"\nwwid = \"naa.1\"\npath_grouping_policy = \"multibus\"\n";
+    assert_eq!(parse(by_wwid).unwrap().maps[0].paths.len(), 2);
+    let bad =
+        parse("[blacklist_exceptions]\nwwid = [\"[\"]\n[[map]]\nname = \"m\"\nwwid = \"naa.1\"\n")
+            .unwrap_err();
+    assert_eq!(
+        (bad.key.as_str(), bad.line),
+        ("blacklist_exceptions: wwid[0]", 2)
+    );
+}
+
 #[test]
 fn a_map_by_wwid_lists_no_paths_of_its_own() {
     let error = parse(

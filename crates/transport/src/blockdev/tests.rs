@@ -183,3 +183,47 @@ fn devices_group_by_wwid_and_the_blacklist_holds_some_out() {
     let error = Blacklist::new(&["(".into()], &[]).unwrap_err();
     assert!(error.starts_with("pattern \"(\""), "{error}");
 }
+
+/// An exception takes a device back from every pattern that matches it
+/// (the built-in list is the first devnode pattern, so it yields too), by
+/// the device's name or its WWID; a device without a WWID stays out.
+#[test]
+fn blacklist_exceptions_take_devices_back() {
+    let fake = FakeSysfs::new();
+    fake.scsi_disk("sdb", "8:16", "2:0:0:0", Some(NAA), "active/optimized");
+    fake.scsi_disk("sdd", "8:48", "4:0:0:0", None, "active/optimized");
+    fake.nvme_namespace("nvme1n1", "nvme1", &[("wwid", "uuid.1234\n")]);
+    fake.nvme_namespace("nvme2n1", "nvme2", &[("wwid", "uuid.1234\n")]);
+    let every_disk = Blacklist::new(&["^(sd|nvme)".into()], &["^uuid\\.".into()]).unwrap();
+    assert!(discover(&fake.sysfs(), &every_disk).luns.is_empty());
+    // By name: nvme2n1 only (its WWID is blacklisted too, and excepted
+    // with it); by WWID: the SCSI disk.
+    let blacklist = every_disk
+        .with_exceptions(&["^nvme2n1$".into(), "^sdd$".into()], &[format!("^{NAA}$")])
+        .unwrap();
+    let found = discover(&fake.sysfs(), &blacklist);
+    let luns: Vec<(&str, Vec<&str>)> = found
+        .luns
+        .iter()
+        .map(|lun| {
+            (
+                lun.wwid.as_str(),
+                lun.paths.iter().map(|path| path.name.as_str()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(luns, [(NAA, vec!["sdb"]), ("uuid.1234", vec!["nvme2n1"])]);
+    let reason = |name: &str| {
+        found
+            .excluded
+            .iter()
+            .find(|device| device.name == name)
+            .map(|device| device.reason.clone())
+    };
+    assert_eq!(reason("sdd").as_deref(), Some("no wwid"));
+    assert!(reason("nvme1n1").is_some_and(|reason| reason.starts_with("blacklisted: devnode")));
+    let error = Blacklist::default()
+        .with_exceptions(&[], &["[".into()])
+        .unwrap_err();
+    assert!(error.starts_with("pattern \"[\""), "{error}");
+}
