@@ -3,7 +3,7 @@
 //! leads to the SCSI device or NVMe controller.
 
 use super::blacklist::Blacklist;
-use super::discover::{discover, paths_of};
+use super::discover::{discover, paths_of, Discovery};
 use super::*;
 use std::os::unix::fs::symlink;
 
@@ -138,6 +138,20 @@ fn nvme_facts_come_from_the_namespace_and_its_controller() {
     );
 }
 
+/// Each LUN's WWID and its paths' names.
+fn wwids_and_paths(found: &Discovery) -> Vec<(&str, Vec<&str>)> {
+    found
+        .luns
+        .iter()
+        .map(|lun| {
+            (
+                lun.wwid.as_str(),
+                lun.paths.iter().map(|path| path.name.as_str()).collect(),
+            )
+        })
+        .collect()
+}
+
 /// Two SCSI paths and two NVMe paths make two LUNs; a loop device is
 /// blacklisted by default, a disk without a WWID is no path, and a
 /// config's wwid pattern removes a LUN.
@@ -152,16 +166,7 @@ fn devices_group_by_wwid_and_the_blacklist_holds_some_out() {
     fake.file("devices/virtual/block/loop0/dev", "7:0\n");
     fake.link("block/loop0", "../devices/virtual/block/loop0");
     let found = discover(&fake.sysfs(), &Blacklist::default());
-    let luns: Vec<(&str, Vec<&str>)> = found
-        .luns
-        .iter()
-        .map(|lun| {
-            (
-                lun.wwid.as_str(),
-                lun.paths.iter().map(|path| path.name.as_str()).collect(),
-            )
-        })
-        .collect();
+    let luns = wwids_and_paths(&found);
     assert_eq!(
         luns,
         [
@@ -202,16 +207,7 @@ fn blacklist_exceptions_take_devices_back() {
         .with_exceptions(&["^nvme2n1$".into(), "^sdd$".into()], &[format!("^{NAA}$")])
         .unwrap();
     let found = discover(&fake.sysfs(), &blacklist);
-    let luns: Vec<(&str, Vec<&str>)> = found
-        .luns
-        .iter()
-        .map(|lun| {
-            (
-                lun.wwid.as_str(),
-                lun.paths.iter().map(|path| path.name.as_str()).collect(),
-            )
-        })
-        .collect();
+    let luns = wwids_and_paths(&found);
     assert_eq!(luns, [(NAA, vec!["sdb"]), ("uuid.1234", vec!["nvme2n1"])]);
     let reason = |name: &str| {
         found
