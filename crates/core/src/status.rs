@@ -78,6 +78,14 @@ pub struct MapStatus {
     pub groups: Vec<GroupStatus>,
 }
 
+impl MapStatus {
+    /// Every path's status, group by group: the map's path order
+    /// ([`Map::paths`]).
+    pub fn paths(&self) -> impl Iterator<Item = &PathStatus> {
+        self.groups.iter().flat_map(|group| &group.paths)
+    }
+}
+
 /// The state of one priority group.
 #[derive(Clone, Debug, Serialize)]
 pub struct GroupStatus {

@@ -53,14 +53,7 @@ fn setup(
 }
 
 fn state(map: &Map, path: usize) -> PathState {
-    let status = map.status();
-    status
-        .groups
-        .iter()
-        .flat_map(|group| &group.paths)
-        .nth(path)
-        .unwrap()
-        .state
+    map.status().paths().nth(path).unwrap().state
 }
 
 fn current_group(map: &Map) -> Option<usize> {

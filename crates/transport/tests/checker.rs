@@ -55,14 +55,7 @@ fn options(failback: Failback) -> CheckerOptions {
 }
 
 fn state(device: &Device, path: usize) -> PathState {
-    let status = device.map.status();
-    status
-        .groups
-        .iter()
-        .flat_map(|group| &group.paths)
-        .nth(path)
-        .unwrap()
-        .state
+    device.map.status().paths().nth(path).unwrap().state
 }
 
 fn current_group(device: &Device) -> Option<usize> {
