@@ -79,9 +79,7 @@ impl Engine {
     pub fn start(config: &EngineConfig) -> std::io::Result<Arc<Engine>> {
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let count = match config.loops {
-            0 => cores
-                .len()
-                .max(std::thread::available_parallelism().map_or(1, usize::from)),
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
             count => count,
         };
         let mut threads = Vec::with_capacity(count + 1);

@@ -273,7 +273,7 @@ impl Server {
             loops: config.loops,
             idle_spin_us: config.idle_spin_us,
         })?;
-        Server::start_on(&engine, config, device)
+        Server::serve(&engine, config, device)
     }
 
     /// Binds the listeners and serves, on `engine`'s threads, the map
@@ -292,6 +292,15 @@ impl Server {
         device: Arc<DeviceSlot>,
     ) -> Result<Server, ServerError> {
         validate(config)?;
+        Server::serve(engine, config, device)
+    }
+
+    /// [`Server::start_on`] for a `config` already validated.
+    fn serve(
+        engine: &Arc<Engine>,
+        config: &ServerConfig,
+        device: Arc<DeviceSlot>,
+    ) -> Result<Server, ServerError> {
         let mut listeners = Vec::new();
         let mut tcp_address = None;
         if let Some(address) = config.tcp {
