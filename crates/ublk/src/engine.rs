@@ -689,7 +689,7 @@ impl Thread {
                     *entry = None;
                 }
             }
-            if hosted_ready || hosted_due.is_some_and(|due| now_ns() >= due) {
+            if hosted_ready || hosted_due.is_some_and(|due| now >= due) {
                 step_hosted(&mut self.hosted, hosted_ready);
             }
             if stop {
