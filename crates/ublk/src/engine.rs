@@ -1,6 +1,8 @@
-//! The ublk engine: a fixed set of I/O threads, one per CPU and pinned
-//! to it, each serving its CPU's queue of every ublk device, so the
-//! daemon's thread count does not grow with its devices.
+//! The ublk engine: a fixed set of I/O threads, one per CPU, each
+//! serving one CPU's queue of every ublk device, so the daemon's thread
+//! count does not grow with its devices. Each thread is pinned to a
+//! neighbour of the CPU whose queue it serves, on the same NUMA node
+//! (`placement` says which and why).
 //!
 //! # A thread's turn
 //! Each thread owns one io_uring for the commands of all the queues it
@@ -35,11 +37,14 @@
 
 use crate::control::Control;
 use crate::params::{limits_of, params_for};
+use crate::placement::run_cpus;
 use crate::queue::{slot_and_tag, ServedQueue, SharedDevice};
 use crate::uapi::{self, DevInfo};
 use crate::UblkError;
+use core_affinity::CoreId;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, SubmissionQueue, Submitter};
 use mpio_server::event_loop::{EventLoop, Step};
+use mpio_transport::host::host_topology;
 use mpio_transport::limits::Limits;
 use mpio_transport::{clock::now_ns, lock, waking_device_queue, DeviceSlot, PathHandle, Waker};
 use std::fs::File;
@@ -119,7 +124,7 @@ enum Request {
 /// One I/O thread as the engine sees it.
 #[derive(Debug)]
 struct Worker {
-    /// The CPU the thread is pinned to.
+    /// The CPU the thread runs on (pinned there when the CPUs are known).
     cpu: u32,
     requests: Sender<Request>,
     waker: Arc<File>,
@@ -194,6 +199,16 @@ impl Engine {
             config.threads
         };
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
+        // Thread i serves CPU i's queue (the CPU it tells its map queues)
+        // and runs on a neighbour of it: see `placement`.
+        let queue_cpus: Vec<u32> = (0..threads)
+            .map(|index| {
+                let core = core_ids.get(index % core_ids.len().max(1));
+                core.map_or(index, |core| core.id) as u32
+            })
+            .collect();
+        let run_cpus = run_cpus(&queue_cpus, &host_topology());
+        let pinned = !core_ids.is_empty();
         let mut workers = Vec::with_capacity(threads);
         for index in 0..threads {
             let ring = IoUring::builder()
@@ -216,11 +231,10 @@ impl Engine {
             // SAFETY: `raw` is a new descriptor that nothing else owns.
             let waker = Arc::new(File::from(unsafe { OwnedFd::from_raw_fd(raw) }));
             let (sender, receiver) = mpsc::channel();
-            let core = core_ids.get(index % core_ids.len().max(1)).copied();
-            let cpu = core.map_or(index, |core| core.id) as u32;
+            let (queue_cpu, run_cpu) = (queue_cpus[index], run_cpus[index]);
             let thread = Thread {
                 queue_id: u16::try_from(index).expect("at most 65536 threads"),
-                cpu,
+                queue_cpu,
                 ring,
                 waker_count: Box::new(0),
                 waker: Arc::clone(&waker),
@@ -231,14 +245,16 @@ impl Engine {
             let handle = std::thread::Builder::new()
                 .name(format!("mpio-ublk-{index}"))
                 .spawn(move || {
-                    if let Some(core) = core {
-                        core_affinity::set_for_current(core);
+                    if pinned {
+                        core_affinity::set_for_current(CoreId {
+                            id: run_cpu as usize,
+                        });
                     }
                     thread.run();
                 })
                 .map_err(|error| UblkError::system("spawning a ublk thread", error))?;
             workers.push(Worker {
-                cpu,
+                cpu: run_cpu,
                 requests: sender,
                 waker,
                 handle: Some(handle),
@@ -257,8 +273,8 @@ impl Engine {
         self.workers.len()
     }
 
-    /// The CPU of each I/O thread, in thread order: what loops it is to
-    /// host are made for ([`mpio_server::Engine::start_hosted`]).
+    /// The CPU each I/O thread runs on, in thread order: what loops it is
+    /// to host are made for ([`mpio_server::Engine::start_hosted`]).
     pub fn cpus(&self) -> Vec<u32> {
         self.workers.iter().map(|worker| worker.cpu).collect()
     }
@@ -519,7 +535,9 @@ fn paths_limits(slot: &DeviceSlot) -> Limits {
 /// One I/O thread.
 struct Thread {
     queue_id: u16,
-    cpu: u32,
+    /// The CPU whose submissions its queues receive (not the one it runs
+    /// on: see `placement`).
+    queue_cpu: u32,
     ring: IoUring<squeue::Entry, cqueue::Entry>,
     /// Where the kernel writes the waker's count. A field after `ring`,
     /// so it is freed after the ring is closed (and with it the read).
@@ -660,7 +678,7 @@ impl Thread {
                                     &mut self.served,
                                     device,
                                     &slot,
-                                    (self.queue_id, self.cpu),
+                                    (self.queue_id, self.queue_cpu),
                                     Waker(self.waker.as_raw_fd()),
                                     &submitter,
                                     &mut queue,

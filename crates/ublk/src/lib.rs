@@ -5,10 +5,12 @@
 //!   libclang to build), checked against the kernel header by a test.
 //! - [`control`]: `/dev/ublk-control` — add, set parameters, start, stop,
 //!   delete.
-//! - [`engine`]: the I/O threads, one per CPU, each serving its CPU's
+//! - [`engine`]: the I/O threads, one per CPU, each serving one CPU's
 //!   hardware queue of every device through the map's per-thread core
-//!   queue, with the CPU it runs on (so `io-affinity` and `numa` pick by
-//!   the submitting CPU).
+//!   queue, told that CPU (so `io-affinity` and `numa` pick by the
+//!   submitting CPU).
+//! - `placement`: which CPU each thread runs on (a neighbour of the CPU
+//!   whose queue it serves, on the same NUMA node).
 //! - `queue`: one device's queue on one thread (request descriptors, tag
 //!   buffers, fetch and commit).
 //!
@@ -23,6 +25,7 @@ pub mod control;
 pub mod engine;
 mod error;
 mod params;
+mod placement;
 mod queue;
 pub mod uapi;
 

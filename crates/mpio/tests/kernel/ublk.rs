@@ -3,12 +3,13 @@
 //! libaio while each path fails and returns; ext4 made, filled and
 //! checked on it; write-zeroes read back as zeroes; SIGTERM under load,
 //! which must end the daemon cleanly and remove the device; and
-//! io-affinity choosing by the CPU that submitted each request; and
+//! io-affinity choosing by the CPU that submitted each request while
+//! each CPU's queue is served from the other CPU; and
 //! sixty-four maps, each a ublk device and an NBD export, served by one
 //! I/O thread per CPU.
 
 use crate::daemon::Daemon;
-use crate::devices::{modprobe, run, wait_bounded, Mount, NbdDevice, NullBlk};
+use crate::devices::{modprobe, run, wait_bounded, wait_until, Mount, NbdDevice, NullBlk};
 use crate::failover::{path_ios, two_path_table, verify_while_paths_fail};
 use crate::fio::{FioVerify, Phase, Target};
 use std::io::Read;
@@ -101,13 +102,15 @@ fn write_zeroes_on_the_ublk_device_read_back_as_zeroes() {
 fn sigterm_under_fio_ends_cleanly_and_removes_the_device() {
     let (mut daemon, _paths, _disk) = ublk_daemon("ublk-sigterm", 64);
     let device = daemon.devices[0].clone();
+    // The whole disk written and read back: far more work than the time
+    // to the signal, which comes once the device has served some writes.
     let mut fio = FioVerify::start(
         Target::Block(&device),
-        32,
-        Phase::Write,
+        64,
+        Phase::WriteAndVerify,
         daemon.dir.join("fio.log"),
     );
-    std::thread::sleep(Duration::from_secs(2));
+    wait_for_writes(&device, 1000);
     assert!(fio.is_running(), "fio ended before the signal");
     run(
         "kill",
@@ -137,6 +140,16 @@ fn io_affinity_sends_each_cpu_s_io_down_its_own_path() {
     );
     let daemon = serve_ublk("ublk-affinity", &table, &["--ublk"]);
     let device = &daemon.devices[0];
+    // The guest's two CPUs share a NUMA node: CPU 0's queue is served by
+    // a thread running on CPU 1 and the other way round, and io-affinity
+    // still picks by the CPU that submitted.
+    for (thread, runs_on) in [("mpio-ublk-0", "1"), ("mpio-ublk-1", "0")] {
+        assert_eq!(
+            thread_cpus(daemon.child.id(), thread).as_deref(),
+            Some(runs_on),
+            "{thread} runs on the CPUs listed"
+        );
+    }
     for (cpu, own, other) in [(0, &paths[0], &paths[1]), (1, &paths[1], &paths[0])] {
         let (own_before, other_before) = (path_ios(&daemon, own), path_ios(&daemon, other));
         run(
@@ -255,11 +268,11 @@ fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
     let daemon = serve_ublk("ublk-queueing", &table, &["--ublk"]);
     let mut fio = FioVerify::start(
         Target::Block(&daemon.devices[0]),
-        32,
+        64,
         Phase::WriteAndVerify,
         daemon.dir.join("fio.log"),
     );
-    std::thread::sleep(Duration::from_secs(1));
+    wait_for_writes(&daemon.devices[0], 1000);
     for path in &paths {
         daemon.ok(&["message", "mpatha", "fail_path", path]);
     }
@@ -273,6 +286,41 @@ fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
         daemon.ok(&["message", "mpatha", "reinstate_path", path]);
     }
     fio.finish(Duration::from_secs(600)).assert_clean();
+}
+
+/// Waits (bounded) until block device `device` has completed `count`
+/// writes: work under way, whatever the machine's speed.
+fn wait_for_writes(device: &str, count: u64) {
+    let stat = format!("/sys/block/{}/stat", device.trim_start_matches("/dev/"));
+    wait_until(
+        &format!("{count} writes on {device}"),
+        Duration::from_secs(60),
+        || {
+            std::fs::read_to_string(&stat)
+                .ok()
+                .and_then(|line| line.split_whitespace().nth(4)?.parse::<u64>().ok())
+                .is_some_and(|writes| writes >= count)
+        },
+    );
+}
+
+/// The CPUs `pid`'s thread named `name` may run on
+/// (`Cpus_allowed_list`), if it has such a thread.
+fn thread_cpus(pid: u32, name: &str) -> Option<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| {
+            let task = task.unwrap().path();
+            let comm = std::fs::read_to_string(task.join("comm")).ok()?;
+            let status = std::fs::read_to_string(task.join("status")).ok()?;
+            (comm.trim() == name).then_some(status)
+        })
+        .find_map(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+                .map(|cpus| cpus.trim().to_string())
+        })
 }
 
 #[test]
