@@ -1,8 +1,9 @@
 #!/bin/sh
 # The kernel test VM's payload for scripts/kernel-bench.sh: the seed
 # benchmark (fio libaio 4k random read, queue depth 32, one job per
-# vCPU, O_DIRECT) against raw null_blk and each multipath stack over the
-# same null_blk devices, in interleaved rounds. Every sample is printed
+# vCPU, O_DIRECT, unless bench.conf says other) against raw null_blk
+# and each multipath stack over the same null_blk devices, in
+# interleaved rounds. Every sample is printed
 # as RESULT|<configuration>|<IOPS>; the host makes the table.
 #
 # Configurations:
@@ -25,7 +26,7 @@ note() { echo "NOTE|$*"; }
 # fio_iops DEVICE: the IOPS of one timed run (terse field 8: read IOPS).
 fio_iops() {
     fio --name=bench --filename="$1" --rw=randread --bs=4k --ioengine=libaio \
-        --iodepth=32 --numjobs="$JOBS" --direct=1 --time_based --runtime="$RUNTIME" \
+        --iodepth="$IODEPTH" --numjobs="$FIO_JOBS" --direct=1 --time_based --runtime="$RUNTIME" \
         --ramp_time=1 --group_reporting --output-format=terse 2>/tmp/fio.err |
         awk -F';' '$1 == "3" {print $8}'
 }
