@@ -105,8 +105,12 @@ pub struct FileQueue {
     reaped: Vec<(u64, i32)>,
     /// The path's switch count this queue last applied to its ring.
     switches_seen: Option<u64>,
-    /// Every completion signals the waker the queue was opened with.
+    /// The ring has the waker the queue was opened with: its completions
+    /// signal it while the waker is armed.
     signals_waker: bool,
+    /// The waker is armed ([`FileQueue::rests_on_waker`]) and not yet
+    /// disarmed by a poll.
+    waker_armed: bool,
 }
 
 impl std::fmt::Debug for FileQueue {
@@ -148,8 +152,12 @@ impl FileQueue {
         };
         // Without the registration the queue is only polled, as without
         // a waker: slower to notice, never wrong.
-        let signals_waker = match (&ring, waker) {
-            (Ok(ring), Some(Waker(fd))) => ring.submitter().register_eventfd(fd).is_ok(),
+        let signals_waker = match (&mut ring, waker) {
+            (Ok(ring), Some(Waker(fd))) => {
+                // Disarmed until the poller is about to rest on it.
+                ring.completion().disable_eventfd();
+                ring.submitter().register_eventfd(fd).is_ok()
+            }
             _ => false,
         };
         let mut queue = FileQueue {
@@ -164,22 +172,43 @@ impl FileQueue {
             reaped: Vec::with_capacity(2 * entries as usize),
             switches_seen: None,
             signals_waker,
+            waker_armed: false,
         };
         queue.apply_switch();
         queue
     }
 
-    /// True when the waker is all a poller needs to watch: every
-    /// completion signals it and all the queue holds is submitted (nothing
-    /// waits in the submission ring, the backlog, or `done`).
+    /// True when the waker is all a poller needs to watch: the ring has
+    /// it, all the queue holds is submitted (nothing waits in the
+    /// submission ring, the backlog, or `done`) and no completion waits to
+    /// be reaped. Arms the waker when it can: from here to the next poll
+    /// every completion signals it.
+    ///
+    /// The waker is disarmed while the poller is awake
+    /// (`IORING_CQ_EVENTFD_DISABLED`, set again by each poll): a completion
+    /// the poll reaps itself would otherwise wake the poller once more for
+    /// nothing, an extra kernel entry per request at low queue depth.
+    /// Arming stores the flag and then reads the completion tail, the
+    /// kernel stores the tail and then reads the flag, each with a full
+    /// barrier between (our fence; the kernel's `wq_has_sleeper` before
+    /// its eventfd signal): one of the two sees the other, so a completion
+    /// posted meanwhile either signals the waker or is seen here.
     pub fn rests_on_waker(&mut self) -> bool {
-        self.signals_waker
-            && self.done.is_empty()
-            && self.backlog.is_empty()
-            && self
-                .ring
-                .as_mut()
-                .is_ok_and(|ring| ring.submission().is_empty())
+        if !self.signals_waker || !self.done.is_empty() || !self.backlog.is_empty() {
+            return false;
+        }
+        let Ok(ring) = &mut self.ring else {
+            return false;
+        };
+        if !ring.submission().is_empty() {
+            return false;
+        }
+        if !self.waker_armed {
+            ring.completion().enable_eventfd();
+            self.waker_armed = true;
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        ring.completion().is_empty()
     }
 
     /// Why the ring could not be set up, if it could not.
@@ -251,6 +280,9 @@ impl FileQueue {
         let Ok(ring) = &mut self.ring else {
             return;
         };
+        if std::mem::take(&mut self.waker_armed) {
+            ring.completion().disable_eventfd();
+        }
         if !ring.submission().is_empty() {
             // EAGAIN/EBUSY (no room for completions yet) and EINTR leave
             // the entries queued for the next poll; nothing is lost.
@@ -611,5 +643,59 @@ mod tests {
         drop(waker);
         let mut unwoken = FileQueue::new(Arc::new(FilePath::over(pipe().0, 1)), 1, None);
         assert!(!unwoken.rests_on_waker(), "a queue without a waker");
+    }
+
+    /// The waker is armed only for a rest: a completion that comes while
+    /// the poller is awake does not signal it, and keeps the poller from
+    /// resting until it is reaped.
+    #[test]
+    fn completions_while_awake_leave_the_waker_alone() {
+        // SAFETY: eventfd has no preconditions; the result is checked.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        assert!(raw >= 0, "eventfd: {}", std::io::Error::last_os_error());
+        // SAFETY: `raw` is a new descriptor that nothing else owns.
+        let waker = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+        let count = || {
+            let mut value = [0u8; 8];
+            // SAFETY: `value` is 8 writable bytes; the fd is open.
+            let read = unsafe { libc::read(raw, value.as_mut_ptr().cast(), 8) };
+            if read == 8 {
+                u64::from_ne_bytes(value)
+            } else {
+                0
+            }
+        };
+        let (read_end, write_end) = pipe();
+        let path = Arc::new(FilePath::over(read_end, 1 << 20));
+        let mut queue = FileQueue::new(path, 4, Some(Waker(raw)));
+        // Data already there: the read completes within the poll that
+        // submits it.
+        std::io::Write::write_all(&mut &write_end, &[1u8; 4096]).unwrap();
+        queue.submit(PathIo::read(1, 0, Buffer::zeroed(4096)), 0);
+        let mut done = Vec::new();
+        queue.poll(0, &mut done);
+        assert_eq!(done.len(), 1, "the read completed in its poll");
+        assert_eq!(count(), 0, "a completion the poll reaped woke the waker");
+        // A read the kernel holds, completed while the poller is awake:
+        // its completion waits in the ring, unsignalled.
+        queue.submit(PathIo::read(2, 0, Buffer::zeroed(4096)), 0);
+        queue.poll(0, &mut done);
+        assert_eq!(done.len(), 1, "the second read waits for data");
+        std::io::Write::write_all(&mut &write_end, &[2u8; 4096]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while queue.ring.as_mut().unwrap().completion().is_empty() {
+            assert!(Instant::now() < deadline, "the read never completed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(count(), 0, "a completion while awake woke the waker");
+        assert!(
+            !queue.rests_on_waker(),
+            "a completion waits to be reaped: no rest"
+        );
+        queue.poll(0, &mut done);
+        assert_eq!(done.len(), 2);
+        assert!(queue.rests_on_waker(), "nothing held, nothing waiting");
+        drop(queue);
+        drop(waker);
     }
 }
