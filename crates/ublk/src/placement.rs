@@ -14,10 +14,10 @@
 //! submissions; the two alternate a few requests at a time. On a
 //! neighbouring CPU the thread runs beside its submitters and takes
 //! their requests in larger batches. `docs/BENCHMARKS.md` has the
-//! measurement (fio at queue depth 32 on a 2-CPU guest: 21 % more IOPS,
-//! and no loss at queue depth 1). The neighbour stays on the node, so
-//! the thread's memory and its paths' NUMA distance are those of the
-//! submitting CPU.
+//! measurement (fio on the 2-vCPU test guest: 20 % more IOPS at queue
+//! depth 32, half again as many at depth 1). The neighbour stays on the
+//! node, so the thread's memory and its paths' NUMA distance are those
+//! of the submitting CPU.
 
 use mpio_core::numa::NumaTopology;
 
