@@ -154,10 +154,10 @@ mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
     grep -a 'ublk thread ended' /tmp/mpio.out | awk -v name="$name" -v ios="$(echo "$before $after" | awk '{print $5 - $1}')" '
         { for (i = 1; i <= NF; i++) { split($i, pair, "="); if (pair[2] != "") sum[pair[1]] += pair[2] } }
         END {
-            turns = sum["idle"] + sum["rests"] + sum["spins"] + sum["busy_waits"]
+            turns = sum["idle"] + sum["rests"] + sum["ready"] + sum["spins"] + sum["busy_waits"]
             if (ios > 0 && turns > 0)
-                printf "NOTE|%s: per measured I/O, the threads entered the kernel %.2f times (%.2f spinning, %.2f waiting 100 us, %.2f resting on the waker, %.2f idle), %.1f commands per entry\n",
-                    name, turns / ios, sum["spins"] / ios, sum["busy_waits"] / ios, sum["rests"] / ios, sum["idle"] / ios, sum["commands"] / turns }'
+                printf "NOTE|%s: per measured I/O, the threads took %.2f turns (%.2f spinning, %.2f waiting 100 us, %.2f resting on the waker, %.2f at once with work waiting, %.2f idle), %.1f commands per turn\n",
+                    name, turns / ios, sum["spins"] / ios, sum["busy_waits"] / ios, sum["rests"] / ios, sum["ready"] / ios, sum["idle"] / ios, sum["commands"] / turns }'
 }
 # Over NBD: the map on a unix socket, attached as /dev/nbd0 with a
 # connection per job (the server spreads connections over its event

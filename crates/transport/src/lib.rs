@@ -48,21 +48,46 @@ pub enum AnyQueue {
 }
 
 /// An eventfd a thread sleeps on, borrowed by the path queues it opens:
-/// each completion they post signals it (see [`AnyQueue::rests_on_waker`]).
-/// The thread keeps it open for as long as those queues live.
+/// each completion they post while it rests signals it (see
+/// [`AnyQueue::rest`]). The thread keeps it open for as long as those
+/// queues live.
 #[derive(Clone, Copy, Debug)]
 pub struct Waker(pub std::os::fd::RawFd);
 
+/// What a thread about to wait may do about a path queue's requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rest {
+    /// Sleep until the [`Waker`] fires: all the queue holds is with the
+    /// kernel, and its next completion signals the waker (armed now).
+    OnWaker,
+    /// Poll at once: work is already waiting (a completion to reap, or
+    /// I/O not yet submitted).
+    Ready,
+    /// Poll, now and then: the queue completes where only a poll sees it.
+    Poll,
+}
+
+impl Rest {
+    /// The rest for two queues watched together: any work waiting comes
+    /// first, then any queue that must be polled.
+    pub fn and(self, other: Rest) -> Rest {
+        match (self, other) {
+            (Rest::Ready, _) | (_, Rest::Ready) => Rest::Ready,
+            (Rest::Poll, _) | (_, Rest::Poll) => Rest::Poll,
+            (Rest::OnWaker, Rest::OnWaker) => Rest::OnWaker,
+        }
+    }
+}
+
 impl AnyQueue {
-    /// True when a thread may sleep until the [`Waker`] this queue was
-    /// opened with fires instead of polling it: all it holds is with the
-    /// kernel, and each completion signals the waker. A file path's ring
-    /// does (the waker is its eventfd); the other transports complete
-    /// where only a poll sees it.
-    pub fn rests_on_waker(&mut self) -> bool {
+    /// Whether a thread may sleep until the [`Waker`] this queue was
+    /// opened with fires instead of polling it ([`Rest`]). A file path's
+    /// ring can signal it (the waker is its eventfd); the other
+    /// transports complete where only a poll sees it.
+    pub fn rest(&mut self) -> Rest {
         match self {
-            AnyQueue::File(queue) => queue.rests_on_waker(),
-            AnyQueue::Null(_) | AnyQueue::Memory(_) | AnyQueue::Nbd(_) => false,
+            AnyQueue::File(queue) => queue.rest(),
+            AnyQueue::Null(_) | AnyQueue::Memory(_) | AnyQueue::Nbd(_) => Rest::Poll,
         }
     }
 }
@@ -583,7 +608,7 @@ pub fn device_queue(slot: &Arc<DeviceSlot>, depth: usize, cpu: u32) -> DeviceQue
 }
 
 /// As [`device_queue`], with path queues that signal `waker` at each
-/// completion where their transport can ([`AnyQueue::rests_on_waker`]).
+/// completion where their transport can ([`AnyQueue::rest`]).
 pub fn waking_device_queue(
     slot: &Arc<DeviceSlot>,
     depth: usize,

@@ -7,11 +7,14 @@
 //! # A thread's turn
 //! Each thread owns one io_uring for the commands of all the queues it
 //! serves, and an eventfd read on that ring through which the engine
-//! wakes it for a new device. A turn submits what is queued and blocks
-//! for a completion only when no request is at a map (the paths'
-//! transports complete on rings and sockets of their own, which the
-//! thread polls): while requests are out it polls without sleeping for
-//! 64 turns, then waits at most 100 µs between polls.
+//! wakes it for a new device (the waker; file paths' rings signal it
+//! too). A turn submits what is queued, then waits according to what
+//! the busy queues' paths say ([`Rest`]): with no request at a map it
+//! sleeps until a command comes; when every path's ring will signal the
+//! waker it sleeps until a command or that signal (at most 1 ms); when
+//! work already waits it goes on at once; and when a path completes
+//! where only a poll sees it (NBD sockets, memory) it polls without
+//! sleeping for 64 turns, then waits at most 100 µs between polls.
 //! Then it hands every completed command to its queue (a new request
 //! goes to the map) and polls every queue (an answered request is
 //! committed, which also fetches the tag's next one).
@@ -46,7 +49,9 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring, SubmissionQueue, Submitte
 use mpio_server::event_loop::{EventLoop, Step};
 use mpio_transport::host::host_topology;
 use mpio_transport::limits::Limits;
-use mpio_transport::{clock::now_ns, lock, waking_device_queue, DeviceSlot, PathHandle, Waker};
+use mpio_transport::{
+    clock::now_ns, lock, waking_device_queue, DeviceSlot, PathHandle, Rest, Waker,
+};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -567,6 +572,9 @@ struct TurnCounts {
     idle: u64,
     /// Turns that slept on the waker while requests were at paths.
     rests: u64,
+    /// Turns taken at once because work already waited (a path's
+    /// completion to reap, I/O to submit): not counted as spins.
+    ready: u64,
     /// Turns that polled without sleeping.
     spins: u64,
     /// Turns that waited at most [`BUSY_WAIT`] between polls.
@@ -623,22 +631,40 @@ impl Thread {
                     Some(hint) => self.wait_at_most(hint),
                     None => self.ring.submit_and_wait(1),
                 }
-            } else if self
-                .served
-                .iter_mut()
-                .flatten()
-                .all(ServedQueue::rests_on_waker)
-            {
-                // Each path completion signals the waker, whose read is
-                // on this ring: sleep until it or a command comes.
-                counts.rests += 1;
-                self.wait_at_most(hint.map_or(REST_BOUND, |hint| hint.min(REST_BOUND)))
-            } else if idle_turns < SPIN_TURNS {
-                counts.spins += 1;
-                self.ring.submit()
             } else {
-                counts.busy_waits += 1;
-                self.wait_at_most(hint.map_or(BUSY_WAIT, |hint| hint.min(BUSY_WAIT)))
+                let rest = self
+                    .served
+                    .iter_mut()
+                    .flatten()
+                    .filter(|served| served.is_busy())
+                    .fold(Rest::OnWaker, |rest, served| rest.and(served.rest()));
+                match rest {
+                    Rest::OnWaker => {
+                        // Each path completion signals the waker, whose
+                        // read is on this ring: sleep until it or a
+                        // command comes.
+                        counts.rests += 1;
+                        self.wait_at_most(hint.map_or(REST_BOUND, |hint| hint.min(REST_BOUND)))
+                    }
+                    Rest::Ready => {
+                        // Work already waits: a turn at once, entering the
+                        // kernel only to submit.
+                        counts.ready += 1;
+                        if self.ring.submission().is_empty() {
+                            Ok(0)
+                        } else {
+                            self.ring.submit()
+                        }
+                    }
+                    Rest::Poll if idle_turns < SPIN_TURNS => {
+                        counts.spins += 1;
+                        self.ring.submit()
+                    }
+                    Rest::Poll => {
+                        counts.busy_waits += 1;
+                        self.wait_at_most(hint.map_or(BUSY_WAIT, |hint| hint.min(BUSY_WAIT)))
+                    }
+                }
             };
             if let Err(error) = submitted {
                 match error.raw_os_error() {
@@ -718,6 +744,7 @@ impl Thread {
                     thread = self.queue_id,
                     idle = counts.idle,
                     rests = counts.rests,
+                    ready = counts.ready,
                     spins = counts.spins,
                     busy_waits = counts.busy_waits,
                     commands = counts.commands,

@@ -31,7 +31,7 @@
 use crate::uapi::{self, IoCmd, IoDesc};
 use io_uring::{opcode, squeue, types};
 use mpio_core::io::{Buffer, Completion, Io, Op, SECTOR_SIZE};
-use mpio_transport::{AnyQueue, DeviceQueue};
+use mpio_transport::{DeviceQueue, Rest};
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -317,19 +317,18 @@ impl ServedQueue {
         self.map_queue.in_flight() > 0 || !self.backlog.is_empty() || !self.finished.is_empty()
     }
 
-    /// True when the thread's waker is all it must watch for this queue:
-    /// nothing waits to go to the map or back to the kernel, and every
-    /// path queue holding requests rests on the waker
-    /// ([`AnyQueue::rests_on_waker`]).
-    pub(crate) fn rests_on_waker(&mut self) -> bool {
-        self.backlog.is_empty()
-            && self.finished.is_empty()
-            && self.map_queue.queues_mut().all(|queue| {
-                queue
-                    .path_queues_mut()
-                    .iter_mut()
-                    .all(AnyQueue::rests_on_waker)
-            })
+    /// What the thread may do about this queue before its next turn:
+    /// [`Rest::Ready`] when something waits to go to the map or back to
+    /// the kernel, else what its path queues say together
+    /// ([`mpio_transport::AnyQueue::rest`], [`Rest::and`]).
+    pub(crate) fn rest(&mut self) -> Rest {
+        if !self.backlog.is_empty() || !self.finished.is_empty() {
+            return Rest::Ready;
+        }
+        self.map_queue
+            .queues_mut()
+            .flat_map(|queue| queue.path_queues_mut().iter_mut())
+            .fold(Rest::OnWaker, |rest, path| rest.and(path.rest()))
     }
 
     /// Every tag has ended and nothing is at the map: the queue can go.

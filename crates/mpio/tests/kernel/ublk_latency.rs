@@ -3,7 +3,9 @@
 //! verify. Every request then waits at a path, and the I/O threads must
 //! sleep on their waker (the paths' rings signal it) rather than poll:
 //! the log they write when they end must show turns resting on the waker
-//! and none spinning, and fio must verify every block.
+//! and none spinning (a turn taken at once because a completion already
+//! waited is no spin: it is counted as `ready`), and fio must verify
+//! every block.
 
 use crate::devices::{modprobe, run, wait_bounded, NullBlk};
 use crate::failover::two_path_table;

@@ -50,7 +50,7 @@
 #![allow(unsafe_code)]
 
 use super::{end_of_file, outcome_of_errno, FilePath};
-use crate::Waker;
+use crate::{Rest, Waker};
 use io_uring::{opcode, squeue, types, IoUring};
 use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
@@ -108,7 +108,7 @@ pub struct FileQueue {
     /// The ring has the waker the queue was opened with: its completions
     /// signal it while the waker is armed.
     signals_waker: bool,
-    /// The waker is armed ([`FileQueue::rests_on_waker`]) and not yet
+    /// The waker is armed ([`FileQueue::rest`]) and not yet
     /// disarmed by a poll.
     waker_armed: bool,
 }
@@ -178,11 +178,12 @@ impl FileQueue {
         queue
     }
 
-    /// True when the waker is all a poller needs to watch: the ring has
-    /// it, all the queue holds is submitted (nothing waits in the
-    /// submission ring, the backlog, or `done`) and no completion waits to
-    /// be reaped. Arms the waker when it can: from here to the next poll
-    /// every completion signals it.
+    /// [`Rest::OnWaker`] when the waker is all a poller needs to watch:
+    /// the ring has it, all the queue holds is submitted (nothing waits in
+    /// the submission ring, the backlog, or `done`) and no completion
+    /// waits to be reaped; the waker is then armed, and from here to the
+    /// next poll every completion signals it. [`Rest::Ready`] when
+    /// something does wait; [`Rest::Poll`] without a waker.
     ///
     /// The waker is disarmed while the poller is awake
     /// (`IORING_CQ_EVENTFD_DISABLED`, set again by each poll): a completion
@@ -193,22 +194,26 @@ impl FileQueue {
     /// barrier between (our fence; the kernel's `wq_has_sleeper` before
     /// its eventfd signal): one of the two sees the other, so a completion
     /// posted meanwhile either signals the waker or is seen here.
-    pub fn rests_on_waker(&mut self) -> bool {
-        if !self.signals_waker || !self.done.is_empty() || !self.backlog.is_empty() {
-            return false;
-        }
+    pub fn rest(&mut self) -> Rest {
         let Ok(ring) = &mut self.ring else {
-            return false;
+            return Rest::Poll;
         };
-        if !ring.submission().is_empty() {
-            return false;
+        if !self.signals_waker {
+            return Rest::Poll;
+        }
+        if !self.done.is_empty() || !self.backlog.is_empty() || !ring.submission().is_empty() {
+            return Rest::Ready;
         }
         if !self.waker_armed {
             ring.completion().enable_eventfd();
             self.waker_armed = true;
         }
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        ring.completion().is_empty()
+        if ring.completion().is_empty() {
+            Rest::OnWaker
+        } else {
+            Rest::Ready
+        }
     }
 
     /// Why the ring could not be set up, if it could not.
@@ -620,13 +625,13 @@ mod tests {
         let (read_end, write_end) = pipe();
         let path = Arc::new(FilePath::over(read_end, 1 << 20));
         let mut queue = FileQueue::new(path, 4, Some(Waker(raw)));
-        assert!(queue.rests_on_waker(), "an empty queue");
+        assert_eq!(queue.rest(), Rest::OnWaker, "an empty queue");
         queue.submit(PathIo::read(7, 0, Buffer::zeroed(4096)), 0);
-        assert!(!queue.rests_on_waker(), "the read is not submitted yet");
+        assert_eq!(queue.rest(), Rest::Ready, "the read is not submitted yet");
         let mut done = Vec::new();
         queue.poll(0, &mut done);
         assert!(done.is_empty());
-        assert!(queue.rests_on_waker(), "the read is with the kernel");
+        assert_eq!(queue.rest(), Rest::OnWaker, "the read is with the kernel");
         assert_eq!(count(), 0, "no completion yet");
         std::io::Write::write_all(&mut &write_end, &[1u8; 4096]).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -642,7 +647,7 @@ mod tests {
         drop(queue);
         drop(waker);
         let mut unwoken = FileQueue::new(Arc::new(FilePath::over(pipe().0, 1)), 1, None);
-        assert!(!unwoken.rests_on_waker(), "a queue without a waker");
+        assert_eq!(unwoken.rest(), Rest::Poll, "a queue without a waker");
     }
 
     /// The waker is armed only for a rest: a completion that comes while
@@ -688,13 +693,14 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(count(), 0, "a completion while awake woke the waker");
-        assert!(
-            !queue.rests_on_waker(),
+        assert_eq!(
+            queue.rest(),
+            Rest::Ready,
             "a completion waits to be reaped: no rest"
         );
         queue.poll(0, &mut done);
         assert_eq!(done.len(), 2);
-        assert!(queue.rests_on_waker(), "nothing held, nothing waiting");
+        assert_eq!(queue.rest(), Rest::OnWaker, "nothing held, nothing waiting");
         drop(queue);
         drop(waker);
     }
