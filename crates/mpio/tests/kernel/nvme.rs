@@ -88,10 +88,18 @@ impl NvmeLoop {
         std::os::unix::fs::symlink(self.subsystem(), link).unwrap();
         let options = format!("transport=loop,traddr={port},nqn={}", self.nqn);
         write_attribute(Path::new("/dev/nvme-fabrics"), &options);
+        // The namespace shows under its controller a moment before its
+        // block device does; with native multipath the path's namespace
+        // is hidden and has none.
+        let native = read_attribute("/sys/module/nvme_core/parameters/multipath")
+            .is_some_and(|setting| setting == "Y");
         wait_until(
-            "the new controller's namespace appears",
+            "the new controller's block device appears",
             Duration::from_secs(60),
-            || self.namespace_of(port).is_some(),
+            || {
+                self.namespace_of(port)
+                    .is_some_and(|name| native || Path::new("/sys/block").join(name).exists())
+            },
         );
     }
 

@@ -117,14 +117,7 @@ fn a_removed_port_leaves_the_map_and_its_return_rejoins_it() {
     });
     wait_serves(&daemon, &second, 300, "the other path serves");
     target.add_port(31);
-    // The namespace shows under its controller a moment before its block
-    // device does.
-    let mut returned = None;
-    wait_until("the returned port's block device appears", LIMIT, || {
-        returned = target.device_of(31);
-        returned.is_some()
-    });
-    let returned = returned.unwrap();
+    let returned = target.device_of(31).unwrap();
     wait_until("the returned device joins the map", LIMIT, || {
         listed(&returned)
     });
