@@ -603,25 +603,33 @@ mod tests {
             .all(|done| matches!(done.outcome, PathOutcome::Path(_))));
     }
 
-    /// A thread sleeping on the waker learns of a completion: the ring
-    /// signals it once the read the pipe held completes, not before.
-    #[test]
-    fn a_queue_opened_with_a_waker_signals_it_at_each_completion() {
+    /// A non-blocking eventfd to use as a waker, and its descriptor.
+    fn test_waker() -> (std::os::fd::OwnedFd, std::os::fd::RawFd) {
         // SAFETY: eventfd has no preconditions; the result is checked.
         let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         assert!(raw >= 0, "eventfd: {}", std::io::Error::last_os_error());
         // SAFETY: `raw` is a new descriptor that nothing else owns.
-        let waker = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
-        let count = || {
-            let mut value = [0u8; 8];
-            // SAFETY: `value` is 8 writable bytes; the fd is open.
-            let read = unsafe { libc::read(raw, value.as_mut_ptr().cast(), 8) };
-            if read == 8 {
-                u64::from_ne_bytes(value)
-            } else {
-                0
-            }
-        };
+        (unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) }, raw)
+    }
+
+    /// The count of eventfd `raw`, which this read resets (0 if unset).
+    fn taken_count(raw: std::os::fd::RawFd) -> u64 {
+        let mut value = [0u8; 8];
+        // SAFETY: `value` is 8 writable bytes; the fd is open.
+        let read = unsafe { libc::read(raw, value.as_mut_ptr().cast(), 8) };
+        if read == 8 {
+            u64::from_ne_bytes(value)
+        } else {
+            0
+        }
+    }
+
+    /// A thread sleeping on the waker learns of a completion: the ring
+    /// signals it once the read the pipe held completes, not before.
+    #[test]
+    fn a_queue_opened_with_a_waker_signals_it_at_each_completion() {
+        let (waker, raw) = test_waker();
+        let count = || taken_count(raw);
         let (read_end, write_end) = pipe();
         let path = Arc::new(FilePath::over(read_end, 1 << 20));
         let mut queue = FileQueue::new(path, 4, Some(Waker(raw)));
@@ -655,21 +663,8 @@ mod tests {
     /// resting until it is reaped.
     #[test]
     fn completions_while_awake_leave_the_waker_alone() {
-        // SAFETY: eventfd has no preconditions; the result is checked.
-        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        assert!(raw >= 0, "eventfd: {}", std::io::Error::last_os_error());
-        // SAFETY: `raw` is a new descriptor that nothing else owns.
-        let waker = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
-        let count = || {
-            let mut value = [0u8; 8];
-            // SAFETY: `value` is 8 writable bytes; the fd is open.
-            let read = unsafe { libc::read(raw, value.as_mut_ptr().cast(), 8) };
-            if read == 8 {
-                u64::from_ne_bytes(value)
-            } else {
-                0
-            }
-        };
+        let (waker, raw) = test_waker();
+        let count = || taken_count(raw);
         let (read_end, write_end) = pipe();
         let path = Arc::new(FilePath::over(read_end, 1 << 20));
         let mut queue = FileQueue::new(path, 4, Some(Waker(raw)));
