@@ -318,11 +318,13 @@ impl ServedQueue {
     }
 
     /// What the thread may do about this queue before its next turn:
-    /// [`Rest::Ready`] when something waits to go to the map or back to
-    /// the kernel, else what its path queues say together
-    /// ([`mpio_transport::AnyQueue::rest`], [`Rest::and`]).
+    /// [`Rest::Ready`] when answers wait to go back to the kernel, else
+    /// what its path queues say together
+    /// ([`mpio_transport::AnyQueue::rest`], [`Rest::and`]). Requests the
+    /// map had no room for wait, as the map's own held I/O does, for its
+    /// paths' completions or the thread's bounded rest.
     pub(crate) fn rest(&mut self) -> Rest {
-        if !self.backlog.is_empty() || !self.finished.is_empty() {
+        if !self.finished.is_empty() {
             return Rest::Ready;
         }
         self.map_queue

@@ -182,8 +182,8 @@ impl FileQueue {
     /// the ring has it, all the queue holds is submitted (nothing waits in
     /// the submission ring, the backlog, or `done`) and no completion
     /// waits to be reaped; the waker is then armed, and from here to the
-    /// next poll every completion signals it. [`Rest::Ready`] when
-    /// something does wait; [`Rest::Poll`] without a waker.
+    /// next poll every completion signals it. [`Rest::Ready`] when a poll
+    /// has something to do at once; [`Rest::Poll`] without a waker.
     ///
     /// The waker is disarmed while the poller is awake
     /// (`IORING_CQ_EVENTFD_DISABLED`, set again by each poll): a completion
@@ -201,7 +201,10 @@ impl FileQueue {
         if !self.signals_waker {
             return Rest::Poll;
         }
-        if !self.done.is_empty() || !self.backlog.is_empty() || !ring.submission().is_empty() {
+        // A backlog the kernel has no room for (as many entries out as
+        // the completion ring holds) waits for completions like the rest.
+        let backlog_fits = !self.backlog.is_empty() && self.in_kernel < self.max_in_kernel;
+        if !self.done.is_empty() || backlog_fits || !ring.submission().is_empty() {
             return Rest::Ready;
         }
         if !self.waker_armed {
