@@ -317,16 +317,13 @@ impl ServedQueue {
         self.map_queue.in_flight() > 0 || !self.backlog.is_empty() || !self.finished.is_empty()
     }
 
-    /// What the thread may do about this queue before its next turn:
-    /// [`Rest::Ready`] when answers wait to go back to the kernel, else
-    /// what its path queues say together
-    /// ([`mpio_transport::AnyQueue::rest`], [`Rest::and`]). Requests the
-    /// map had no room for wait, as the map's own held I/O does, for its
-    /// paths' completions or the thread's bounded rest.
+    /// What the thread may do about this queue before its next turn: what
+    /// its path queues say together ([`mpio_transport::AnyQueue::rest`],
+    /// [`Rest::and`]). Answers never wait here (each turn's poll commits
+    /// them all), and requests the map had no room for wait, as the map's
+    /// own held I/O does, for its paths' completions or the thread's
+    /// bounded rest.
     pub(crate) fn rest(&mut self) -> Rest {
-        if !self.finished.is_empty() {
-            return Rest::Ready;
-        }
         self.map_queue
             .queues_mut()
             .flat_map(|queue| queue.path_queues_mut().iter_mut())

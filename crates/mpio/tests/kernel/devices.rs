@@ -66,6 +66,30 @@ pub fn read_attribute(path: &str) -> Option<String> {
         .map(|text| text.trim().to_string())
 }
 
+/// Counter `field` of block device `name`'s `/sys/block/NAME/stat`
+/// (0: reads completed, 4: writes completed); `name` may be given as
+/// `/dev/NAME`.
+pub fn block_stat(name: &str, field: usize) -> Option<u64> {
+    let name = name.trim_start_matches("/dev/");
+    read_attribute(&format!("/sys/block/{name}/stat"))?
+        .split_whitespace()
+        .nth(field)?
+        .parse()
+        .ok()
+}
+
+/// The threads of process `pid`: each one's name and `/proc` directory.
+pub fn threads(pid: u32) -> Vec<(String, PathBuf)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| {
+            let task = task.ok()?.path();
+            let name = std::fs::read_to_string(task.join("comm")).ok()?;
+            Some((name.trim().to_string(), task))
+        })
+        .collect()
+}
+
 /// Loads a kernel module (with parameters); loading one already loaded
 /// does nothing.
 pub fn modprobe(module_and_parameters: &[&str]) {

@@ -13,7 +13,7 @@
 //! The numbers are in docs/BENCHMARKS.md.
 
 use crate::daemon::{test_dir, Daemon};
-use crate::devices::{read_attribute, wait_bounded, wait_until};
+use crate::devices::{block_stat, wait_bounded, wait_until};
 use crate::failover::{path_ios, LIMIT};
 use crate::nvme::NvmeLoop;
 use std::path::Path;
@@ -163,11 +163,7 @@ fn io_stall_when_the_active_nvme_path_goes_mpio_beside_native_multipath() {
         format!("--filename={node}"),
     ];
     let ports = target.ports;
-    let reads = || {
-        read_attribute(&format!("/sys/block/{head}/stat"))
-            .and_then(|stat| stat.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
-    };
+    let reads = || block_stat(&head, 0).unwrap_or(0);
     measure("native NVMe multipath (numa)", &dir, &args, reads, || {
         // The path that carries the I/O: its hidden device's read count.
         let reads = |port: u32| {
@@ -177,8 +173,7 @@ fn io_stall_when_the_active_nvme_path_goes_mpio_beside_native_multipath() {
                 .flatten()
                 .filter_map(|entry| entry.file_name().into_string().ok())
                 .find(|name| name.contains('c') && name.starts_with("nvme"))?;
-            let stat = read_attribute(&format!("/sys/block/{path}/stat"))?;
-            stat.split_whitespace().next()?.parse::<u64>().ok()
+            block_stat(&path, 0)
         };
         let active = ports
             .into_iter()

@@ -9,7 +9,9 @@
 //! I/O thread per CPU.
 
 use crate::daemon::Daemon;
-use crate::devices::{modprobe, run, wait_bounded, wait_until, Mount, NbdDevice, NullBlk};
+use crate::devices::{
+    block_stat, modprobe, run, threads, wait_bounded, wait_until, Mount, NbdDevice, NullBlk,
+};
 use crate::failover::{path_ios, two_path_table, verify_while_paths_fail};
 use crate::fio::{FioVerify, Phase, Target};
 use std::io::Read;
@@ -291,36 +293,24 @@ fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
 /// Waits (bounded) until block device `device` has completed `count`
 /// writes: work under way, whatever the machine's speed.
 fn wait_for_writes(device: &str, count: u64) {
-    let stat = format!("/sys/block/{}/stat", device.trim_start_matches("/dev/"));
     wait_until(
         &format!("{count} writes on {device}"),
         Duration::from_secs(60),
-        || {
-            std::fs::read_to_string(&stat)
-                .ok()
-                .and_then(|line| line.split_whitespace().nth(4)?.parse::<u64>().ok())
-                .is_some_and(|writes| writes >= count)
-        },
+        || block_stat(device, 4).is_some_and(|writes| writes >= count),
     );
 }
 
 /// The CPUs `pid`'s thread named `name` may run on
 /// (`Cpus_allowed_list`), if it has such a thread.
 fn thread_cpus(pid: u32, name: &str) -> Option<String> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|task| {
-            let task = task.unwrap().path();
-            let comm = std::fs::read_to_string(task.join("comm")).ok()?;
-            let status = std::fs::read_to_string(task.join("status")).ok()?;
-            (comm.trim() == name).then_some(status)
-        })
-        .find_map(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
-                .map(|cpus| cpus.trim().to_string())
-        })
+    let (_, task) = threads(pid)
+        .into_iter()
+        .find(|(thread, _)| thread == name)?;
+    let status = std::fs::read_to_string(task.join("status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+        .map(|cpus| cpus.trim().to_string())
 }
 
 #[test]
@@ -364,10 +354,9 @@ fn sixty_four_maps_are_sixty_four_devices_and_exports_on_one_thread_per_cpu() {
     }
     // One I/O thread per CPU serves both kinds of export: the ublk
     // threads run the NBD loops; only the NBD acceptor is added.
-    let names: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", daemon.child.id()))
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).ok())
-        .map(|name| name.trim().to_string())
+    let names: Vec<String> = threads(daemon.child.id())
+        .into_iter()
+        .map(|(name, _)| name)
         .collect();
     let count = |prefix: &str| names.iter().filter(|name| name.starts_with(prefix)).count();
     let cpus = std::thread::available_parallelism().unwrap().get();
