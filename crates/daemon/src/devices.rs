@@ -36,12 +36,11 @@ pub(crate) fn refresh_access(map: &Map, handles: &[PathHandle], sysfs: &Sysfs) {
         let PathHandle::File(file) = handle else {
             continue;
         };
-        if !file.is_block_device() {
-            continue;
-        }
+        // By its node, not its open file: a path that could not be
+        // opened yet (a standby or unavailable port) is rescanned too.
         let Some(device) = name_of_node(sysfs, file.path()).and_then(|name| sysfs.device(&name))
         else {
-            continue; // gone: the checker's probe finds that out
+            continue; // not a block device, or gone: the probe finds that out
         };
         let Some(state) = current_access(&device) else {
             continue;

@@ -57,10 +57,9 @@ fn a_scrape_does_not_wait_behind_a_reload() {
         started.elapsed()
     );
     drop(probe);
+    // The server that never answered is a path that cannot serve yet:
+    // the reload takes the table, with that path failed.
     let answer = reload.join().unwrap().unwrap();
-    assert!(
-        matches!(&answer, Response::Error { message } if message.contains("keeps its table")),
-        "{answer:?}"
-    );
+    assert!(matches!(&answer, Response::Ok { .. }), "{answer:?}");
     daemon.stop();
 }

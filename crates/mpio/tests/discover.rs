@@ -124,6 +124,10 @@ impl PathSource for Found {
             })
             .collect()
     }
+
+    fn device_bytes(&self, _name: &str) -> Option<u64> {
+        None
+    }
 }
 
 #[test]

@@ -23,12 +23,13 @@ pub mod uri;
 use file::{FileError, FilePath, FileQueue};
 use limits::Limits;
 use memory::{MemoryDisk, MemoryQueue, PortControl};
+use mpio_core::io::PathError;
 use mpio_core::map::{Map, MapError, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
 use mpio_core::reload::{MapSlot, ReloadingQueue};
 use mpio_core::table::Table;
 use nbd::handshake::Export;
-use nbd::{NbdError, NbdQueue, NbdTarget, Shared};
+use nbd::{NbdQueue, NbdTarget, Shared};
 use null::NullQueue;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -150,15 +151,6 @@ pub enum SetupError {
         word: String,
         /// What failed.
         source: FileError,
-    },
-    /// An NBD path's server could not be reached or its export does not
-    /// fit the map.
-    #[error("path {word:?}: {error}")]
-    Nbd {
-        /// The path word.
-        word: String,
-        /// What went wrong.
-        error: NbdError,
     },
     /// Two NBD paths of the map disagree on whether the export is
     /// read-only: which path the selector picked would decide whether a
@@ -287,13 +279,14 @@ impl Transports {
     ) -> Result<Device, SetupError> {
         let mut created = Vec::new();
         let built = self
-            .build_recording(table, options, names, &mut created)
+            .build_recording(table, options, names, served_as, &mut created)
             .and_then(|device| {
-                let paths = Limits::of_all(device.paths.iter().map(PathHandle::limits));
-                for device_limits in served_as {
-                    device_limits
-                        .admits(&paths)
-                        .map_err(|refused| SetupError::Limits { refused })?;
+                if let Some(paths) = paths_limits(&device.paths) {
+                    for device_limits in served_as {
+                        device_limits
+                            .admits(&paths)
+                            .map_err(|refused| SetupError::Limits { refused })?;
+                    }
                 }
                 Ok(device)
             });
@@ -317,6 +310,7 @@ impl Transports {
         table: &Table,
         options: MapOptions,
         names: &PathNames,
+        served_as: &[Limits],
         created: &mut Vec<String>,
     ) -> Result<Device, SetupError> {
         let words: Vec<&str> = table
@@ -346,6 +340,7 @@ impl Transports {
         let map_bytes = map.size_bytes();
         let mut paths = Vec::with_capacity(endpoints.len());
         let mut nbd_paths: Vec<(Arc<NbdTarget>, Export, &str)> = Vec::new();
+        let agreement = Arc::new(nbd::Agreement::default());
         for (endpoint, word) in endpoints.into_iter().zip(words) {
             // `None`: the transport checked the size itself.
             let (path, path_bytes) = match endpoint {
@@ -380,23 +375,30 @@ impl Transports {
                     )
                 }
                 Endpoint::File { path, direct } => {
-                    let file =
-                        FilePath::open(std::path::Path::new(&path), direct).map_err(|source| {
-                            SetupError::File {
-                                word: word.to_string(),
-                                source,
-                            }
+                    let needs = file::Needs {
+                        map_bytes,
+                        served_as: served_as.to_vec(),
+                    };
+                    let file = FilePath::open_for(std::path::Path::new(&path), direct, needs)
+                        .map_err(|source| SetupError::File {
+                            word: word.to_string(),
+                            source,
                         })?;
-                    let file_bytes = file.size_bytes();
-                    (PathHandle::File(Arc::new(file)), Some(file_bytes))
+                    // `open_for` checked the size of a file it opened.
+                    (PathHandle::File(Arc::new(file)), None)
                 }
                 Endpoint::Nbd(address) => {
-                    let target = Arc::new(NbdTarget::new(address, map_bytes));
-                    let export = target.probe().map_err(|error| SetupError::Nbd {
-                        word: word.to_string(),
-                        error,
-                    })?;
-                    nbd_paths.push((Arc::clone(&target), export, word));
+                    let target = NbdTarget::new(address, map_bytes).in_map(Arc::clone(&agreement));
+                    for limits in served_as {
+                        target.require(*limits);
+                    }
+                    let target = Arc::new(target);
+                    // A server that cannot be reached or whose export does
+                    // not fit leaves the path unsettled (it keeps why):
+                    // it starts failed and settles when it connects.
+                    if let Ok(export) = target.probe() {
+                        nbd_paths.push((Arc::clone(&target), export, word));
+                    }
                     (PathHandle::Nbd(target), None)
                 }
             };
@@ -409,8 +411,10 @@ impl Transports {
             }
             paths.push(path);
         }
-        settle_nbd_paths(&nbd_paths)?;
-        Ok(Device { map, paths })
+        settle_nbd_paths(&nbd_paths, &agreement)?;
+        let device = Device { map, paths };
+        device.fail_unready();
+        Ok(device)
     }
 
     /// Gives the device in `slot` a new table, as dm's `reload` and
@@ -444,7 +448,11 @@ impl Transports {
         served_as: &[Limits],
     ) -> Result<Arc<Map>, SetupError> {
         let device = self.build_checked(table, options, names, served_as)?;
-        Ok(slot.install(device.map, Arc::new(device.paths)))
+        let old = slot.install(Arc::clone(&device.map), Arc::new(device.paths.clone()));
+        // What the old map knew of a word (healthy) does not hold for a
+        // path that cannot serve now.
+        device.fail_unready();
+        Ok(old)
     }
 
     /// The memory disk `name`, if it exists.
@@ -474,8 +482,12 @@ impl Transports {
 }
 
 /// Checks that a map's NBD paths agree on being read-only, then settles
-/// each with its export and what they all share ([`nbd::target`]).
-fn settle_nbd_paths(nbd_paths: &[(Arc<NbdTarget>, Export, &str)]) -> Result<(), SetupError> {
+/// each with its export and what they all share, and records that in the
+/// map's `agreement` for paths that settle later ([`nbd::target`]).
+fn settle_nbd_paths(
+    nbd_paths: &[(Arc<NbdTarget>, Export, &str)],
+    agreement: &nbd::Agreement,
+) -> Result<(), SetupError> {
     let Some((_, first_export, first)) = nbd_paths.first() else {
         return Ok(());
     };
@@ -503,6 +515,7 @@ fn settle_nbd_paths(nbd_paths: &[(Arc<NbdTarget>, Export, &str)]) -> Result<(), 
     let Some(shared) = Shared::of(nbd_paths.iter().map(|(_, export, _)| export)) else {
         return Ok(());
     };
+    agreement.set(read_only(first_export), shared);
     for (target, export, _) in nbd_paths {
         target.settle(*export, shared);
     }
@@ -544,12 +557,34 @@ impl PathHandle {
         }
     }
 
-    /// What the path's storage takes.
-    pub fn limits(&self) -> Limits {
+    /// What the path's storage takes; `None` while the path is not open
+    /// or settled ([`PathHandle::unready`]).
+    pub fn limits(&self) -> Option<Limits> {
         match self {
-            PathHandle::Null { .. } | PathHandle::Memory { .. } => Limits::ANY,
+            PathHandle::Null { .. } | PathHandle::Memory { .. } => Some(Limits::ANY),
             PathHandle::File(file) => file.limits(),
             PathHandle::Nbd(target) => target.limits(),
+        }
+    }
+
+    /// Why the path cannot serve yet: a file that could not be opened,
+    /// read or sized, an NBD server not reached or an export that does
+    /// not fit. `None` for a path that is open (it may still fail I/O).
+    pub fn unready(&self) -> Option<String> {
+        match self {
+            PathHandle::Null { .. } | PathHandle::Memory { .. } => None,
+            PathHandle::File(file) => file.unready(),
+            PathHandle::Nbd(target) => target.unready(),
+        }
+    }
+
+    /// Adds `limits` to what the path must take if it opens or settles
+    /// from now on: a block device advertising them serves its map.
+    pub fn require(&self, limits: Limits) {
+        match self {
+            PathHandle::Null { .. } | PathHandle::Memory { .. } => {}
+            PathHandle::File(file) => file.require(limits),
+            PathHandle::Nbd(target) => target.require(limits),
         }
     }
 
@@ -567,7 +602,43 @@ impl PathHandle {
     }
 }
 
+/// What every path of a map that is open or settled takes; `None` when
+/// none is ([`PathHandle::limits`]).
+pub fn paths_limits(paths: &[PathHandle]) -> Option<Limits> {
+    paths
+        .iter()
+        .filter_map(PathHandle::limits)
+        .reduce(Limits::and)
+}
+
 impl Device {
+    /// The word of every path that cannot serve yet, with why
+    /// ([`PathHandle::unready`]).
+    pub fn unready_paths(&self) -> impl Iterator<Item = (&str, String)> + '_ {
+        self.paths
+            .iter()
+            .enumerate()
+            .filter_map(|(index, path)| Some((self.map.path_name(index), path.unready()?)))
+    }
+
+    /// Fails every path that cannot serve yet, saying why: the checker
+    /// brings it back once its probe reads through it.
+    fn fail_unready(&self) {
+        let map = &self.map;
+        for (index, path) in self.paths.iter().enumerate() {
+            if let Some(reason) = path.unready() {
+                tracing::warn!(
+                    map = map.name(),
+                    path = map.path_name(index),
+                    %reason,
+                    "path cannot serve yet: it starts failed, and the checker reinstates \
+                     it once it answers"
+                );
+                map.fail_path(index, PathError::ConnectionLost);
+            }
+        }
+    }
+
     /// Opens a queue of `depth` I/Os over the device for a thread on `cpu`.
     pub fn queue(&self, depth: usize, cpu: u32) -> Queue<AnyQueue> {
         Queue::new(

@@ -13,7 +13,7 @@ mod file_common;
 use file_common::*;
 use mpio_core::io::{Buffer, Op};
 use mpio_core::map::MapOptions;
-use mpio_transport::{SetupError, Transports};
+use mpio_transport::Transports;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -62,23 +62,23 @@ fn a_loop_device_carries_data_discard_and_write_zeroes() {
         }
     };
     let word = format!("file:{}", device_node.device.display());
-    // The device's size is the backing file's; a larger map is refused.
-    let error = Transports::new()
+    // The device's size is the backing file's; in a larger map its path
+    // cannot serve, and says why.
+    let larger = Transports::new()
         .build(
             &table(2 * BYTES, std::slice::from_ref(&word)),
             MapOptions::default(),
         )
-        .unwrap_err();
-    assert!(
-        matches!(
-            error,
-            SetupError::TooSmall {
-                path_bytes: BYTES,
-                ..
-            }
-        ),
-        "{error:?}"
+        .unwrap();
+    let reasons: Vec<(&str, String)> = larger.unready_paths().collect();
+    assert_eq!(
+        reasons,
+        [(
+            word.as_str(),
+            format!("it holds {BYTES} bytes but the map needs {}", 2 * BYTES)
+        )]
     );
+    assert!(larger.map.paths()[0].is_failed());
     let device = Transports::new()
         .build(
             &table(BYTES, &[format!("{word}#a"), format!("{word}#b")]),

@@ -89,15 +89,11 @@ fn a_failed_build_leaves_no_disk_behind() {
         .build(&table(1 << 20, &["memory:kept#a"]), MapOptions::default())
         .unwrap();
     kept_disk_write(&kept);
-    // The second path cannot be opened: the build fails after making
-    // disk `new` (1 MiB) and finding disk `kept`.
+    // The third path holds no blocks: the build fails after making disk
+    // `new` (1 MiB) and finding disk `kept`.
     let failing = table(
         1 << 20,
-        &[
-            "memory:kept#b",
-            "memory:new#a",
-            "file:/nonexistent/mpio-test",
-        ],
+        &["memory:kept#b", "memory:new#a", "file:/dev/null?direct=0"],
     );
     assert!(transports.build(&failing, MapOptions::default()).is_err());
     // Disk `new` is gone: a 2 MiB map makes a new one (a leaked 1 MiB

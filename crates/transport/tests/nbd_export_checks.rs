@@ -1,6 +1,6 @@
 //! What `Transports::build` and every later connection check of an NBD
 //! export, against real nbdkit servers: a writable export without
-//! `CAN_MULTI_CONN` is refused (a flush would not cover the other
+//! `CAN_MULTI_CONN` is a failed path (a flush would not cover the other
 //! connections' writes); read-only and writable paths are not mixed in a
 //! map; capabilities only some paths have are refused the same way on
 //! every path; a server that comes back different stays failed.
@@ -19,7 +19,7 @@ use support::{io, one_group_table, run, run_ok, Server, TempDir};
 const BOUND: Duration = Duration::from_secs(30);
 
 #[test]
-fn a_writable_export_without_multi_conn_is_refused_at_setup() {
+fn a_writable_export_without_multi_conn_is_a_failed_path_that_says_why() {
     let dir = TempDir::new("nbd-multi-conn");
     let server = Server::nbdkit(
         &dir.join("s.sock"),
@@ -31,10 +31,13 @@ fn a_writable_export_without_multi_conn_is_refused_at_setup() {
         ],
     );
     let table = one_group_table(1 << 20, &[server.uri()], false);
-    let error = Transports::new()
+    let device = Transports::new()
         .build(&table, MapOptions::default())
-        .expect_err("a writable export without CAN_MULTI_CONN");
-    let text = error.to_string();
+        .unwrap();
+    assert!(device.map.paths()[0].is_failed());
+    let text = device.paths[0]
+        .unready()
+        .expect("a writable export without CAN_MULTI_CONN");
     assert!(text.contains(&server.uri()), "names the path: {text}");
     assert!(
         text.contains("NBD_FLAG_CAN_MULTI_CONN"),

@@ -168,14 +168,15 @@ fn unsupported_write_zeroes_is_a_target_error() {
 }
 
 #[test]
-fn an_export_smaller_than_the_map_is_a_clear_error() {
+fn an_export_smaller_than_the_map_is_a_failed_path_that_says_why() {
     let dir = TempDir::new("nbd-size");
     let server = Server::nbdkit(&dir.join("n.sock"), &["null", "size=1M"]);
     let table = support::one_group_table(2 * SIZE, &[server.uri()], false);
-    let error = Transports::new()
+    let device = Transports::new()
         .build(&table, MapOptions::default())
-        .unwrap_err()
-        .to_string();
+        .unwrap();
+    assert!(device.map.paths()[0].is_failed());
+    let error = device.paths[0].unready().expect("an export too small");
     assert!(
         error.contains(&server.uri())
             && error.contains("the export holds 1048576 bytes but the map needs 2097152"),
@@ -184,24 +185,108 @@ fn an_export_smaller_than_the_map_is_a_clear_error() {
 }
 
 #[test]
-fn an_unknown_export_or_a_missing_server_is_a_clear_error() {
+fn an_unknown_export_or_a_missing_server_is_a_failed_path_that_says_why() {
     let dir = TempDir::new("nbd-export");
     let disk = dir.join("disk.img");
     std::fs::File::create(&disk).unwrap().set_len(SIZE).unwrap();
     let server = Server::qemu_nbd(&dir.join("q.sock"), &disk, &["--export-name=disk0"]);
-    let build = |word: String| {
+    let unready = |word: String| {
         let table = support::one_group_table(SIZE, &[word], false);
-        Transports::new().build(&table, MapOptions::default())
+        let device = Transports::new()
+            .build(&table, MapOptions::default())
+            .unwrap();
+        assert_eq!(
+            device.map.paths()[0].is_failed(),
+            device.unready_paths().count() == 1
+        );
+        device
+            .unready_paths()
+            .map(|(_, reason)| reason)
+            .collect::<Vec<_>>()
     };
-    build(server.export_uri("disk0")).expect("the named export");
-    let error = build(server.export_uri("nope")).unwrap_err().to_string();
+    assert!(unready(server.export_uri("disk0")).is_empty());
+    let reasons = unready(server.export_uri("nope"));
     assert!(
-        error.contains("server refused GO: ERR_UNKNOWN (no such export)"),
-        "{error}"
+        reasons[0].contains("server refused GO: ERR_UNKNOWN (no such export)"),
+        "{reasons:?}"
     );
     let missing = format!("nbd+unix:///?socket={}", dir.join("none.sock").display());
-    let error = build(missing).unwrap_err().to_string();
-    assert!(error.contains("connecting to nbd+unix"), "{error}");
+    let reasons = unready(missing);
+    assert!(reasons[0].contains("connecting to nbd+unix"), "{reasons:?}");
+}
+
+/// Opens a probe queue to path `path` of `device` (what the checker's
+/// probe does) and polls it until its connect, started at opening, ended:
+/// connected, or failed with the target's reason updated.
+fn attempt_connect(device: &mpio_transport::Device, path: usize) -> AnyQueue {
+    let deadline = Instant::now() + BOUND;
+    let mut probe = device.paths[path].open(1, None);
+    while matches!(&probe, AnyQueue::Nbd(nbd) if nbd.is_connecting()) {
+        assert!(Instant::now() < deadline, "a connect hangs");
+        poll_outcomes(&mut probe, 0);
+        std::thread::yield_now();
+    }
+    probe
+}
+
+/// A map whose second NBD server is down when it is built serves through
+/// the first; the second path starts failed with why, connects once its
+/// server is up, takes the capabilities the map settled on, and serves
+/// the same data. A server that comes up offering less than the map
+/// settled on (no write-zeroes here) is refused and its path stays out.
+#[test]
+fn a_server_down_at_build_joins_the_map_when_it_comes_up() {
+    let dir = TempDir::new("nbd-late");
+    let disk = dir.join("disk.img");
+    std::fs::File::create(&disk).unwrap().set_len(SIZE).unwrap();
+    let file = disk.display().to_string();
+    let a = Server::nbdkit(&dir.join("a.sock"), &["file", &file]);
+    let late_socket = dir.join("b.sock");
+    let late_uri = format!("nbd+unix:///?socket={}", late_socket.display());
+    let (device, mut queue) = device(SIZE, &[a.uri(), late_uri.clone()], MapOptions::default());
+    let reasons: Vec<(&str, String)> = device.unready_paths().collect();
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert_eq!(reasons[0].0, late_uri);
+    assert!(reasons[0].1.contains("connecting to"), "{reasons:?}");
+    let (ios, reference) = writes(3);
+    run_ok(&mut queue, ios, BOUND);
+
+    // Up with less than the map settled on: refused, still failed.
+    let mut lacking = Server::nbdkit(&late_socket, &["--filter=nozero", "file", &file]);
+    let deadline = Instant::now() + BOUND;
+    loop {
+        attempt_connect(&device, 1);
+        let why = device.paths[1].unready().expect("never settled");
+        if why.contains("cannot join the map") {
+            assert!(why.contains("NBD_FLAG_SEND_WRITE_ZEROES"), "{why}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never refused: {why}");
+    }
+    lacking.kill();
+    drop(lacking);
+
+    // Up as it should be: it settles and serves the same data.
+    let b = Server::nbdkit(&late_socket, &["file", &file]);
+    // nbdkit takes connections once its pid file is written, before
+    // `Server::nbdkit` returns: the first attempt connects.
+    let probe = attempt_connect(&device, 1);
+    assert!(
+        matches!(&probe, AnyQueue::Nbd(nbd) if nbd.is_connected()),
+        "{:?}",
+        device.paths[1].unready()
+    );
+    assert_eq!(device.paths[1].unready(), None);
+    assert!(device.map.reinstate_path(1));
+    assert!(device.map.fail_path(0, PathError::Transport));
+    let reads = (0..blocks())
+        .map(|block| io(block, Op::Read, block * u64::from(BLOCK), BLOCK, None))
+        .collect();
+    for completion in run_ok(&mut queue, reads, BOUND) {
+        let block = completion.user_data as usize;
+        assert!(completion.buf.as_slice() == reference[block].as_slice());
+    }
+    verify_through(&b.uri(), BLOCK, &reference);
 }
 
 #[test]

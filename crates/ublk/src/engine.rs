@@ -49,9 +49,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring, SubmissionQueue, Submitte
 use mpio_server::event_loop::{EventLoop, Step};
 use mpio_transport::host::host_topology;
 use mpio_transport::limits::Limits;
-use mpio_transport::{
-    clock::now_ns, lock, waking_device_queue, DeviceSlot, PathHandle, Rest, Waker,
-};
+use mpio_transport::{clock::now_ns, lock, waking_device_queue, DeviceSlot, Rest, Waker};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -324,7 +322,10 @@ impl Engine {
         slot: &Arc<DeviceSlot>,
         options: DeviceOptions,
     ) -> Result<UblkDevice, UblkError> {
-        let limits = paths_limits(slot);
+        // A map none of whose paths can serve yet gets the most careful
+        // device: the paths that open later must take what it sends.
+        let known = known_limits(slot);
+        let limits = known.unwrap_or(Limits::UNKNOWN);
         let params = params_for(
             &limits,
             slot.map().size_bytes(),
@@ -336,7 +337,7 @@ impl Engine {
         if let Some(id) = options.id {
             match control.info(id) {
                 Ok(info) if info.state == uapi::S_DEV_QUIESCED => {
-                    return self.recover(&mut control, info, slot, &limits);
+                    return self.recover(&mut control, info, slot, known.as_ref());
                 }
                 Ok(info) if info.state == uapi::S_DEV_DEAD => control.delete(id)?,
                 Ok(_) => return Err(UblkError::IdTaken { id }),
@@ -363,6 +364,7 @@ impl Engine {
         match started {
             Ok(device) => {
                 lock(&self.served).push(id);
+                require(slot, limits_of(&params));
                 Ok(UblkDevice {
                     device,
                     limits: limits_of(&params),
@@ -382,7 +384,7 @@ impl Engine {
         control: &mut Control,
         info: DevInfo,
         slot: &Arc<DeviceSlot>,
-        paths: &Limits,
+        paths: Option<&Limits>,
     ) -> Result<UblkDevice, UblkError> {
         let id = info.dev_id;
         let refuse = |reason: String| Err(UblkError::Recovery { id, reason });
@@ -406,9 +408,10 @@ impl Engine {
             ));
         }
         let limits = limits_of(&params);
-        if let Err(refused) = limits.admits(paths) {
+        if let Some(Err(refused)) = paths.map(|paths| limits.admits(paths)) {
             return refuse(refused.to_string());
         }
+        require(slot, limits);
         // The dead server's files close as the kernel reaps it.
         let deadline = Instant::now() + DEVICE_WAIT;
         loop {
@@ -531,10 +534,20 @@ impl Drop for Engine {
     }
 }
 
-/// What every path of the map `slot` serves takes.
-fn paths_limits(slot: &DeviceSlot) -> Limits {
+/// What every path of the map `slot` serves that is open or settled
+/// takes; `None` when none is.
+fn known_limits(slot: &DeviceSlot) -> Option<Limits> {
     let (_, paths, _) = slot.current();
-    Limits::of_all(paths.iter().map(PathHandle::limits))
+    mpio_transport::paths_limits(&paths)
+}
+
+/// Has every path of `slot`'s map that opens or settles from now on
+/// take what a device advertising `limits` sends.
+fn require(slot: &DeviceSlot, limits: Limits) {
+    let (_, paths, _) = slot.current();
+    for path in paths.iter() {
+        path.require(limits);
+    }
 }
 
 /// One I/O thread.

@@ -165,7 +165,7 @@ fn check_map(
         Some(wwid) => {
             let (paths, named, bytes) =
                 wwid::paths(source, &map, wwid, context, lookup.blacklist, lookup.found)?;
-            (paths, named, Some(bytes))
+            (paths, named, bytes)
         }
         None => {
             let (paths, named) = check_paths(source, &map.path, context)?;
@@ -186,8 +186,14 @@ fn check_map(
         })
         .transpose()?
         .or_else(|| {
-            // A map by WWID is as large as its devices unless it says.
-            found_bytes.map(|bytes| Located {
+            // A map by WWID is as large as its devices unless it says;
+            // with none reporting a size, as its recovered device.
+            let recovered = || {
+                map.wwid
+                    .as_ref()
+                    .and_then(|_| wwid::recovered_bytes(&map, lookup.found))
+            };
+            found_bytes.or_else(recovered).map(|bytes| Located {
                 value: bytes,
                 place: map_place.clone(),
             })
@@ -255,7 +261,15 @@ fn check_map(
             return Err(source.error(map_place, None, "the map has no [[map.path]]"));
         }
         let Some(size) = size else {
-            return Err(source.error(map_place, None, "size missing: the map's size in bytes (\"1G\", 1073741824) is needed unless a table gives it"));
+            let reason = if map.wwid.is_some() {
+                "size missing: no device with this WWID reports a size now (a LUN behind an \
+                 unavailable or offline port reports 0) and the map has no ublk device left \
+                 to take it from; give the map's size (\"1G\", 1073741824)"
+            } else {
+                "size missing: the map's size in bytes (\"1G\", 1073741824) is needed unless a \
+                 table gives it"
+            };
+            return Err(source.error(map_place, None, reason));
         };
         let groups = if map.group.is_empty() {
             let policy = settings

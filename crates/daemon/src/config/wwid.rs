@@ -9,7 +9,7 @@
 
 use super::error::{quoted, Place, Source};
 use super::grouping::PathPlan;
-use super::raw::{RawBlacklist, RawMap};
+use super::raw::{RawBlacklist, RawMap, RawUblk};
 use super::{ConfigError, NamedPath};
 use mpio_core::map::MAX_PATHS;
 use mpio_transport::blockdev::blacklist::{Blacklist, DEFAULT_DEVNODE};
@@ -31,6 +31,10 @@ pub struct FoundPath {
 pub trait PathSource {
     /// The devices with `wwid` that `blacklist` lets through, by name.
     fn paths_of(&self, wwid: &str, blacklist: &Blacklist) -> Vec<FoundPath>;
+
+    /// The size of block device `name` (a map's own ublk device, left
+    /// waiting by a daemon that died), if it exists and reports one.
+    fn device_bytes(&self, name: &str) -> Option<u64>;
 }
 
 /// The host's block devices, from `/sys` (and the NVMe controllers' ANA
@@ -49,6 +53,13 @@ impl PathSource for HostPaths {
             })
             .collect()
     }
+
+    fn device_bytes(&self, name: &str) -> Option<u64> {
+        Sysfs::host()
+            .device(name)
+            .map(|device| device.size_bytes)
+            .filter(|&bytes| bytes > 0)
+    }
 }
 
 /// No devices at all: for checks that must not depend on the host (the
@@ -60,6 +71,23 @@ impl PathSource for NoPaths {
     fn paths_of(&self, _wwid: &str, _blacklist: &Blacklist) -> Vec<FoundPath> {
         Vec::new()
     }
+
+    fn device_bytes(&self, _name: &str) -> Option<u64> {
+        None
+    }
+}
+
+/// The size of the map's own ublk device, `/dev/ublkbN` for the first
+/// export with a fixed number N that exists: the size of a map by WWID
+/// whose devices report none, when the daemon that served it died and
+/// left it waiting for recovery.
+pub(super) fn recovered_bytes(map: &RawMap, found: &dyn PathSource) -> Option<u64> {
+    map.export
+        .iter()
+        .find_map(|export| match export.get_ref().ublk.as_ref()?.get_ref() {
+            RawUblk::Number(number) => found.device_bytes(&format!("ublkb{number}")),
+            RawUblk::Flag(_) => None,
+        })
 }
 
 /// The blacklist: the built-in device names, then the config's patterns,
@@ -100,9 +128,17 @@ pub(super) fn blacklist(
         .expect("every pattern compiled alone"))
 }
 
-/// The paths of a map by WWID and the size they hold (the smallest
-/// device's, 512-byte aligned). A map by WWID lists no paths, table or
-/// groups of its own, and must find at least one device.
+/// What a WWID leads to: the map's path plans, its named paths, and the
+/// size they hold (see [`paths`]).
+pub(super) type Found = (Vec<PathPlan>, Vec<NamedPath>, Option<u64>);
+
+/// The paths of a map by WWID and the size they hold: the smallest size a
+/// device reports, 512-byte aligned, or `None` when none reports one. A
+/// device that reports 0 (a SCSI LUN behind an ALUA-unavailable port
+/// after a rescan, a device going away) is still a path, never the
+/// map's size: a path smaller than its map is failed, not the map. A map
+/// by WWID lists no paths, table or groups of its own, and must find at
+/// least one device.
 pub(super) fn paths(
     source: &Source<'_>,
     map: &RawMap,
@@ -110,7 +146,7 @@ pub(super) fn paths(
     context: &str,
     blacklist: &Blacklist,
     found: &dyn PathSource,
-) -> Result<(Vec<PathPlan>, Vec<NamedPath>, u64), ConfigError> {
+) -> Result<Found, ConfigError> {
     let place = Place::of(wwid, format!("{context}: wwid"));
     let listed = [
         map.path
@@ -143,11 +179,9 @@ pub(super) fn paths(
     devices.truncate(MAX_PATHS);
     let size_bytes = devices
         .iter()
-        .map(|device| device.size_bytes)
-        .min()
-        .unwrap_or(0)
-        / 512
-        * 512;
+        .map(|device| device.size_bytes / 512 * 512)
+        .filter(|&bytes| bytes > 0)
+        .min();
     let plans = devices
         .iter()
         .map(|device| PathPlan {

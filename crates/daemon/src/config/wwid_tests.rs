@@ -6,8 +6,11 @@ use super::*;
 use mpio_transport::blockdev::blacklist::Blacklist;
 
 /// Devices `sdb` (optimized, 1 GiB) and `sdc` (non-optimized, 1 GiB + 1
-/// sector) with WWID `naa.1`, and `sdd` with `naa.2`; any other WWID
-/// starting `naa.6` has `sde` and `sdf`.
+/// sector) with WWID `naa.1`, and `sdd` with `naa.2`; `naa.3` has `sdg`
+/// (1 GiB) and `sdh`, which reports 0 bytes (an ALUA-unavailable LUN
+/// after a rescan), and `naa.4` has only `sdi`, which reports 0; any
+/// other WWID starting `naa.6` has `sde` and `sdf`. The block device
+/// `ublkb5` holds 2 GiB.
 pub(super) struct Fake;
 
 impl PathSource for Fake {
@@ -16,6 +19,9 @@ impl PathSource for Fake {
             ("sdb", "naa.1", 1 << 30, 50),
             ("sdc", "naa.1", (1 << 30) + 512, 10),
             ("sdd", "naa.2", 1 << 30, 50),
+            ("sdg", "naa.3", 1 << 30, 50),
+            ("sdh", "naa.3", 0, 1),
+            ("sdi", "naa.4", 0, 1),
         ];
         devices
             .into_iter()
@@ -48,6 +54,10 @@ impl PathSource for Fake {
             })
             .collect()
     }
+
+    fn device_bytes(&self, name: &str) -> Option<u64> {
+        (name == "ublkb5").then_some(2 << 30)
+    }
 }
 
 fn parse(text: &str) -> Result<DaemonConfig, ConfigError> {
@@ -70,6 +80,54 @@ fn a_map_by_wwid_takes_the_devices_as_paths_grouped_by_their_state() {
     );
     let uris: Vec<&str> = map.paths.iter().map(|path| path.uri.as_str()).collect();
     assert_eq!(uris, ["file:/dev/sdb", "file:/dev/sdc"]);
+}
+
+/// A device that reports no size (0 bytes) is still a path, and never the
+/// map's size: the devices that report one size it; with none, the map's
+/// own ublk device left by a daemon that died does, or the config must.
+#[test]
+fn a_device_that_reports_no_size_never_sizes_the_map() {
+    let map = |wwid: &str, export: &str| {
+        format!(
+            "[[map]]\nname = \"m\"\nwwid = \"{wwid}\"\npath_grouping_policy = \"multibus\"\n{export}"
+        )
+    };
+    let config = parse(&map("naa.3", "")).unwrap();
+    let names: Vec<&str> = config.maps[0]
+        .paths
+        .iter()
+        .map(|path| path.name.as_str())
+        .collect();
+    assert_eq!(names, ["sdg", "sdh"], "the zero-sized device is a path");
+    assert!(
+        config.maps[0]
+            .table
+            .to_string()
+            .starts_with("0 2097152 multipath"),
+        "{}",
+        config.maps[0].table
+    );
+    let recovered = parse(&map("naa.4", "[[map.export]]\nublk = 5\n")).unwrap();
+    assert!(
+        recovered.maps[0]
+            .table
+            .to_string()
+            .starts_with("0 4194304 multipath"),
+        "the recovered device's size: {}",
+        recovered.maps[0].table
+    );
+    let error = parse(&map("naa.4", "[[map.export]]\nublk = 6\n")).unwrap_err();
+    assert!(
+        error
+            .reason
+            .contains("no device with this WWID reports a size"),
+        "{error}"
+    );
+    let given = parse(&map("naa.4", "size = \"1G\"\n")).unwrap();
+    assert!(given.maps[0]
+        .table
+        .to_string()
+        .starts_with("0 2097152 multipath"));
 }
 
 #[test]

@@ -5,6 +5,7 @@ use mpio_core::io::PathError;
 use mpio_core::path::AccessState;
 use mpio_core::status::PathState;
 use mpio_transport::checker::{PathCheck, ProbeState};
+use mpio_transport::PathHandle;
 use serde::Serialize;
 
 /// What the daemon knows of one path.
@@ -29,6 +30,9 @@ pub struct PathFacts {
     pub fail_count: u32,
     /// The path error that failed it, while failed by one.
     pub last_error: Option<PathError>,
+    /// Why it cannot serve yet: a file that could not be opened, read or
+    /// sized, an NBD server not reached, an export that does not fit.
+    pub unready: Option<String>,
     /// I/Os in flight now.
     pub in_flight: u32,
     /// I/Os sent to it.
@@ -59,7 +63,7 @@ fn checker_word(check: Option<&PathCheck>) -> &'static str {
 
 /// Every path of `running`'s current map, group by group.
 pub fn path_facts(running: &RunningMap) -> Vec<PathFacts> {
-    let map = running.map();
+    let (map, handles, _) = running.slot.current();
     let status = map.status();
     let checks = running.path_checks();
     let mut facts = Vec::new();
@@ -87,6 +91,7 @@ pub fn path_facts(running: &RunningMap) -> Vec<PathFacts> {
                 access: path.access,
                 fail_count: path.fail_count,
                 last_error: path.last_error,
+                unready: handles.get(index).and_then(PathHandle::unready),
                 in_flight: path.in_flight,
                 ios: load.dispatched(),
                 bytes: load.dispatched_bytes(),

@@ -5,7 +5,7 @@ use crate::control::protocol::Response;
 use crate::running::RunningMap;
 
 /// Columns of the text table.
-const HEADER: [&str; 12] = [
+const HEADER: [&str; 13] = [
     "map",
     "path",
     "uri",
@@ -18,6 +18,7 @@ const HEADER: [&str; 12] = [
     "ios",
     "bytes",
     "errors",
+    "why",
 ];
 
 /// The rows of `maps`' paths, with the same facts as JSON.
@@ -39,6 +40,7 @@ pub fn paths(maps: &[&RunningMap]) -> Response {
                 path.ios.to_string(),
                 path.bytes.to_string(),
                 path.errors.to_string(),
+                path.unready.clone().unwrap_or_default(),
             ]);
             let mut value = serde_json::to_value(&path).unwrap_or_default();
             if let Some(object) = value.as_object_mut() {

@@ -193,6 +193,11 @@ pub fn run(
             let device = transports
                 .build(table, options)
                 .map_err(|error| error.to_string())?;
+            // A benchmark runs no checker to bring a path back: one that
+            // cannot serve now would only skew what is measured.
+            if let Some((word, reason)) = device.unready_paths().next() {
+                return Err(format!("path {word:?} cannot serve: {reason}"));
+            }
             Prepared::Map {
                 device,
                 locking: *locking,

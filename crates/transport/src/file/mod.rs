@@ -73,10 +73,12 @@
 //! file back. Tests use it to fail and heal one path of several to the
 //! same file; an operator could use it to take a path out of service.
 
+mod late;
 mod limits;
 mod ring;
 
 use crate::limits::Limits;
+use crate::lock;
 use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
 pub use ring::FileQueue;
 use std::fs::{File, OpenOptions};
@@ -84,6 +86,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// What to change when the kernel refuses to set up an io_uring, by the
 /// error it gave: for the user, beside the error itself.
@@ -152,28 +155,20 @@ pub enum FileError {
     },
 }
 
-/// One opened file path, shared by every thread's queue to it.
+/// What opening a file path found.
 #[derive(Debug)]
-pub struct FilePath {
+struct Opened {
     file: File,
-    path: PathBuf,
     block_device: bool,
     size_bytes: u64,
     /// What the storage takes, read at open.
     limits: Limits,
-    /// Set by [`FilePath::revoke`], cleared by [`FilePath::restore`].
-    revoked: AtomicBool,
-    /// Bumped on every revoke and restore, so a queue notices with one
-    /// load that it must update its ring.
-    switches: AtomicU64,
 }
 
-impl FilePath {
-    /// Opens `path` read-write, with `O_DIRECT` unless `direct` is false.
-    ///
-    /// # Errors
-    /// A [`FileError`] naming the file and what failed.
-    pub fn open(path: &Path, direct: bool) -> Result<FilePath, FileError> {
+impl Opened {
+    /// Opens `path` read-write, with `O_DIRECT` unless `direct` is false,
+    /// and reads what it holds and takes.
+    fn open(path: &Path, direct: bool) -> Result<Opened, FileError> {
         let mut options = OpenOptions::new();
         options.read(true).write(true);
         if direct {
@@ -226,15 +221,135 @@ impl FilePath {
             path: path.to_path_buf(),
             source,
         })?;
-        Ok(FilePath {
+        Ok(Opened {
             limits: limits::limits_of(&file, direct),
             file,
-            path: path.to_path_buf(),
             block_device,
             size_bytes,
+        })
+    }
+}
+
+/// One file path, shared by every thread's queue to it: opened, or (a
+/// path of a map that could not be opened, read or sized when the map
+/// was built) waiting to be ([`FilePath::unopened`]).
+#[derive(Debug)]
+pub struct FilePath {
+    path: PathBuf,
+    direct: bool,
+    /// Set once, when the file is open and fit for its map.
+    opened: OnceLock<Opened>,
+    /// What a file opened late must hold and take (see [`Needs`]).
+    needs: Mutex<Needs>,
+    /// Why the file is not open yet: the last attempt's error.
+    unready: Mutex<Option<String>>,
+    /// An open is being tried in the background (`late.rs`).
+    opening: AtomicBool,
+    /// Set by [`FilePath::revoke`], cleared by [`FilePath::restore`].
+    revoked: AtomicBool,
+    /// Bumped on every revoke and restore, and when the file opens, so a
+    /// queue notices with one load that it must update its ring.
+    switches: AtomicU64,
+}
+
+/// What a file opened after its map was built must hold and take: the
+/// map's size, and the limits of every block device serving the map
+/// (whose limits the kernel fixed when it made them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The map's size.
+    pub map_bytes: u64,
+    /// The limits the map's block devices advertise.
+    pub served_as: Vec<Limits>,
+}
+
+impl Needs {
+    /// Why `opened` cannot serve, if it cannot.
+    fn refuse(&self, opened: &Opened) -> Option<String> {
+        if opened.size_bytes < self.map_bytes {
+            return Some(format!(
+                "it holds {} bytes but the map needs {}",
+                opened.size_bytes, self.map_bytes
+            ));
+        }
+        self.served_as
+            .iter()
+            .find_map(|device| device.admits(&opened.limits).err())
+            .map(|refused| format!("the map's block device cannot be served by it: {refused}"))
+    }
+}
+
+impl FilePath {
+    /// Opens `path` read-write, with `O_DIRECT` unless `direct` is false.
+    ///
+    /// # Errors
+    /// A [`FileError`] naming the file and what failed.
+    pub fn open(path: &Path, direct: bool) -> Result<FilePath, FileError> {
+        let opened = Opened::open(path, direct)?;
+        let file = FilePath::unopened(path, direct, Needs::default(), None);
+        let _ = file.opened.set(opened);
+        Ok(file)
+    }
+
+    /// A path to `path` that is not open, for the reason `unready` gives:
+    /// its queues fail every I/O as a lost connection, and each submission
+    /// to one has the file opened again in the background until it opens
+    /// and meets `needs`.
+    pub fn unopened(path: &Path, direct: bool, needs: Needs, unready: Option<String>) -> FilePath {
+        FilePath {
+            path: path.to_path_buf(),
+            direct,
+            opened: OnceLock::new(),
+            needs: Mutex::new(needs),
+            unready: Mutex::new(unready),
+            opening: AtomicBool::new(false),
             revoked: AtomicBool::new(false),
             switches: AtomicU64::new(0),
-        })
+        }
+    }
+
+    /// Opens `path` for a map that `needs` describes. A file that cannot
+    /// be opened, read or sized, or is smaller than the map, is a path
+    /// that is not open yet ([`FilePath::unready`] says why); only what
+    /// no later attempt can change (`O_DIRECT` refused, a file that
+    /// holds no blocks, no io_uring) is an error.
+    ///
+    /// # Errors
+    /// [`FileError::DirectRefused`], [`FileError::NotStorage`],
+    /// [`FileError::Ring`].
+    pub fn open_for(path: &Path, direct: bool, needs: Needs) -> Result<FilePath, FileError> {
+        let file = FilePath::unopened(path, direct, needs, None);
+        match Opened::open(path, direct) {
+            Ok(opened) => match lock(&file.needs).refuse(&opened) {
+                None => {
+                    let _ = file.opened.set(opened);
+                }
+                Some(why) => *lock(&file.unready) = Some(why),
+            },
+            Err(error @ (FileError::Open { .. } | FileError::Read { .. })) => {
+                *lock(&file.unready) = Some(error.to_string());
+            }
+            Err(error) => return Err(error),
+        }
+        Ok(file)
+    }
+
+    /// Why the path is not open yet; `None` once it is.
+    pub fn unready(&self) -> Option<String> {
+        if self.opened.get().is_some() {
+            return None;
+        }
+        Some(
+            lock(&self.unready)
+                .clone()
+                .unwrap_or_else(|| "not opened yet".into()),
+        )
+    }
+
+    /// Adds `limits` to what the file must take if it opens from now on:
+    /// a block device advertising them now serves the map.
+    pub fn require(&self, limits: Limits) {
+        lock(&self.needs).served_as.push(limits);
     }
 
     /// The file's path.
@@ -242,20 +357,22 @@ impl FilePath {
         &self.path
     }
 
-    /// Size in bytes when opened.
-    pub fn size_bytes(&self) -> u64 {
-        self.size_bytes
+    /// Size in bytes when opened; `None` while not open.
+    pub fn size_bytes(&self) -> Option<u64> {
+        self.opened.get().map(|opened| opened.size_bytes)
     }
 
     /// What the storage takes: its queue limits (a block device) or its
-    /// file system's (a regular file), read at open.
-    pub fn limits(&self) -> Limits {
-        self.limits
+    /// file system's (a regular file), read at open; `None` while not
+    /// open.
+    pub fn limits(&self) -> Option<Limits> {
+        self.opened.get().map(|opened| opened.limits)
     }
 
-    /// True for a block device, false for a regular file.
+    /// True for a block device, false for a regular file (or a path not
+    /// open yet).
     pub fn is_block_device(&self) -> bool {
-        self.block_device
+        self.opened.get().is_some_and(|opened| opened.block_device)
     }
 
     /// Makes the kernel fail every I/O submitted on this path from now on
@@ -283,11 +400,17 @@ impl FilePath {
         FileQueue::new(std::sync::Arc::clone(self), depth, waker)
     }
 
-    /// The switch count and the revoked flag it goes with.
-    fn switch_state(&self) -> (u64, bool) {
-        // Acquire pairs with the Release in `revoke`/`restore`.
+    /// The switch count and the file a ring should use with it: none while
+    /// the path is revoked or not open.
+    fn switch_state(&self) -> (u64, Option<&Opened>) {
+        // Acquire pairs with the Release in `revoke`/`restore` and in the
+        // late open: the flag and the opened file are seen with the count.
         let switches = self.switches.load(Ordering::Acquire);
-        (switches, self.revoked.load(Ordering::Relaxed))
+        let file = match self.revoked.load(Ordering::Relaxed) {
+            true => None,
+            false => self.opened.get(),
+        };
+        (switches, file)
     }
 }
 
@@ -343,15 +466,14 @@ impl FilePath {
     /// A buffered path over any open file, claiming `size_bytes`: a pipe,
     /// in tests, whose reads stay in the kernel until it is written.
     pub(crate) fn over(file: File, size_bytes: u64) -> FilePath {
-        FilePath {
+        let path = FilePath::unopened(Path::new("(test file)"), false, Needs::default(), None);
+        let _ = path.opened.set(Opened {
             file,
-            path: PathBuf::from("(test file)"),
             block_device: false,
             size_bytes,
             limits: Limits::ANY,
-            revoked: AtomicBool::new(false),
-            switches: AtomicU64::new(0),
-        }
+        });
+        path
     }
 }
 

@@ -105,6 +105,10 @@ pub struct FileQueue {
     reaped: Vec<(u64, i32)>,
     /// The path's switch count this queue last applied to its ring.
     switches_seen: Option<u64>,
+    /// Fixed file 0 is the path's file (not an empty slot).
+    file_registered: bool,
+    /// The registered file is a block device.
+    block_device: bool,
     /// The ring has the waker the queue was opened with: its completions
     /// signal it while the waker is armed.
     signals_waker: bool,
@@ -132,7 +136,9 @@ impl FileQueue {
         let mut ring = IoUring::builder()
             .build(entries)
             .and_then(|ring| {
-                ring.submitter().register_files(&[path.file.as_raw_fd()])?;
+                // Fixed file 0 starts empty (-1); `apply_switch` below
+                // points it at the file when there is one.
+                ring.submitter().register_files(&[-1])?;
                 Ok(Box::new(ring))
             })
             .map_err(|error| {
@@ -171,6 +177,8 @@ impl FileQueue {
             done: Vec::with_capacity(depth),
             reaped: Vec::with_capacity(2 * entries as usize),
             switches_seen: None,
+            file_registered: false,
+            block_device: false,
             signals_waker,
             waker_armed: false,
         };
@@ -225,24 +233,22 @@ impl FileQueue {
     }
 
     /// Points the ring's fixed file at the path's file, or at nothing while
-    /// the path is revoked.
+    /// the path is revoked or not open.
     fn apply_switch(&mut self) {
-        let (switches, revoked) = self.path.switch_state();
+        let (switches, file) = self.path.switch_state();
         if self.switches_seen == Some(switches) {
             return;
         }
         let Ok(ring) = &self.ring else {
             return;
         };
-        let fd = if revoked {
-            -1
-        } else {
-            self.path.file.as_raw_fd()
-        };
+        let fd = file.map_or(-1, |opened| opened.file.as_raw_fd());
         // Only an unchanged count is skipped next time: a failed update is
         // tried again at the next submit or poll.
         if ring.submitter().register_files_update(0, &[fd]).is_ok() {
             self.switches_seen = Some(switches);
+            self.file_registered = file.is_some();
+            self.block_device = file.is_some_and(|opened| opened.block_device);
         }
     }
 
@@ -268,12 +274,12 @@ impl FileQueue {
                 self.backlog.pop_front();
                 continue;
             };
-            let entry = entry_for(index, in_flight, self.path.is_block_device());
+            let entry = entry_for(index, in_flight, self.block_device);
             // SAFETY: the entry points into `in_flight.io.buf`, which stays
             // in `slots`, unmoved and untouched, until this entry's
             // completion is reaped (see the module's Safety section).
-            // Fixed file 0 is the path's file, or after a revoke an empty
-            // slot, for which the kernel fails the request with EBADF: it
+            // Fixed file 0 is the path's file, or (revoked, not open) an
+            // empty slot, for which the kernel fails the request with EBADF: it
             // never names another file.
             if unsafe { submission.push(&entry) }.is_err() {
                 break;
@@ -324,7 +330,7 @@ impl FileQueue {
                 self.backlog.push_back(index);
                 return;
             }
-            outcome_of_errno(in_flight.io.op, errno, self.path.is_block_device())
+            outcome_of_errno(in_flight.io.op, errno, self.block_device)
         } else {
             match in_flight.io.op {
                 Op::Read | Op::Write => {
@@ -335,7 +341,7 @@ impl FileQueue {
                     } else if moved == 0 {
                         // The end of the file came before the end of the
                         // request: a file shrank, a device went away.
-                        end_of_file(self.path.is_block_device())
+                        end_of_file(self.block_device)
                     } else {
                         self.backlog.push_back(index);
                         return;
@@ -423,6 +429,11 @@ fn entry_for(index: u32, in_flight: &mut InFlight, block_device: bool) -> squeue
 impl PathQueue for FileQueue {
     fn submit(&mut self, io: PathIo, _now_ns: u64) {
         self.apply_switch();
+        if !self.file_registered {
+            // Revoked, or not open: the kernel fails it (EBADF), and a
+            // path not open is tried again (`late.rs`).
+            self.path.open_later();
+        }
         if self.ring.is_err() {
             self.complete_now(io, PathOutcome::Path(PathError::Transport));
             return;

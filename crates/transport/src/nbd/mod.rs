@@ -114,7 +114,7 @@ pub mod stream;
 pub mod target;
 
 pub use queue::NbdQueue;
-pub use target::{NbdError, NbdTarget, Shared, CONNECT_TIMEOUT};
+pub use target::{Agreement, NbdError, NbdTarget, Shared, CONNECT_TIMEOUT};
 
 #[cfg(test)]
 use {

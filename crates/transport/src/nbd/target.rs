@@ -29,15 +29,27 @@
 //! discard refused as not supported, or an I/O refused for its size, is
 //! refused the same way whichever path carries it.
 //!
+//! # A path whose server is down when the map is built
+//! Its probe's error is kept ([`NbdTarget::unready`]) and the path starts
+//! failed; its queues connect in the background as for any reconnect.
+//! The first connection that reaches the server settles it then: the
+//! export must hold the map, agree with the map's other NBD paths on
+//! being read-only, offer at least the capabilities the map settled on
+//! (the first path to settle sets them when none could at build), and
+//! take what the map's block devices send ([`NbdTarget::require`]). An
+//! export that falls short is refused with [`NbdError::Disagrees`] and
+//! the path stays failed.
+//!
 //! [`Transports::build`]: crate::Transports::build
 
 use super::handshake::{handshake, Export, HandshakeError};
 use super::stream::Stream;
 use crate::limits::Limits;
+use crate::lock;
 use mpio_nbd::consts::*;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Default bound on a connect and the whole handshake after it.
@@ -88,6 +100,15 @@ pub enum NbdError {
     NoMultiConn {
         /// The server.
         address: String,
+    },
+    /// A path that settled after its map was built offers less than the
+    /// map's other paths settled on, or than its block devices need.
+    #[error("{address}: the export cannot join the map: {what}")]
+    Disagrees {
+        /// The server.
+        address: String,
+        /// What it lacks.
+        what: String,
     },
     /// A new connection found the export different from the first one.
     #[error("{address}: the export changed since the path was set up: {what}")]
@@ -140,6 +161,22 @@ impl Shared {
     }
 }
 
+/// What every NBD path of one map agreed on: whether the export is
+/// read-only, and the capabilities they share. Set once, by
+/// [`Transports::build`] from the paths it reached, or by the first path
+/// to settle when it reached none.
+///
+/// [`Transports::build`]: crate::Transports::build
+#[derive(Debug, Default)]
+pub struct Agreement(OnceLock<(bool, Shared)>);
+
+impl Agreement {
+    /// Records what the map's paths agreed on; only the first call counts.
+    pub fn set(&self, read_only: bool, shared: Shared) {
+        let _ = self.0.set((read_only, shared));
+    }
+}
+
 /// One NBD path: the server, the export and what the map needs of it.
 /// Shared by every thread's queue to the path. See the module docs.
 #[derive(Debug)]
@@ -148,6 +185,13 @@ pub struct NbdTarget {
     map_bytes: u64,
     connect_timeout: Duration,
     settled: OnceLock<Settled>,
+    /// What the map's NBD paths agreed on (shared by them).
+    agreement: Arc<Agreement>,
+    /// The limits of the block devices serving the map: a path settling
+    /// from now on must take what they send.
+    served_as: Mutex<Vec<Limits>>,
+    /// Why the path has not settled yet: its last connection's error.
+    unready: Mutex<Option<String>>,
     /// Connections set up so far: a queue waiting out a backoff after a
     /// failed connect tries again at once when another queue (say, the
     /// checker's) connected since.
@@ -163,8 +207,43 @@ impl NbdTarget {
             map_bytes,
             connect_timeout: CONNECT_TIMEOUT,
             settled: OnceLock::new(),
+            agreement: Arc::default(),
+            served_as: Mutex::new(Vec::new()),
+            unready: Mutex::new(None),
             connects: AtomicU64::new(0),
         }
+    }
+
+    /// Makes the path one of the map whose NBD paths share `agreement`.
+    pub fn in_map(mut self, agreement: Arc<Agreement>) -> Self {
+        self.agreement = agreement;
+        self
+    }
+
+    /// Why the path cannot serve yet (no connection has settled it);
+    /// `None` once settled.
+    pub fn unready(&self) -> Option<String> {
+        if self.settled.get().is_some() {
+            return None;
+        }
+        Some(
+            lock(&self.unready)
+                .clone()
+                .unwrap_or_else(|| "not connected yet".into()),
+        )
+    }
+
+    /// Notes why the path could not settle (a failed connection).
+    pub fn note_unready(&self, error: &NbdError) {
+        if self.settled.get().is_none() {
+            *lock(&self.unready) = Some(error.to_string());
+        }
+    }
+
+    /// Adds `limits` to what the path must take if it settles from now
+    /// on: a block device advertising them now serves the map.
+    pub fn require(&self, limits: Limits) {
+        lock(&self.served_as).push(limits);
     }
 
     /// Bounds each connect and its handshake by `timeout` instead.
@@ -195,23 +274,9 @@ impl NbdTarget {
 
     /// What the path takes, once settled: its shared block and payload
     /// limits, its export's operations and cache (a server that takes
-    /// flushes has a cache to flush). Before, the most careful guess.
-    pub fn limits(&self) -> Limits {
-        let Some(settled) = self.settled.get() else {
-            return Limits {
-                max_io_bytes: DEFAULT_MAX_PAYLOAD,
-                ..Limits::UNKNOWN
-            };
-        };
-        let logical_block = settled.shared.min_block.max(512).next_power_of_two();
-        Limits {
-            logical_block,
-            physical_block: logical_block.max(4096),
-            max_io_bytes: settled.shared.max_payload,
-            discard: settled.shared.flags & FLAG_SEND_TRIM != 0,
-            write_zeroes: settled.shared.flags & FLAG_SEND_WRITE_ZEROES != 0,
-            volatile_cache: settled.export.has(FLAG_SEND_FLUSH),
-        }
+    /// flushes has a cache to flush). `None` before.
+    pub fn limits(&self) -> Option<Limits> {
+        self.settled.get().map(settled_limits)
     }
 
     /// Records what the path's export is and what the map's NBD paths
@@ -220,14 +285,88 @@ impl NbdTarget {
         let _ = self.settled.set(Settled { export, shared });
     }
 
+    /// Settles a path that reached its server after the map was built
+    /// with `export`, its first connection's (see the module docs).
+    fn settle_late(&self, export: &Export) -> Result<Settled, NbdError> {
+        let disagrees = |what: String| NbdError::Disagrees {
+            address: self.address.to_string(),
+            what,
+        };
+        let own = Shared::of([export]).expect("one export");
+        let read_only = export.has(FLAG_READ_ONLY);
+        let (agreed_read_only, shared) = *self.agreement.0.get_or_init(|| (read_only, own));
+        if read_only != agreed_read_only {
+            return Err(disagrees(format!(
+                "it is {}, the map's other paths are not",
+                if read_only { "read-only" } else { "writable" }
+            )));
+        }
+        let missing = shared.flags & !own.flags;
+        if missing != 0 {
+            return Err(disagrees(format!(
+                "it lacks {} that the map's other paths offer",
+                flag_names(missing)
+            )));
+        }
+        if own.min_block > shared.min_block || own.max_payload < shared.max_payload {
+            return Err(disagrees(format!(
+                "it takes blocks of {}..{} bytes, the map's other paths {}..{}",
+                own.min_block, own.max_payload, shared.min_block, shared.max_payload
+            )));
+        }
+        let settled = Settled {
+            export: *export,
+            shared,
+        };
+        let limits = settled_limits(&settled);
+        if let Some(refused) = lock(&self.served_as)
+            .iter()
+            .find_map(|device| device.admits(&limits).err())
+        {
+            return Err(disagrees(format!(
+                "the map's block device cannot be served by it: {refused}"
+            )));
+        }
+        Ok(*self.settled.get_or_init(|| settled))
+    }
+
     /// Connects, runs the handshake (the whole of it bounded by the
-    /// connect timeout) and checks the export: against the map before the
-    /// target is settled, against what it was settled with after. The
-    /// export returned is narrowed to what the map's paths share.
+    /// connect timeout) and checks the export: against the map, and
+    /// against what the target was settled with (settling it first if it
+    /// was not, see the module docs). The export returned is narrowed to
+    /// what the map's paths share.
     ///
     /// # Errors
-    /// An [`NbdError`] naming the server and the step that failed.
+    /// An [`NbdError`] naming the server and the step that failed; a
+    /// target not settled yet keeps it as its reason.
     pub fn connect(&self) -> Result<(Stream, Export), NbdError> {
+        let connected = self.open().and_then(|(stream, export)| {
+            let settled = match self.settled.get() {
+                Some(settled) => *settled,
+                None => {
+                    self.check(&export)?;
+                    self.settle_late(&export)?
+                }
+            };
+            if let Some(what) = difference(&settled.export, &export) {
+                return Err(NbdError::Changed {
+                    address: self.address.to_string(),
+                    what,
+                });
+            }
+            Ok((stream, narrow(export, &settled.shared)))
+        });
+        match &connected {
+            // Release: see `connects`.
+            Ok(_) => drop(self.connects.fetch_add(1, Ordering::Release)),
+            Err(error) => self.note_unready(error),
+        }
+        connected
+    }
+
+    /// Connects and runs the handshake, the whole of it bounded by the
+    /// connect timeout.
+    fn open(&self) -> Result<(Stream, Export), NbdError> {
         let address = || self.address.to_string();
         let connect_error = |source| NbdError::Connect {
             address: address(),
@@ -247,23 +386,6 @@ impl NbdTarget {
             address: address(),
             source,
         })?;
-        let export = match self.settled.get() {
-            None => {
-                self.check(&export)?;
-                export
-            }
-            Some(settled) => {
-                if let Some(what) = difference(&settled.export, &export) {
-                    return Err(NbdError::Changed {
-                        address: address(),
-                        what,
-                    });
-                }
-                narrow(export, &settled.shared)
-            }
-        };
-        // Release: see `connects`.
-        self.connects.fetch_add(1, Ordering::Release);
         Ok((stream, export))
     }
 
@@ -284,12 +406,19 @@ impl NbdTarget {
         Ok(())
     }
 
-    /// Connects once to check the export, then disconnects politely.
+    /// Connects once to check the export against the map, then
+    /// disconnects politely; settles nothing ([`Transports::build`] settles
+    /// the map's paths together from their probes).
     ///
     /// # Errors
-    /// As [`NbdTarget::connect`].
+    /// As [`NbdTarget::connect`]; the target keeps it as its reason.
+    ///
+    /// [`Transports::build`]: crate::Transports::build
     pub fn probe(&self) -> Result<Export, NbdError> {
-        let (mut stream, export) = self.connect()?;
+        let (mut stream, export) = self
+            .open()
+            .and_then(|(stream, export)| self.check(&export).map(|()| (stream, export)))
+            .inspect_err(|error| self.note_unready(error))?;
         let disconnect = mpio_nbd::request::Request {
             flags: 0,
             command: CMD_DISC,
@@ -302,6 +431,19 @@ impl NbdTarget {
         let _ = stream.write_all(&disconnect.encode());
         stream.shutdown();
         Ok(export)
+    }
+}
+
+/// What a settled path takes (see [`NbdTarget::limits`]).
+fn settled_limits(settled: &Settled) -> Limits {
+    let logical_block = settled.shared.min_block.max(512).next_power_of_two();
+    Limits {
+        logical_block,
+        physical_block: logical_block.max(4096),
+        max_io_bytes: settled.shared.max_payload,
+        discard: settled.shared.flags & FLAG_SEND_TRIM != 0,
+        write_zeroes: settled.shared.flags & FLAG_SEND_WRITE_ZEROES != 0,
+        volatile_cache: settled.export.has(FLAG_SEND_FLUSH),
     }
 }
 
