@@ -22,7 +22,7 @@
 //! | `group disabled` / `group enabled` | info | map, group                 |
 //! | `queue_if_no_path set`  | info  | map, queue_if_no_path                   |
 //! | `queued I/O timed out`  | warn  | map, count, no_path_timeout_ns          |
-//! | `unfenced writes failed` | warn | map, count, fence_timeout_ns, why       |
+//! | `unfenced writes failed` | warn | map, count, fence_timeout_ns, why, what_to_do |
 //!
 //! A group switch's `cause` is `current group lost its usable paths` when
 //! the group I/O went to has no usable path left, else what made the map
@@ -182,6 +182,10 @@ pub(crate) fn unfenced_writes_failed(map: &str, count: usize, fence_timeout_ns: 
         fence_timeout_ns,
         why = "the path still holds them and could not be fenced: a retry elsewhere could be \
                overwritten by the stale copy, so they fail (EIO) and are not retried",
+        what_to_do = "the failed blocks may still change to the data of those writes until the \
+                      path's storage is fenced: write them again only after the path's port is \
+                      cut off or its server stopped (or the path answered), then read them \
+                      back; see docs/SECURITY.md, Unfenced writes",
         "unfenced writes failed"
     );
 }

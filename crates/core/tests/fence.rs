@@ -99,6 +99,10 @@ fn a_write_the_path_cannot_fence_fails_unfenced_and_is_never_retried() {
     assert_eq!(event.fields["count"], "1");
     assert_eq!(event.fields["map"], "mpathf");
     assert!(event.fields["why"].contains("not retried"), "{event:?}");
+    assert!(
+        event.fields["what_to_do"].contains("write them again only after"),
+        "{event:?}"
+    );
 }
 
 #[test]
