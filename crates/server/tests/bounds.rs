@@ -30,10 +30,7 @@ fn one_loop() -> TestServer {
 fn a_batch_past_the_in_flight_count_bound_is_all_answered() {
     let server = one_loop();
     let mut client = RawClient::ready(server.socket());
-    client
-        .stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    client.stream.set_read_timeout(Some(HANG_BOUND)).unwrap();
     let count = 600u64;
     let mut batch = Vec::new();
     for cookie in 0..count {
@@ -52,7 +49,7 @@ fn a_batch_past_the_in_flight_count_bound_is_all_answered() {
     for answered in 0..count {
         let mut header = [0; 16];
         if let Err(error) = std::io::Read::read_exact(&mut client.stream, &mut header) {
-            panic!("only {answered} of {count} replies within 10 s: {error}");
+            panic!("only {answered} of {count} replies within {HANG_BOUND:?}: {error}");
         }
         let mut data = [0; 512];
         std::io::Read::read_exact(&mut client.stream, &mut data).unwrap();
@@ -64,10 +61,7 @@ fn a_batch_past_the_in_flight_count_bound_is_all_answered() {
 fn a_batch_past_the_in_flight_byte_bound_is_all_answered() {
     let server = one_loop();
     let mut client = RawClient::ready(server.socket());
-    client
-        .stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    client.stream.set_read_timeout(Some(HANG_BOUND)).unwrap();
     let length = 24u32 << 20;
     for cookie in 0..4u64 {
         client.send(
@@ -219,8 +213,26 @@ fn idle_clients_at_the_cap_make_room_for_a_new_one() {
         client.request(CMD_READ, cookie as u64, 0, 4096, &[]);
         assert_eq!(client.simple_reply(4096).0, 0);
     }
-    // Nobody idle long enough now: the next client is refused.
+    // Each of the three now has a request in flight (the paths hang), so
+    // none is idle however long this takes: the next client is refused.
+    let ports = ["a", "b", "c"].map(|port| server.transports.port("disk", port));
+    ports.iter().for_each(|port| port.hang());
+    for client in idle.iter_mut().chain([&mut newcomer]) {
+        client.request(CMD_READ, 9, 0, 4096, &[]);
+    }
+    wait_until("the three requests reach the map", || {
+        let map = server.device.map();
+        let in_flight: u32 = (0..map.paths().len())
+            .map(|path| map.path_load(path).in_flight())
+            .sum();
+        in_flight == 3
+    });
     let mut refused = RawClient::connect(server.socket());
     assert!(refused.closed_by_server());
     assert_eq!(server.server.stats().connections_refused, 1);
+    assert_eq!(server.server.stats().connections_evicted, 1);
+    ports.iter().for_each(|port| port.heal());
+    for client in idle.iter_mut().chain([&mut newcomer]) {
+        assert_eq!(client.simple_reply(4096), (0, 9, vec![0; 4096]));
+    }
 }

@@ -8,7 +8,6 @@ mod support;
 use mpio_nbd::consts::*;
 use mpio_server::ServerConfig;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 use support::*;
 
 /// Held by each test while it measures.
@@ -48,14 +47,9 @@ fn hostile_connections_stay_within_the_budget_beside_a_working_client() {
         }
     }
     // The budget fills (16 reads of 4 MiB) and the other 496 wait.
-    let started = Instant::now();
-    while server.server.buffered_bytes() < BUDGET {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the budget never filled"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the budget fills", || {
+        server.server.buffered_bytes() >= BUDGET
+    });
     let mut honest = RawClient::ready(server.socket());
     let data = vec![0x6b; 4096];
     for round in 0..50u64 {
@@ -74,15 +68,9 @@ fn hostile_connections_stay_within_the_budget_beside_a_working_client() {
         "the server grew by {grown} bytes under a {BUDGET}-byte budget"
     );
     drop(hostile);
-    let started = Instant::now();
-    while server.server.buffered_bytes() > 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the budget was not given back: {} bytes",
-            server.server.buffered_bytes()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the budget is given back", || {
+        server.server.buffered_bytes() == 0
+    });
 }
 
 /// A 32 MiB WRITE header once committed a zeroed 32 MiB buffer before
@@ -107,14 +95,9 @@ fn a_write_header_alone_commits_no_large_buffer() {
         // The header and one byte of its payload.
         client.request(CMD_WRITE, 1, 0, LENGTH, &[0x11]);
     }
-    let started = Instant::now();
-    while server.server.buffered_bytes() < CLIENTS * LENGTH as usize {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the headers were not read"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the headers are read", || {
+        server.server.buffered_bytes() >= CLIENTS * LENGTH as usize
+    });
     let grown = resident_bytes().saturating_sub(before);
     assert!(
         grown < 128 << 20,

@@ -12,17 +12,8 @@ use mpio_nbd::reply::{Chunk, ChunkHeader};
 use mpio_server::ServerConfig;
 use std::io::Read;
 use std::net::Shutdown;
-use std::time::{Duration, Instant};
-use support::*;
 
-/// Waits (bounded) until `condition` holds.
-fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(started.elapsed() < TIMEOUT, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+use support::*;
 
 #[test]
 fn every_command_works_and_write_zeroes_reads_back_zero() {
@@ -275,31 +266,33 @@ fn protocol_breaks_in_transmission_close_the_connection() {
 #[test]
 fn a_client_vanishing_mid_request_leaves_the_server_healthy() {
     let server = TestServer::default_two_loops();
-    // A slow path keeps the requests in flight when the client goes.
-    server
-        .transports
-        .port("disk", "a")
-        .set_latency_ns(50_000_000);
-    server
-        .transports
-        .port("disk", "b")
-        .set_latency_ns(50_000_000);
+    // Hung paths keep the requests in flight when the clients go.
+    let ports = ["a", "b"].map(|port| server.transports.port("disk", port));
+    ports.iter().for_each(|port| port.hang());
+    let in_flight = |path: usize| server.device.map().path_load(path).in_flight();
     for _ in 0..4 {
+        let before = [in_flight(0), in_flight(1)];
         let mut client = RawClient::ready(server.socket());
-        for cookie in 0..64 {
+        for cookie in 0..16 {
             client.request(CMD_WRITE, cookie, cookie * 65536, 65536, &[9; 65536]);
             client.request(CMD_READ, cookie, cookie * 65536, 65536, &[]);
         }
+        wait_until("the client's requests to reach both paths", || {
+            in_flight(0) > before[0] && in_flight(1) > before[1]
+        });
         drop(client);
     }
+    // Path a answers: each server connection finds its client gone as it
+    // writes a reply, and closes with requests still held on path b...
+    ports[0].heal();
     wait_until("the vanished clients' connections to close", || {
         server.server.open_connections() == 0
     });
+    // ... whose replies, once b answers, have nowhere to go.
+    ports[1].heal();
     wait_until("their in-flight replies to be dropped", || {
         server.server.stats().replies_dropped > 0
     });
-    server.transports.port("disk", "a").set_latency_ns(0);
-    server.transports.port("disk", "b").set_latency_ns(0);
     still_serves(server.socket());
 }
 
@@ -338,22 +331,24 @@ fn a_flood_of_connections_is_capped() {
 
 #[test]
 fn a_client_idle_in_the_handshake_is_disconnected() {
+    // Long enough for any handshake on a busy machine: the test waits
+    // it out once.
     let server = TestServer::start(ServerConfig {
         loops: 1,
-        handshake_timeout_ms: 200,
+        handshake_timeout_ms: 10_000,
         ..ServerConfig::default()
     });
+    // A client that finishes its handshake in time...
+    let mut client = RawClient::ready(server.socket());
     let mut idle = RawClient::connect(server.socket());
     idle.greet();
-    // Never chooses an export: closed after the timeout.
+    // ... while this one never chooses an export: it is closed after the
+    // timeout, which by then has passed for the first one too.
     assert!(idle.closed_by_server());
     wait_until("the idle connection to count as an error", || {
         server.server.stats().protocol_errors == 1
     });
-    // A client that finishes its handshake in time keeps its connection
-    // past the timeout.
-    let mut client = RawClient::ready(server.socket());
-    std::thread::sleep(Duration::from_millis(400));
+    // The first keeps its connection past the timeout.
     client.request(CMD_READ, 1, 0, 512, &[]);
     assert_eq!(client.simple_reply(512).0, 0);
 }

@@ -13,7 +13,8 @@ use mpio_transport::memory::PortControl;
 use mpio_transport::{DeviceSlot, Transports};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 use support::*;
 
 const BLOCK: usize = 4096;
@@ -75,21 +76,19 @@ fn shut_down(server: Server, deadline: Duration) -> std::thread::JoinHandle<Shut
 
 /// Waits until `count` requests reached the map's paths.
 fn wait_until_read(device: &DeviceSlot, count: usize) {
-    let started = Instant::now();
-    loop {
+    wait_until(&format!("{count} requests reach the map"), || {
         let map = device.map();
         let in_flight: usize = (0..map.paths().len())
             .map(|path| map.path_load(path).in_flight() as usize)
             .sum();
-        if in_flight >= count {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "only {in_flight} of {count} requests reached the map"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+        in_flight >= count
+    });
+}
+
+/// Waits until the shutdown began: its first step removes the unix
+/// socket file, after closing the listeners.
+fn wait_until_not_accepting(socket: &Path) {
+    wait_until("the shutdown removes the socket file", || !socket.exists());
 }
 
 #[test]
@@ -108,20 +107,18 @@ fn requests_in_flight_on_slow_paths_are_answered_and_flushed() {
     send_writes(&mut client, 32);
     wait_until_read(&device, 32);
     let before = completed(&transports);
-    let shutdown = shut_down(server, Duration::from_secs(20));
-    // The drain waits on the slow paths: new connections are refused
-    // meanwhile, and the socket file is gone.
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(
-        !shutdown.is_finished(),
-        "the drain did not wait for the paths"
-    );
+    let shutdown = shut_down(server, HANG_BOUND);
+    wait_until_not_accepting(&socket);
     assert!(
         UnixStream::connect(&socket).is_err(),
         "unix connect accepted"
     );
-    assert!(!socket.exists(), "the socket file stays");
     assert!(TcpStream::connect(tcp).is_err(), "TCP connect accepted");
+    // The drain waited on the slow paths: every write is answered, and
+    // the flush came after them (below). Whether it was still waiting at
+    // the refusals above depends on the machine's speed;
+    // `requests_on_hung_paths_that_heal_are_answered` checks them while
+    // it must be.
     expect_replies(&mut client, 32);
     let report = shutdown.join().unwrap();
     eprintln!("{report}");
@@ -144,6 +141,7 @@ fn requests_on_hung_paths_that_heal_are_answered() {
         ..
     } = server();
     let socket = server.unix_socket().unwrap().to_path_buf();
+    let tcp = server.tcp_address().unwrap();
     let mut client = RawClient::ready(&socket);
     // A client still in its handshake when the shutdown starts.
     let mut lingering = RawClient::connect(&socket);
@@ -152,10 +150,20 @@ fn requests_on_hung_paths_that_heal_are_answered() {
     send_writes(&mut client, 16);
     wait_until_read(&device, 16);
     let before = completed(&transports);
-    let shutdown = shut_down(server, Duration::from_secs(20));
-    // The handshaking client is closed at once, though the drain waits.
+    let shutdown = shut_down(server, HANG_BOUND);
+    // The handshaking client is closed at once, and new connections are
+    // refused, while the drain waits on the hung paths.
     assert!(lingering.closed_by_server());
-    assert!(!shutdown.is_finished());
+    wait_until_not_accepting(&socket);
+    assert!(
+        UnixStream::connect(&socket).is_err(),
+        "unix connect accepted"
+    );
+    assert!(TcpStream::connect(tcp).is_err(), "TCP connect accepted");
+    assert!(
+        !shutdown.is_finished(),
+        "the drain did not wait for the paths"
+    );
     ports(&transports, PortControl::heal);
     expect_replies(&mut client, 16);
     let report = shutdown.join().unwrap();
@@ -176,9 +184,13 @@ fn past_the_deadline_the_report_names_what_was_abandoned() {
     ports(&transports, PortControl::hang);
     send_writes(&mut client, 8);
     wait_until_read(&device, 8);
-    let started = Instant::now();
-    let report = server.shutdown(Duration::from_millis(300));
-    let took = started.elapsed();
+    // The paths never answer: a shutdown that waited for them past its
+    // deadline would not return before the bound below.
+    let shutdown = shut_down(server, Duration::from_millis(300));
+    wait_until("the shutdown gives up at its deadline", || {
+        shutdown.is_finished()
+    });
+    let report = shutdown.join().unwrap();
     eprintln!("{report}");
     assert!(!report.drained, "{report}");
     assert!(!report.is_clean());
@@ -189,7 +201,6 @@ fn past_the_deadline_the_report_names_what_was_abandoned() {
         report.to_string().contains("8 requests unanswered"),
         "{report}"
     );
-    assert!(took < Duration::from_secs(3), "shutdown took {took:?}");
     assert!(client.closed_by_server());
     ports(&transports, PortControl::heal);
 }

@@ -12,7 +12,6 @@ use mpio_nbd::consts::CMD_WRITE;
 use mpio_server::{FlushOutcome, Server, ServerConfig};
 use mpio_transport::Transports;
 use std::path::Path;
-use std::time::{Duration, Instant};
 use support::*;
 
 #[test]
@@ -61,15 +60,10 @@ fn the_flush_reaches_the_server_after_every_write_returned() {
         );
     }
     // The writes are at nbdkit (in its delay) when the shutdown starts.
-    let started = Instant::now();
-    while lines(&log, " Write id=").len() < count as usize {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "writes never reached nbdkit"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let shutdown = std::thread::spawn(move || server.shutdown(Duration::from_secs(20)));
+    wait_until("the writes reach nbdkit", || {
+        lines(&log, " Write id=").len() >= count as usize
+    });
+    let shutdown = std::thread::spawn(move || server.shutdown(HANG_BOUND));
     for _ in 0..count {
         assert_eq!(client.simple_reply(0).0, 0);
     }

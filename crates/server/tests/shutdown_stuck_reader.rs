@@ -7,7 +7,6 @@ mod support;
 
 use mpio_nbd::consts::{CMD_READ, CMD_WRITE};
 use mpio_server::{FlushOutcome, ServerConfig};
-use std::time::{Duration, Instant};
 use support::*;
 
 const BLOCK: usize = 4096;
@@ -45,8 +44,7 @@ fn a_stuck_reader_does_not_cancel_the_flush_of_acknowledged_writes() {
         stuck.request(CMD_READ, cookie, 0, 1 << 20, &[]);
     }
     // Wait until the map holds nothing: every request completed there.
-    let started = Instant::now();
-    loop {
+    wait_until("every request completes at the map", || {
         let map = device.map();
         let in_flight: u32 = (0..map.paths().len())
             .map(|p| map.path_load(p).in_flight())
@@ -54,29 +52,30 @@ fn a_stuck_reader_does_not_cancel_the_flush_of_acknowledged_writes() {
         let dispatched: u64 = (0..map.paths().len())
             .map(|p| map.path_load(p).dispatched())
             .sum();
-        if in_flight == 0 && dispatched >= 4 + 64 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "reads did not complete"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let before: u64 = ["a", "b", "c"]
-        .iter()
-        .map(|p| transports.port("disk", p).completed())
-        .sum();
-    let report = server.shutdown(Duration::from_millis(500));
+        in_flight == 0 && dispatched >= 4 + 64
+    });
+    let completed = || -> u64 {
+        ["a", "b", "c"]
+            .iter()
+            .map(|p| transports.port("disk", p).completed())
+            .sum()
+    };
+    let before = completed();
+    // The drain cannot end while the stuck reader's replies stay unsent:
+    // the flush must go out all the same. Once it has, the stuck client
+    // goes and the drain ends (a flush that waited for the replies would
+    // never come, and the wait below would fail at its bound).
+    let shutdown = std::thread::spawn(move || server.shutdown(HANG_BOUND));
+    wait_until("the shutdown's flush reaches a path", || {
+        completed() > before
+    });
+    drop(stuck);
+    let report = shutdown.join().unwrap();
     eprintln!("{report}");
-    let after: u64 = ["a", "b", "c"]
-        .iter()
-        .map(|p| transports.port("disk", p).completed())
-        .sum();
+    let after = completed();
     assert_eq!(report.io_left_at_map, 0, "{report}");
     assert!(
         report.flush == FlushOutcome::Done && after > before,
         "the acknowledged writes were never flushed: {report}"
     );
-    drop(stuck);
 }

@@ -7,20 +7,13 @@ mod support;
 use mpio_core::io::PathError;
 use mpio_core::message::Message;
 use mpio_nbd::consts::CMD_WRITE;
-use std::time::{Duration, Instant};
 use support::*;
 
 /// Waits until `server` counts `count` I/Os waiting for a path.
 fn wait_for(server: &TestServer, count: u64) {
-    let started = Instant::now();
-    while server.server.waiting_for_path() != count {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{} waiting, not {count}",
-            server.server.waiting_for_path()
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(&format!("{count} I/Os wait for a path"), || {
+        server.server.waiting_for_path() == count
+    });
 }
 
 #[test]

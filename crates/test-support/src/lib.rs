@@ -2,7 +2,14 @@
 //! published): a private temporary directory ([`TempDir`]), programs a
 //! test needs ([`require`]), real NBD servers as child processes
 //! ([`NbdServer`]: nbdkit, qemu-nbd), a scripted fake path for the
-//! core's queue ([`FakePath`]), and the one-group table most tests map.
+//! core's queue ([`FakePath`]), the one-group table most tests map, and
+//! the wait for a condition ([`wait_until`]).
+//!
+//! # Waiting
+//! A test waits for the event it means (a condition, a counter, a
+//! socket, a process's exit), never for a fixed time: [`wait_until`]
+//! polls a condition and fails only past [`HANG_BOUND`], which a healthy
+//! machine, however slow or busy, does not reach.
 //!
 //! Programs a test drives come from Debian packages that
 //! `scripts/test.sh` installs. Where one is missing, [`require`] panics
@@ -21,6 +28,24 @@ use mpio_core::table::Table;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The bound on a wait for something that must happen: only a hang
+/// reaches it, never a slow or busy machine.
+pub const HANG_BOUND: Duration = Duration::from_secs(120);
+
+/// Waits until `condition` holds, polling every millisecond; panics
+/// naming `what` if it still does not hold after [`HANG_BOUND`].
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + HANG_BOUND;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {HANG_BOUND:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
 
 /// A private temporary directory, removed when dropped.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 
 use crate::daemon::{test_dir, Daemon};
 use crate::devices::wait_until;
-use crate::fio::{FioVerify, Phase, Target};
+use crate::fio::{FioVerify, Target, BACKLOG};
 use std::time::{Duration, Instant};
 
 /// The bound on each wait for the daemon to act (a hang fails the test
@@ -34,8 +34,7 @@ pub fn two_path_table(sectors: u64, first: &str, second: &str) -> String {
 }
 
 /// Fails and reinstates each of the two `paths` in turn while `fio`
-/// runs; fio must still be running when the last path returns, or the
-/// test proved nothing.
+/// runs (until stopped: it cannot run out of work first).
 fn fail_and_reinstate_each(daemon: &Daemon, paths: &[String; 2], fio: &mut FioVerify) {
     let limit = Duration::from_secs(300);
     for (failed, other) in [(&paths[0], &paths[1]), (&paths[1], &paths[0])] {
@@ -49,10 +48,7 @@ fn fail_and_reinstate_each(daemon: &Daemon, paths: &[String; 2], fio: &mut FioVe
         wait_until("the other path serves alone", limit, || {
             path_ios(daemon, other) > before + 300
         });
-        assert!(
-            fio.is_running(),
-            "fio ended before the failover was over: the test proved nothing"
-        );
+        assert!(fio.is_running(), "fio ended during the failover");
         // While failed, the path got no new I/O: at most fio's queue
         // depth was being dispatched as the failure was published. (The
         // checker may have found it healthy and reinstated it already,
@@ -65,9 +61,10 @@ fn fail_and_reinstate_each(daemon: &Daemon, paths: &[String; 2], fio: &mut FioVe
     }
 }
 
-/// fio writes 128 MiB to `target` and verifies it (with `options`)
-/// while each of `paths` fails and returns: no error, no bad block, each
-/// path failed once and served.
+/// fio writes and verifies the first 128 MiB of `target` (with
+/// `options`) while each of `paths` fails and returns, and until both
+/// paths served [`BACKLOG`] more I/Os each after that: no error, no bad
+/// block, each path failed once and served.
 pub fn verify_while_paths_fail(
     daemon: &Daemon,
     target: Target<'_>,
@@ -75,9 +72,12 @@ pub fn verify_while_paths_fail(
     options: &[&str],
 ) {
     let log = daemon.dir.join("fio.log");
-    let mut fio = FioVerify::start_with(target, 128, Phase::WriteAndVerify, log, options);
+    let mut fio = FioVerify::start_until_stopped(target, 128, log, options);
     fail_and_reinstate_each(daemon, paths, &mut fio);
-    fio.finish(Duration::from_secs(1200)).assert_clean();
+    for path in paths {
+        wait_serves(daemon, path, BACKLOG, "the paths serve after the failovers");
+    }
+    finish_clean(fio);
     assert_each_path_failed_once_and_served(daemon);
 }
 
@@ -130,15 +130,11 @@ pub fn assert_only_one_serves(daemon: &Daemon, quiet: &str, busy: &str) {
 }
 
 /// Starts fio verify (128 MiB written and read back over the daemon's
-/// NBD export) and waits until path `name` carried 100 of its I/Os.
+/// NBD export, until [`finish_clean`]) and waits until path `name`
+/// carried 100 of its I/Os.
 pub fn verify_running_through(daemon: &Daemon, name: &str) -> FioVerify {
     let log = daemon.dir.join("fio.log");
-    let fio = FioVerify::start(
-        Target::Nbd(&daemon.uris[0]),
-        128,
-        Phase::WriteAndVerify,
-        log,
-    );
+    let fio = FioVerify::start_until_stopped(Target::Nbd(&daemon.uris[0]), 128, log, &[]);
     wait_serves(daemon, name, 100, "both paths serve");
     fio
 }
@@ -149,12 +145,10 @@ pub fn wait_serves(daemon: &Daemon, name: &str, count: u64, what: &str) {
     wait_until(what, LIMIT, || path_ios(daemon, name) > before + count);
 }
 
-/// fio must still be running (else the steps before proved nothing);
-/// then it must end clean.
+/// fio, started until stopped, must still be running (it ends early
+/// only on an error or a bad block); then it is stopped and must end
+/// clean.
 pub fn finish_clean(mut fio: FioVerify) {
-    assert!(
-        fio.is_running(),
-        "fio ended before the steps were through: the test proved nothing"
-    );
-    fio.finish(Duration::from_secs(1200)).assert_clean();
+    assert!(fio.is_running(), "fio ended before the steps were through");
+    fio.stop(LIMIT).assert_clean();
 }

@@ -1,16 +1,30 @@
 //! fio verify jobs for the kernel tests: crc32c-stamped writes read back
 //! and checked, run in the background so a test can fail paths under
 //! them, and judged from fio's exit status and terse output.
+//!
+//! A test that acts under I/O runs a job that ends when the test says so
+//! ([`FioVerify::start_until_stopped`], [`FioVerify::stop`]), never one
+//! whose amount of work must outlast the test's steps: a faster device
+//! would finish it first, a slower machine would only take longer.
 
 use crate::devices::wait_bounded;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// Blocks written between the checks of a job that runs until stopped.
+pub const BACKLOG: u64 = 256;
+
+/// The runtime of a job that runs until stopped: a bound that only a
+/// test hung past the guest's own limit reaches.
+pub const RUNTIME_BOUND_S: u64 = 1800;
+
 /// A running fio verify job.
 pub struct FioVerify {
     child: Child,
     log: PathBuf,
+    /// The trigger file that ends a job started until stopped.
+    stop_file: Option<PathBuf>,
 }
 
 /// How a job ended.
@@ -60,6 +74,43 @@ impl FioVerify {
         log: PathBuf,
         options: &[&str],
     ) -> FioVerify {
+        FioVerify::spawn(target, size_mib, phase, log, options, None)
+    }
+
+    /// Writes and verifies over the first `size_mib` MiB of `target`
+    /// (with `options`) again and again until [`FioVerify::stop`]: each
+    /// block is read back and checked after at most [`BACKLOG`] more
+    /// writes (`--verify_backlog`), so the check runs all along, and the
+    /// job ends on its own only on an error, a bad block or its bound
+    /// ([`RUNTIME_BOUND_S`], which only a hang reaches).
+    pub fn start_until_stopped(
+        target: Target<'_>,
+        size_mib: u64,
+        log: PathBuf,
+        options: &[&str],
+    ) -> FioVerify {
+        let stop_file = log.with_extension("stop");
+        let _ = std::fs::remove_file(&stop_file);
+        let mut all = vec![
+            "--time_based=1".to_string(),
+            format!("--runtime={RUNTIME_BOUND_S}"),
+            format!("--verify_backlog={BACKLOG}"),
+            format!("--trigger-file={}", stop_file.display()),
+        ];
+        all.extend(options.iter().map(|option| option.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let phase = Phase::WriteAndVerify;
+        FioVerify::spawn(target, size_mib, phase, log, &all, Some(stop_file))
+    }
+
+    fn spawn(
+        target: Target<'_>,
+        size_mib: u64,
+        phase: Phase,
+        log: PathBuf,
+        options: &[&str],
+        stop_file: Option<PathBuf>,
+    ) -> FioVerify {
         let output = std::fs::File::create(&log).unwrap();
         let mut args = match target {
             Target::Nbd(uri) => vec!["--ioengine=nbd".to_string(), format!("--uri={uri}")],
@@ -98,12 +149,31 @@ impl FioVerify {
             .stdin(Stdio::null())
             .spawn()
             .expect("fio runs (Debian package fio)");
-        FioVerify { child, log }
+        FioVerify {
+            child,
+            log,
+            stop_file,
+        }
     }
 
     /// Whether the job is still running.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Ends a job started by [`FioVerify::start_until_stopped`]: fio
+    /// sees its trigger file (it looks every few hundred milliseconds),
+    /// stops its I/O and exits 0 unless it saw an error or a bad block.
+    /// Waits at most `limit`. Blocks written in the last
+    /// [`BACKLOG`] writes may end unverified: call this once the steps
+    /// under test are followed by more I/O than that.
+    pub fn stop(self, limit: Duration) -> FioResult {
+        let stop_file = self
+            .stop_file
+            .as_ref()
+            .expect("a job started until stopped");
+        std::fs::write(stop_file, b"").unwrap();
+        self.finish(limit)
     }
 
     /// Waits for the end of the job, at most `limit`.

@@ -12,8 +12,8 @@ use crate::daemon::Daemon;
 use crate::devices::{
     block_stat, modprobe, run, threads, wait_bounded, wait_until, Mount, NbdDevice, NullBlk,
 };
-use crate::failover::{path_ios, two_path_table, verify_while_paths_fail};
-use crate::fio::{FioVerify, Phase, Target};
+use crate::failover::{path_ios, two_path_table, verify_while_paths_fail, LIMIT};
+use crate::fio::{FioVerify, Target, BACKLOG};
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
@@ -104,14 +104,10 @@ fn write_zeroes_on_the_ublk_device_read_back_as_zeroes() {
 fn sigterm_under_fio_ends_cleanly_and_removes_the_device() {
     let (mut daemon, _paths, _disk) = ublk_daemon("ublk-sigterm", 64);
     let device = daemon.devices[0].clone();
-    // The whole disk written and read back: far more work than the time
-    // to the signal, which comes once the device has served some writes.
-    let mut fio = FioVerify::start(
-        Target::Block(&device),
-        64,
-        Phase::WriteAndVerify,
-        daemon.dir.join("fio.log"),
-    );
+    // fio runs until stopped (it never is): the signal comes once the
+    // device has served some writes, and fio cannot have run out of work.
+    let mut fio =
+        FioVerify::start_until_stopped(Target::Block(&device), 64, daemon.dir.join("fio.log"), &[]);
     wait_for_writes(&device, 1000);
     assert!(fio.is_running(), "fio ended before the signal");
     run(
@@ -192,23 +188,24 @@ fn kill_9_under_fio_then_a_restart_loses_nothing() {
     let device = first.devices[0].clone();
     assert_eq!(device, "/dev/ublkb7");
     let logs = crate::daemon::test_dir("ublk-recovery-fio");
-    let mut fio = FioVerify::start(
-        Target::Block(&device),
-        128,
-        Phase::WriteAndVerify,
-        logs.join("fio.log"),
-    );
-    std::thread::sleep(Duration::from_secs(2));
+    let mut fio =
+        FioVerify::start_until_stopped(Target::Block(&device), 128, logs.join("fio.log"), &[]);
+    wait_for_writes(&device, 1000);
     assert!(fio.is_running(), "fio ended before the kill");
     first.child.kill().unwrap();
     first.child.wait().unwrap();
-    // The device stays, its I/O waiting for a server.
-    std::thread::sleep(Duration::from_secs(1));
+    // The device stays, its I/O waiting for a server (had it gone, fio's
+    // I/O would fail and the verdict below with it).
     assert!(Path::new(&device).exists(), "{device} went with its server");
     assert!(fio.is_running(), "fio ended while no server ran");
     let second = serve_ublk("ublk-recovery-2", &table, &["--ublk", "7"]);
     assert_eq!(second.devices[0], device);
-    fio.finish(Duration::from_secs(1200)).assert_clean();
+    // The new server serves fio's I/O, more than fio's check backlog,
+    // before fio stops.
+    let writes = block_stat(&device, 4).expect("the device's write count");
+    wait_for_writes(&device, writes + 2 * BACKLOG);
+    assert!(fio.is_running(), "fio ended after the restart");
+    fio.stop(Duration::from_secs(600)).assert_clean();
     let _ = std::fs::remove_dir_all(&logs);
 }
 
@@ -227,12 +224,11 @@ fn reloads_under_fio_swap_the_map_without_an_error() {
         daemon.devices[0].as_str(),
         "{json}"
     );
-    let mut fio = FioVerify::start(
-        Target::Block(&daemon.devices[0]),
-        128,
-        Phase::WriteAndVerify,
-        daemon.dir.join("fio.log"),
-    );
+    let device = &daemon.devices[0];
+    // fio writes and verifies until stopped: the reloads, not fio's
+    // amount of work, decide when it ends.
+    let mut fio =
+        FioVerify::start_until_stopped(Target::Block(device), 128, daemon.dir.join("fio.log"), &[]);
     // Selector swaps, and one path taken out and put back, while fio
     // writes and verifies.
     let sectors = disk.sectors();
@@ -247,12 +243,18 @@ fn reloads_under_fio_swap_the_map_without_an_error() {
         ),
         two_path_table(sectors, &paths[0], &paths[1]),
     ];
+    // Each reload comes once the device has served more writes since
+    // the last (so under I/O, through the map the last one made).
     for round in 0..6 {
-        std::thread::sleep(Duration::from_millis(500));
+        let writes = block_stat(device, 4).expect("the device's write count");
+        wait_for_writes(device, writes + 200);
         daemon.ok(&["reload", "mpatha", &tables[round % tables.len()]]);
     }
-    assert!(fio.is_running(), "fio ended before the reloads did");
-    fio.finish(Duration::from_secs(1200)).assert_clean();
+    // The last map serves, past fio's check backlog, before fio stops.
+    let writes = block_stat(device, 4).expect("the device's write count");
+    wait_for_writes(device, writes + 2 * BACKLOG);
+    assert!(fio.is_running(), "fio ended during the reloads");
+    fio.stop(Duration::from_secs(600)).assert_clean();
 }
 
 #[test]
@@ -267,27 +269,38 @@ fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
         paths[0],
         paths[1]
     );
-    let daemon = serve_ublk("ublk-queueing", &table, &["--ublk"]);
-    let mut fio = FioVerify::start(
-        Target::Block(&daemon.devices[0]),
-        64,
-        Phase::WriteAndVerify,
-        daemon.dir.join("fio.log"),
+    // The checker runs once an hour: no round reinstates the paths the
+    // test fails before it reinstates them itself.
+    let dir = crate::daemon::test_dir("ublk-queueing");
+    let config = format!(
+        "[[map]]\nname = \"mpatha\"\ntable = \"{table}\"\nchecker_interval_ms = 3600000\n\
+         [[map.export]]\nublk = true\n"
     );
-    wait_for_writes(&daemon.devices[0], 1000);
+    std::fs::write(dir.join("mpio.toml"), config).unwrap();
+    let config_path = dir.join("mpio.toml").display().to_string();
+    let daemon = Daemon::start(dir, &["--config", &config_path]);
+    assert_eq!(daemon.devices.len(), 1, "one ublk device printed");
+    let device = &daemon.devices[0];
+    let mut fio =
+        FioVerify::start_until_stopped(Target::Block(device), 64, daemon.dir.join("fio.log"), &[]);
+    wait_for_writes(device, 1000);
     for path in &paths {
         daemon.ok(&["message", "mpatha", "fail_path", path]);
     }
-    // No path: the requests wait in mpio (the checker would reinstate
-    // the healthy paths at its next round, 5 s away).
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(fio.is_running(), "fio ended while no path was usable");
+    // No path: the map queues, and fio's requests (it always has some
+    // outstanding) wait in mpio; fio's clean end below shows none failed.
     let status = daemon.json(&["status", "mpatha"]);
     assert_eq!(status["queueing"], true, "{status}");
+    wait_until("fio's requests wait on the device", LIMIT, || {
+        block_stat(device, 8).is_some_and(|in_flight| in_flight > 0)
+    });
+    assert!(fio.is_running(), "fio ended while no path was usable");
+    let held = block_stat(device, 4).expect("the device's write count");
     for path in &paths {
         daemon.ok(&["message", "mpatha", "reinstate_path", path]);
     }
-    fio.finish(Duration::from_secs(600)).assert_clean();
+    wait_for_writes(device, held + 2 * BACKLOG);
+    fio.stop(Duration::from_secs(600)).assert_clean();
 }
 
 /// Waits (bounded) until block device `device` has completed `count`

@@ -22,7 +22,7 @@ use mpio_server::{Server, ServerConfig};
 use mpio_transport::{DeviceSlot, Transports};
 // Each test binary uses its own part of these.
 #[allow(unused_imports)]
-pub use mpio_test_support::{require, NbdServer, TempDir};
+pub use mpio_test_support::{require, wait_until, NbdServer, TempDir, HANG_BOUND};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
