@@ -10,8 +10,9 @@
 //! connections can stop a client that waits for each reply, as most
 //! do); every other buffer comes from the shared budget of
 //! [`crate::ServerConfig::max_buffered_bytes`], and a request that does
-//! not fit waits, unparsed, until replies going out free room (its
-//! connection tries again every [`crate::event_loop::STARVED_RETRY`]).
+//! not fit waits, unparsed and with nothing behind it read, until replies
+//! going out free room (its connection tries again every
+//! [`crate::event_loop::STARVED_RETRY`]).
 //! The bytes a request took from the budget travel with it ([`Hold`])
 //! and go back when its reply has left, or when it is dropped.
 //!

@@ -18,9 +18,12 @@
 //! ([`Connection::wants_to_read`] tells the loop to come back). Each
 //! READ or WRITE buffer is reserved from the server's shared
 //! [`Budget`] before its header is consumed; a request the budget has no
-//! room for waits unparsed ([`Connection::is_starved`]). Its input
-//! buffer holds [`INPUT_LEN`] bytes, enough for the largest option the
-//! handshake accepts.
+//! room for waits unparsed ([`Connection::is_starved`]), and nothing more
+//! is read from its client until it fits: the bytes behind it stay in the
+//! socket. Its input buffer holds [`INPUT_LEN`] bytes, enough for the
+//! largest option the handshake accepts; every read has room in it (a
+//! read into no room would return 0, which means the client's end of
+//! file).
 //!
 //! # Errors
 //! A protocol error, a read or write error, or the client closing its
@@ -275,7 +278,10 @@ impl Connection {
     ) -> Result<(), Ending> {
         while self.ending.is_none() {
             self.parse(export, pool, sink, refused)?;
-            if !self.readable || !self.has_room() || self.ending.is_some() {
+            // Starved: the request at the head waits for the budget, and
+            // what follows it stays in the socket (module docs), so the
+            // input buffer never fills with bytes nothing can parse.
+            if !self.readable || !self.has_room() || self.starved || self.ending.is_some() {
                 return Ok(());
             }
             let (result, requested) = match &mut self.receiving {
@@ -296,6 +302,11 @@ impl Connection {
                         self.head = 0;
                     }
                     let requested = self.input.len() - self.tail;
+                    // What `parse` left is less than one message, and
+                    // every message fits the buffer with room to spare
+                    // (an option with the largest payload, a request
+                    // header; a payload goes to its own buffer).
+                    debug_assert!(requested > 0, "a read with no room would look like EOF");
                     let result = self.stream.read(&mut self.input[self.tail..]);
                     if let Ok(count) = result {
                         self.tail += count;

@@ -3,13 +3,15 @@
 //! client that never reads cannot make the server hold more than the
 //! bounds; FUA is accepted on every command (proto.md); the unix socket
 //! gets its mode, not the umask's; idle clients at the connection cap
-//! make room for a new one. (What the whole server holds is measured in
-//! `memory_bounds.rs`.)
+//! make room for a new one; a request waiting for room in the shared
+//! budget keeps its connection. (What the whole server holds is measured
+//! in `memory_bounds.rs`.)
 
 mod support;
 
 use mpio_nbd::consts::*;
 use mpio_nbd::request::Request;
+use mpio_server::connection::INPUT_LEN;
 use mpio_server::ServerConfig;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -235,4 +237,62 @@ fn idle_clients_at_the_cap_make_room_for_a_new_one() {
     for client in idle.iter_mut().chain([&mut newcomer]) {
         assert_eq!(client.simple_reply(4096), (0, 9, vec![0; 4096]));
     }
+}
+
+/// A request the server's buffer budget has no room for waits, and its
+/// connection stays open: the server reads nothing more from that client
+/// until the request fits, however much the client has sent behind it.
+/// (Reading on filled the connection's input buffer; the read into no
+/// room that followed returned 0, was taken for the client's end of file
+/// and closed the connection as broken: the client's next send failed
+/// with a broken pipe.)
+#[test]
+fn a_request_waiting_for_the_budget_keeps_its_connection() {
+    // The smallest budget allowed: one largest request.
+    const BUDGET: usize = 32 << 20;
+    const READ: u32 = 4 << 20;
+    // Above a free first request (1 MiB): it needs the budget.
+    const WRITE: usize = 2 << 20;
+    let server = TestServer::start(ServerConfig {
+        loops: 1,
+        max_buffered_bytes: BUDGET,
+        ..ServerConfig::default()
+    });
+    // Eight 4 MiB READs whose replies nobody reads hold the whole budget.
+    let mut hog = RawClient::ready(server.socket());
+    for cookie in 0..8u64 {
+        hog.request(CMD_READ, cookie, cookie * u64::from(READ), READ, &[]);
+    }
+    let started = Instant::now();
+    while server.server.buffered_bytes() < BUDGET {
+        assert!(started.elapsed() < TIMEOUT, "the budget never filled");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // A WRITE's header and more of its payload than the input buffer
+    // holds; the server cannot take the WRITE yet.
+    let data: Vec<u8> = (0..WRITE).map(|index| (index % 251) as u8).collect();
+    let mut writer = RawClient::ready(server.socket());
+    writer.request(CMD_WRITE, 1, 0, WRITE as u32, &data[..INPUT_LEN]);
+    // A third client's reply is sent in a turn of the (only) loop that
+    // came after those bytes arrived, so the loop has seen them by then.
+    let mut probe = RawClient::ready(server.socket());
+    probe.request(CMD_READ, 2, 0, 4096, &[]);
+    assert_eq!(probe.simple_reply(4096).0, 0);
+    let stats = server.server.stats();
+    assert_eq!(
+        (stats.protocol_errors, stats.connections_closed),
+        (0, 0),
+        "a connection closed while its request waited for the budget"
+    );
+    // Room frees as the hog reads its replies; the WRITE goes through.
+    for _ in 0..8 {
+        assert_eq!(hog.simple_reply(READ as usize).0, 0);
+    }
+    writer.send(&data[INPUT_LEN..]);
+    assert_eq!(writer.simple_reply(0), (0, 1, Vec::new()));
+    writer.request(CMD_READ, 3, 0, WRITE as u32, &[]);
+    let (error, cookie, read) = writer.simple_reply(WRITE);
+    assert_eq!((error, cookie), (0, 3));
+    assert!(read == data, "the WRITE that waited reads back wrong");
+    assert_eq!(server.server.stats().protocol_errors, 0);
 }
