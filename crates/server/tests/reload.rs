@@ -107,18 +107,22 @@ fn a_client_writes_and_verifies_while_the_map_is_reloaded() {
     let server = TestServer::default_two_loops();
     let tables = tables();
     let stop = Arc::new(AtomicBool::new(false));
+    let done_rounds = Arc::new(AtomicU64::new(0));
     let clients: Vec<_> = (0..2)
         .map(|client| {
             let socket = server.socket().to_path_buf();
             let stop = Arc::clone(&stop);
+            let done_rounds = Arc::clone(&done_rounds);
             std::thread::spawn(move || {
                 let mut raw = RawClient::ready(&socket);
                 let (mut rounds, mut errors) = (0u64, 0u64);
-                // Relaxed: a flag polled between rounds; no data rides on it.
+                // Relaxed: a flag and a count polled between rounds; no
+                // data rides on them.
                 while !stop.load(Ordering::Relaxed) {
                     // The clients write disjoint rounds (even and odd).
                     errors += round(&mut raw, rounds * 2 + client);
                     rounds += 1;
+                    done_rounds.fetch_add(1, Ordering::Relaxed);
                 }
                 (rounds, errors)
             })
@@ -126,12 +130,14 @@ fn a_client_writes_and_verifies_while_the_map_is_reloaded() {
         .collect();
     let started = Instant::now();
     let mut reloads = 0;
-    while reloads < 400 || started.elapsed() < Duration::from_secs(2) {
+    // At least 400 reloads, and on until the clients did 10 rounds each
+    // under them: the count decides, not the machine's speed.
+    while reloads < 400 || done_rounds.load(Ordering::Relaxed) < 20 {
         let table = &tables[(reloads + 1) % tables.len()];
         server.server.reload(&server.transports, table).unwrap();
         reloads += 1;
         std::thread::sleep(Duration::from_micros(500));
-        assert!(started.elapsed() < TIMEOUT, "reloads too slow");
+        assert!(started.elapsed() < TIMEOUT, "the clients made no progress");
     }
     stop.store(true, Ordering::Relaxed);
     let (mut rounds, mut errors) = (0, 0);
@@ -155,19 +161,44 @@ fn fio_verifies_while_the_map_is_reloaded() {
     let server = TestServer::default_two_loops();
     let tables = tables();
     let uri = server.uri();
-    let fio = std::thread::spawn(move || fio_verify(&uri));
-    let mut reloads = 0;
-    while !fio.is_finished() {
+    let stop = server.dir.path().join("stop-fio");
+    let fio = {
+        let stop = stop.clone();
+        std::thread::spawn(move || fio_verify_until(&uri, &stop))
+    };
+    // The reload count decides when fio stops, not fio's speed: reloads
+    // start once fio's I/O flows, and fio runs on until the last reload
+    // was followed by more I/O.
+    let completed = || server.server.stats().requests_completed;
+    let wait_for_io = |after: u64, what: &str| {
+        let deadline = Instant::now() + TIMEOUT;
+        while completed() < after {
+            assert!(
+                !fio.is_finished(),
+                "fio ended before {what}: {:?}",
+                server.server.stats()
+            );
+            assert!(Instant::now() < deadline, "no I/O {what}");
+            std::thread::yield_now();
+        }
+    };
+    wait_for_io(1, "before the reloads");
+    for reloads in 0..RELOADS_UNDER_FIO {
         let table = &tables[(reloads + 1) % tables.len()];
         server.server.reload(&server.transports, table).unwrap();
-        reloads += 1;
         std::thread::sleep(Duration::from_millis(1));
     }
-    // fio's own assertions (zero errors in every job) run in its thread.
-    fio.join().unwrap();
-    eprintln!("{reloads} reloads under fio");
-    assert!(reloads >= 20, "only {reloads} reloads while fio ran");
+    wait_for_io(completed() + 1000, "after the reloads");
+    std::fs::write(&stop, b"").unwrap();
+    // fio's own assertions (zero errors in every job) run in its thread;
+    // what the server counted says more if they failed.
+    if fio.join().is_err() {
+        panic!("fio failed; the server counted {:?}", server.server.stats());
+    }
 }
+
+/// Reloads while fio runs.
+const RELOADS_UNDER_FIO: usize = 200;
 
 /// One client session over `socket`: the handshake (client flags, then
 /// `OPT_INFO` and `OPT_GO`, each sent after the server's last answer, as

@@ -235,30 +235,51 @@ pub fn pattern_file(path: &Path, len: usize, seed: u64) {
     std::fs::write(path, bytes).unwrap();
 }
 
-/// fio writes with crc32c checksums and reads them all back verified,
-/// over several connections with many requests in flight, through the
-/// export at `uri`; panics unless every job saw zero errors.
+/// fio's NBD engine, two jobs at depth 32, writing crc32c-stamped 4k
+/// blocks at random over 16 MiB each and verifying them; any error or
+/// bad block fails it.
 pub fn fio_verify(uri: &str) {
-    let output = run_ok(
-        "fio",
+    fio_verify_with(uri, &[]);
+}
+
+/// As [`fio_verify`], but writing and verifying (each block checked
+/// after at most 64 more writes) again and again until the file `stop`
+/// exists: a job that ends when the test says so, not when its work
+/// runs out. Its runtime bound (an hour) is one only a hang reaches.
+pub fn fio_verify_until(uri: &str, stop: &Path) {
+    let trigger = format!("--trigger-file={}", stop.display());
+    fio_verify_with(
+        uri,
         &[
-            "--name=verify",
-            "--ioengine=nbd",
-            &format!("--uri={uri}"),
-            "--rw=randwrite",
-            "--bs=4k",
-            "--iodepth=32",
-            "--numjobs=2",
-            "--size=16M",
-            "--offset_increment=16M",
-            "--verify=crc32c",
-            "--do_verify=1",
-            "--verify_fatal=1",
-            // No verify state files left in the working directory.
-            "--verify_state_save=0",
-            "--output-format=terse",
+            "--time_based=1",
+            "--runtime=3600",
+            "--verify_backlog=64",
+            &trigger,
         ],
     );
+}
+
+fn fio_verify_with(uri: &str, more: &[&str]) {
+    let uri = format!("--uri={uri}");
+    let mut args = vec![
+        "--name=verify",
+        "--ioengine=nbd",
+        &uri,
+        "--rw=randwrite",
+        "--bs=4k",
+        "--iodepth=32",
+        "--numjobs=2",
+        "--size=16M",
+        "--offset_increment=16M",
+        "--verify=crc32c",
+        "--do_verify=1",
+        "--verify_fatal=1",
+        // No verify state files left in the working directory.
+        "--verify_state_save=0",
+        "--output-format=terse",
+    ];
+    args.extend_from_slice(more);
+    let output = run_ok("fio", &args);
     // Terse output: field 5 of each job line is its error count.
     for line in output.lines().filter(|line| line.starts_with("3;")) {
         let error = line.split(';').nth(4).unwrap();
