@@ -22,6 +22,7 @@ mod null_blk_paths;
 mod nvme;
 mod nvme_ana;
 mod nvme_stall;
+mod restart_path_down;
 mod scsi;
 mod scsi_paths;
 mod ublk;
