@@ -605,37 +605,38 @@ impl PathHandle {
 /// What every path of a map that is open or settled takes; `None` when
 /// none is ([`PathHandle::limits`]).
 pub fn paths_limits(paths: &[PathHandle]) -> Option<Limits> {
-    paths
-        .iter()
-        .filter_map(PathHandle::limits)
-        .reduce(Limits::and)
+    Limits::of_all(paths.iter().filter_map(PathHandle::limits))
 }
 
 impl Device {
     /// The word of every path that cannot serve yet, with why
     /// ([`PathHandle::unready`]).
     pub fn unready_paths(&self) -> impl Iterator<Item = (&str, String)> + '_ {
+        self.unready()
+            .map(|(index, reason)| (self.map.path_name(index), reason))
+    }
+
+    /// The index of every path that cannot serve yet, with why.
+    fn unready(&self) -> impl Iterator<Item = (usize, String)> + '_ {
         self.paths
             .iter()
             .enumerate()
-            .filter_map(|(index, path)| Some((self.map.path_name(index), path.unready()?)))
+            .filter_map(|(index, path)| Some((index, path.unready()?)))
     }
 
     /// Fails every path that cannot serve yet, saying why: the checker
     /// brings it back once its probe reads through it.
     fn fail_unready(&self) {
         let map = &self.map;
-        for (index, path) in self.paths.iter().enumerate() {
-            if let Some(reason) = path.unready() {
-                tracing::warn!(
-                    map = map.name(),
-                    path = map.path_name(index),
-                    %reason,
-                    "path cannot serve yet: it starts failed, and the checker reinstates \
-                     it once it answers"
-                );
-                map.fail_path(index, PathError::ConnectionLost);
-            }
+        for (index, reason) in self.unready() {
+            tracing::warn!(
+                map = map.name(),
+                path = map.path_name(index),
+                %reason,
+                "path cannot serve yet: it starts failed, and the checker reinstates it once \
+                 it answers"
+            );
+            map.fail_path(index, PathError::ConnectionLost);
         }
     }
 

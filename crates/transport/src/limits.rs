@@ -68,9 +68,10 @@ impl Limits {
         }
     }
 
-    /// What every one of `paths` takes ([`Limits::ANY`] for none).
-    pub fn of_all(paths: impl IntoIterator<Item = Limits>) -> Limits {
-        paths.into_iter().fold(Limits::ANY, Limits::and)
+    /// What every one of `paths` takes; `None` for no paths (nothing is
+    /// known of what they take).
+    pub fn of_all(paths: impl IntoIterator<Item = Limits>) -> Option<Limits> {
+        paths.into_iter().reduce(Limits::and)
     }
 
     /// Whether a device advertising `self` may be served by storage
@@ -131,14 +132,14 @@ mod tests {
 
     #[test]
     fn a_map_takes_what_every_path_takes() {
-        let map = Limits::of_all([disk(512, 1 << 20, false), disk(4096, 128 << 10, true)]);
+        let map = Limits::of_all([disk(512, 1 << 20, false), disk(4096, 128 << 10, true)]).unwrap();
         assert_eq!(map.logical_block, 4096);
         assert_eq!(map.physical_block, 4096);
         assert_eq!(map.max_io_bytes, 128 << 10);
         assert!(!map.discard, "one path cannot discard");
         assert!(map.write_zeroes);
         assert!(map.volatile_cache, "one path has a cache");
-        assert_eq!(Limits::of_all([]), Limits::ANY);
+        assert_eq!(Limits::of_all([]), None);
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //! never a silent fallback. `file:/abs/path?direct=0` asks for buffered I/O
 //! through the page cache explicitly: data is then as durable as the
 //! flushes make it, like any buffered file. The file must hold at least
-//! the map's size (checked by `Transports::build`).
+//! the map's size. A file that cannot be opened, read or sized when its
+//! map is built, or is smaller than the map, is a path that cannot serve
+//! yet: it starts failed and is opened again in the background until it
+//! can (`late.rs`).
 //!
 //! # Operations
 //! | op | regular file | block device |
@@ -232,7 +235,7 @@ impl Opened {
 
 /// One file path, shared by every thread's queue to it: opened, or (a
 /// path of a map that could not be opened, read or sized when the map
-/// was built) waiting to be ([`FilePath::unopened`]).
+/// was built) waiting to be (see [`FilePath::open_for`]).
 #[derive(Debug)]
 pub struct FilePath {
     path: PathBuf,
@@ -280,22 +283,11 @@ impl Needs {
 }
 
 impl FilePath {
-    /// Opens `path` read-write, with `O_DIRECT` unless `direct` is false.
-    ///
-    /// # Errors
-    /// A [`FileError`] naming the file and what failed.
-    pub fn open(path: &Path, direct: bool) -> Result<FilePath, FileError> {
-        let opened = Opened::open(path, direct)?;
-        let file = FilePath::unopened(path, direct, Needs::default(), None);
-        let _ = file.opened.set(opened);
-        Ok(file)
-    }
-
     /// A path to `path` that is not open, for the reason `unready` gives:
     /// its queues fail every I/O as a lost connection, and each submission
     /// to one has the file opened again in the background until it opens
     /// and meets `needs`.
-    pub fn unopened(path: &Path, direct: bool, needs: Needs, unready: Option<String>) -> FilePath {
+    fn unopened(path: &Path, direct: bool, needs: Needs, unready: Option<String>) -> FilePath {
         FilePath {
             path: path.to_path_buf(),
             direct,

@@ -144,11 +144,7 @@ impl Shared {
     /// What `exports` all share.
     pub fn of<'a>(exports: impl IntoIterator<Item = &'a Export>) -> Option<Shared> {
         exports.into_iter().fold(None, |shared, export| {
-            let own = Shared {
-                flags: export.flags & (FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES),
-                min_block: export.min_block,
-                max_payload: export.max_payload,
-            };
+            let own = Shared::own(export);
             Some(match shared {
                 None => own,
                 Some(shared) => Shared {
@@ -158,6 +154,15 @@ impl Shared {
                 },
             })
         })
+    }
+
+    /// What `export` alone offers.
+    pub fn own(export: &Export) -> Shared {
+        Shared {
+            flags: export.flags & (FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES),
+            min_block: export.min_block,
+            max_payload: export.max_payload,
+        }
     }
 }
 
@@ -292,7 +297,7 @@ impl NbdTarget {
             address: self.address.to_string(),
             what,
         };
-        let own = Shared::of([export]).expect("one export");
+        let own = Shared::own(export);
         let read_only = export.has(FLAG_READ_ONLY);
         let (agreed_read_only, shared) = *self.agreement.0.get_or_init(|| (read_only, own));
         if read_only != agreed_read_only {
