@@ -200,6 +200,24 @@ pub struct Map {
     replaced: AtomicBool,
 }
 
+/// A map a reload replaced holds the map that replaced it, and so on
+/// down the chain of every later reload, for as long as anything holds
+/// the first. Dropping such a chain map by map would recurse once per
+/// reload (a stack overflow past some 20,000); this unlinks it in a loop
+/// instead, stopping at the first map someone else still holds.
+impl Drop for Map {
+    fn drop(&mut self) {
+        let mut next = lock(&self.control).successor.take();
+        while let Some(map) = next {
+            next = match Arc::try_unwrap(map) {
+                // Dropped at the end of this turn, its successor taken.
+                Ok(map) => lock(&map.control).successor.take(),
+                Err(_) => None,
+            };
+        }
+    }
+}
+
 impl Map {
     /// Builds a map from a table and one [`PathInfo`] per path, in table
     /// order (group by group).

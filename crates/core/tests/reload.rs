@@ -215,3 +215,27 @@ fn a_reinstatement_on_a_replaced_map_reaches_the_new_map() {
     assert!(!new.paths()[1].is_failed());
     assert!(!old.reinstate_path(1), "nothing left to reinstate anywhere");
 }
+
+/// A map held across many reloads holds every map that replaced it (each
+/// passes failures on to the next); dropping it drops the whole chain
+/// without recursing once per reload (some 20,000 of them once overflowed the
+/// stack).
+#[test]
+fn a_long_chain_of_reloaded_maps_drops_without_recursing() {
+    let first = map(false, 8);
+    let mut last = Arc::clone(&first);
+    for _ in 0..20_000 {
+        let next = map(false, 8);
+        Map::carry_over_from(&next, &last);
+        last = next;
+    }
+    drop(last);
+    // On a thread with a small stack: a recursive drop needs one frame
+    // per map.
+    std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || drop(first))
+        .unwrap()
+        .join()
+        .expect("the chain dropped");
+}
