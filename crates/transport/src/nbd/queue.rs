@@ -34,13 +34,15 @@ pub struct NbdQueue {
     /// may apply: read until each reply comes or the server closes (the
     /// fence; see the module docs of [`super`]).
     cut: Vec<Connection>,
-    /// The connect in progress, if any.
-    connecting: Option<Connecting>,
+    /// The connect in progress, if any, with the target's connect count
+    /// when it started.
+    connecting: Option<(Connecting, u64)>,
     /// I/Os submitted while connecting, sent once connected.
     waiting: Vec<PathIo>,
     /// After a failed connect: no new attempt before this time (ns, on
     /// the caller's clock) unless the target's connect count moved from
-    /// the one recorded.
+    /// the one recorded when the failed attempt started (a connection
+    /// another queue made while it ran, or since, shows the server is up).
     retry: Option<(u64, u64)>,
     /// The wait after the next failed connect.
     backoff: Duration,
@@ -118,6 +120,7 @@ impl NbdQueue {
         }
         let target = Arc::clone(&self.target);
         let depth = self.depth;
+        let connects = self.target.connects();
         let spawned = std::thread::Builder::new()
             .name("mpio-nbd-connect".into())
             .spawn(move || {
@@ -129,13 +132,13 @@ impl NbdQueue {
             });
         match spawned {
             Ok(handle) => {
-                self.connecting = Some(handle);
+                self.connecting = Some((handle, connects));
                 true
             }
             Err(error) => {
                 let why = format!("starting a connect thread: {error}");
                 match now_ns {
-                    Some(now_ns) => self.connect_failed(now_ns, why),
+                    Some(now_ns) => self.connect_failed(now_ns, connects, why),
                     None => self.last_error = Some(why),
                 }
                 false
@@ -148,11 +151,11 @@ impl NbdQueue {
         if !self
             .connecting
             .as_ref()
-            .is_some_and(JoinHandle::is_finished)
+            .is_some_and(|(handle, _)| handle.is_finished())
         {
             return;
         }
-        let Some(handle) = self.connecting.take() else {
+        let Some((handle, connects)) = self.connecting.take() else {
             return;
         };
         let result = handle.join().unwrap_or_else(|_| {
@@ -171,7 +174,7 @@ impl NbdQueue {
                 }
             }
             Err(error) => {
-                self.connect_failed(now_ns, error.to_string());
+                self.connect_failed(now_ns, connects, error.to_string());
                 for io in std::mem::take(&mut self.waiting) {
                     self.finish(io, PathOutcome::Path(PathError::ConnectionLost));
                 }
@@ -179,9 +182,11 @@ impl NbdQueue {
         }
     }
 
-    fn connect_failed(&mut self, now_ns: u64, why: String) {
+    /// Records a connect that failed at `now_ns`, started when the
+    /// target's connect count was `connects`.
+    fn connect_failed(&mut self, now_ns: u64, connects: u64, why: String) {
         let backoff_ns = u64::try_from(self.backoff.as_nanos()).unwrap_or(u64::MAX);
-        self.retry = Some((now_ns.saturating_add(backoff_ns), self.target.connects()));
+        self.retry = Some((now_ns.saturating_add(backoff_ns), connects));
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
         self.last_error = Some(why);
     }
