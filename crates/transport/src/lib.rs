@@ -18,6 +18,7 @@ pub mod limits;
 pub mod memory;
 pub mod nbd;
 pub mod null;
+mod unready;
 pub mod uri;
 
 use file::{FileError, FilePath, FileQueue};

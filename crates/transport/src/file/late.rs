@@ -39,7 +39,8 @@ impl FilePath {
             .name("mpio-open".into())
             .spawn(move || path.try_open());
         if let Err(error) = spawned {
-            *lock(&self.unready) = Some(format!("cannot start a thread to open it: {error}"));
+            self.unready
+                .note(format!("cannot start a thread to open it: {error}"));
             self.opening.store(false, Ordering::Release);
         }
     }
@@ -61,17 +62,14 @@ impl FilePath {
         match outcome {
             Ok(opened) => {
                 let _ = self.opened.set(opened);
-                *lock(&self.unready) = None;
                 // Release: a queue that sees the new count (Acquire in
                 // `switch_state`) sees the opened file.
                 self.switches.fetch_add(1, Ordering::Release);
                 tracing::info!(file = %self.path.display(), "file path opened");
             }
             Err(why) => {
-                let mut unready = lock(&self.unready);
-                if unready.as_deref() != Some(why.as_str()) {
+                if self.unready.note(why.clone()) {
                     tracing::info!(file = %self.path.display(), reason = %why, "file path still cannot be opened");
-                    *unready = Some(why);
                 }
             }
         }

@@ -82,6 +82,7 @@ mod ring;
 
 use crate::limits::Limits;
 use crate::lock;
+use crate::unready::Unready;
 use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
 pub use ring::FileQueue;
 use std::fs::{File, OpenOptions};
@@ -245,7 +246,7 @@ pub struct FilePath {
     /// What a file opened late must hold and take (see [`Needs`]).
     needs: Mutex<Needs>,
     /// Why the file is not open yet: the last attempt's error.
-    unready: Mutex<Option<String>>,
+    unready: Unready,
     /// An open is being tried in the background (`late.rs`).
     opening: AtomicBool,
     /// Set by [`FilePath::revoke`], cleared by [`FilePath::restore`].
@@ -283,17 +284,16 @@ impl Needs {
 }
 
 impl FilePath {
-    /// A path to `path` that is not open, for the reason `unready` gives:
-    /// its queues fail every I/O as a lost connection, and each submission
+    /// A path to `path` that is not open: its queues fail every I/O as a lost connection, and each submission
     /// to one has the file opened again in the background until it opens
     /// and meets `needs`.
-    fn unopened(path: &Path, direct: bool, needs: Needs, unready: Option<String>) -> FilePath {
+    fn unopened(path: &Path, direct: bool, needs: Needs) -> FilePath {
         FilePath {
             path: path.to_path_buf(),
             direct,
             opened: OnceLock::new(),
             needs: Mutex::new(needs),
-            unready: Mutex::new(unready),
+            unready: Unready::default(),
             opening: AtomicBool::new(false),
             revoked: AtomicBool::new(false),
             switches: AtomicU64::new(0),
@@ -310,16 +310,16 @@ impl FilePath {
     /// [`FileError::DirectRefused`], [`FileError::NotStorage`],
     /// [`FileError::Ring`].
     pub fn open_for(path: &Path, direct: bool, needs: Needs) -> Result<FilePath, FileError> {
-        let file = FilePath::unopened(path, direct, needs, None);
+        let file = FilePath::unopened(path, direct, needs);
         match Opened::open(path, direct) {
             Ok(opened) => match lock(&file.needs).refuse(&opened) {
                 None => {
                     let _ = file.opened.set(opened);
                 }
-                Some(why) => *lock(&file.unready) = Some(why),
+                Some(why) => drop(file.unready.note(why)),
             },
             Err(error @ (FileError::Open { .. } | FileError::Read { .. })) => {
-                *lock(&file.unready) = Some(error.to_string());
+                file.unready.note(error.to_string());
             }
             Err(error) => return Err(error),
         }
@@ -328,14 +328,8 @@ impl FilePath {
 
     /// Why the path is not open yet; `None` once it is.
     pub fn unready(&self) -> Option<String> {
-        if self.opened.get().is_some() {
-            return None;
-        }
-        Some(
-            lock(&self.unready)
-                .clone()
-                .unwrap_or_else(|| "not opened yet".into()),
-        )
+        self.unready
+            .reason(self.opened.get().is_some(), "not opened yet")
     }
 
     /// Adds `limits` to what the file must take if it opens from now on:
@@ -458,7 +452,7 @@ impl FilePath {
     /// A buffered path over any open file, claiming `size_bytes`: a pipe,
     /// in tests, whose reads stay in the kernel until it is written.
     pub(crate) fn over(file: File, size_bytes: u64) -> FilePath {
-        let path = FilePath::unopened(Path::new("(test file)"), false, Needs::default(), None);
+        let path = FilePath::unopened(Path::new("(test file)"), false, Needs::default());
         let _ = path.opened.set(Opened {
             file,
             block_device: false,

@@ -46,6 +46,7 @@ use super::handshake::{handshake, Export, HandshakeError};
 use super::stream::Stream;
 use crate::limits::Limits;
 use crate::lock;
+use crate::unready::Unready;
 use mpio_nbd::consts::*;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -196,7 +197,7 @@ pub struct NbdTarget {
     /// from now on must take what they send.
     served_as: Mutex<Vec<Limits>>,
     /// Why the path has not settled yet: its last connection's error.
-    unready: Mutex<Option<String>>,
+    unready: Unready,
     /// Connections set up so far: a queue waiting out a backoff after a
     /// failed connect tries again at once when another queue (say, the
     /// checker's) connected since.
@@ -214,7 +215,7 @@ impl NbdTarget {
             settled: OnceLock::new(),
             agreement: Arc::default(),
             served_as: Mutex::new(Vec::new()),
-            unready: Mutex::new(None),
+            unready: Unready::default(),
             connects: AtomicU64::new(0),
         }
     }
@@ -228,20 +229,14 @@ impl NbdTarget {
     /// Why the path cannot serve yet (no connection has settled it);
     /// `None` once settled.
     pub fn unready(&self) -> Option<String> {
-        if self.settled.get().is_some() {
-            return None;
-        }
-        Some(
-            lock(&self.unready)
-                .clone()
-                .unwrap_or_else(|| "not connected yet".into()),
-        )
+        self.unready
+            .reason(self.settled.get().is_some(), "not connected yet")
     }
 
     /// Notes why the path could not settle (a failed connection).
-    pub fn note_unready(&self, error: &NbdError) {
+    fn note_unready(&self, error: &NbdError) {
         if self.settled.get().is_none() {
-            *lock(&self.unready) = Some(error.to_string());
+            self.unready.note(error.to_string());
         }
     }
 
