@@ -55,9 +55,15 @@ impl FilePath {
     fn try_open(&self) {
         let outcome = Opened::open(&self.path, self.direct)
             .map_err(|error| error.to_string())
-            .and_then(|opened| match lock(&self.needs).refuse(&opened) {
-                None => Ok(opened),
-                Some(why) => Err(why),
+            .and_then(|opened| {
+                let needs = lock(&self.needs);
+                match needs
+                    .too_small(&opened)
+                    .or_else(|| needs.refused_by_devices(&opened))
+                {
+                    None => Ok(opened),
+                    Some(why) => Err(why),
+                }
             });
         match outcome {
             Ok(opened) => {

@@ -268,14 +268,20 @@ pub struct Needs {
 }
 
 impl Needs {
-    /// Why `opened` cannot serve, if it cannot.
-    fn refuse(&self, opened: &Opened) -> Option<String> {
-        if opened.size_bytes < self.map_bytes {
-            return Some(format!(
+    /// Why `opened` cannot serve its map now: it is smaller (it may grow,
+    /// or a device reporting 0 bytes may come back).
+    fn too_small(&self, opened: &Opened) -> Option<String> {
+        (opened.size_bytes < self.map_bytes).then(|| {
+            format!(
                 "it holds {} bytes but the map needs {}",
                 opened.size_bytes, self.map_bytes
-            ));
-        }
+            )
+        })
+    }
+
+    /// Why `opened` cannot serve its map at all: a block device serving
+    /// the map sends what it cannot take.
+    fn refused_by_devices(&self, opened: &Opened) -> Option<String> {
         self.served_as
             .iter()
             .find_map(|device| device.admits(&opened.limits).err())
@@ -304,15 +310,20 @@ impl FilePath {
     /// be opened, read or sized, or is smaller than the map, is a path
     /// that is not open yet ([`FilePath::unready`] says why); only what
     /// no later attempt can change (`O_DIRECT` refused, a file that
-    /// holds no blocks, no io_uring) is an error.
+    /// holds no blocks, no io_uring) is an error. Whether an opened
+    /// file takes what the map's block devices send is the caller's to
+    /// check ([`FilePath::limits`]); a file that opens later is checked
+    /// for it here (`late.rs`).
     ///
     /// # Errors
     /// [`FileError::DirectRefused`], [`FileError::NotStorage`],
     /// [`FileError::Ring`].
     pub fn open_for(path: &Path, direct: bool, needs: Needs) -> Result<FilePath, FileError> {
         let file = FilePath::unopened(path, direct, needs);
+        // What the map's devices send is checked with the other paths'
+        // limits (a reload that asks too much is refused whole).
         match Opened::open(path, direct) {
-            Ok(opened) => match lock(&file.needs).refuse(&opened) {
+            Ok(opened) => match lock(&file.needs).too_small(&opened) {
                 None => {
                     let _ = file.opened.set(opened);
                 }
