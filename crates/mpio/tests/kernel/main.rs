@@ -24,6 +24,7 @@ mod nvme_ana;
 mod nvme_stall;
 mod scsi;
 mod scsi_paths;
+mod soak;
 mod ublk;
 mod ublk_latency;
 mod ublk_limits;
