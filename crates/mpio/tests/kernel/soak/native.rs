@@ -48,6 +48,7 @@ pub fn stalls(faults: &[Fault], seed: u64) -> BTreeMap<Fault, u64> {
         let path = target.namespace_of(port)?;
         read_attribute(&format!("/sys/block/{path}/ana_state"))
     };
+    let mut windows = Vec::new();
     for &fault in faults {
         let port = target.ports[rng.below(2)];
         let start = Instant::now();
@@ -73,9 +74,13 @@ pub fn stalls(faults: &[Fault], seed: u64) -> BTreeMap<Fault, u64> {
         wait_until("native path optimized again", LIMIT, || {
             ana_state(port).as_deref() == Some("optimized")
         });
-        longest.insert(fault, job.longest_latency_ns(start, Instant::now()));
+        windows.push((fault, start, Instant::now()));
     }
+    // fio writes its latency log as the job ends.
     let ended = job.stop(LIMIT);
+    for (fault, start, end) in windows {
+        longest.insert(fault, job.longest_latency_ns(start, end));
+    }
     if !ended.is_clean() {
         eprintln!(
             "NATIVE|fio on native multipath ended with errors|{:?}",

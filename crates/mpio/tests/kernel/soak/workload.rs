@@ -189,7 +189,8 @@ impl Job {
     }
 
     /// The longest latency (ns) fio logged in `[from, to]`, the two
-    /// taken on the test's clock; 0 when it logged nothing there.
+    /// taken on the test's clock; 0 when it logged nothing there. fio
+    /// writes its log as the job ends: ask after [`Job::stop`].
     pub fn longest_latency_ns(&self, from: Instant, to: Instant) -> u64 {
         let since = |instant: Instant| instant.saturating_duration_since(self.epoch).as_millis();
         let (from_ms, to_ms) = (since(from) as u64, since(to) as u64);
