@@ -165,7 +165,8 @@ fn soak(canary: bool) -> Outcome {
     });
     let mut files = Files::start(&files_dir, seed);
 
-    let mut chaos = Chaos::new(seed);
+    let written: &[Side] = if canary { &[Side::Nvme] } else { &Side::BOTH };
+    let mut chaos = Chaos::new(seed, written);
     let mut unrun = Fault::ALL.to_vec();
     let started = Instant::now();
     while !unrun.is_empty() || started.elapsed() < Duration::from_secs(secs) {

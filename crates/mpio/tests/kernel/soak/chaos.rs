@@ -117,13 +117,18 @@ pub struct Step {
 pub struct Chaos {
     pub rng: Rng,
     pub steps: Vec<Step>,
+    /// The maps whose workloads write throughout, so a restart is seen
+    /// served when their devices complete writes again (the canary's raw
+    /// job may end at any step).
+    pub written: Vec<Side>,
 }
 
 impl Chaos {
-    pub fn new(seed: u64) -> Chaos {
+    pub fn new(seed: u64, written: &[Side]) -> Chaos {
         Chaos {
             rng: Rng::new(seed),
             steps: Vec::new(),
+            written: written.to_vec(),
         }
     }
 
@@ -210,7 +215,7 @@ impl Chaos {
             }
             Fault::Kill9 => {
                 rig.kill_and_restart(|_| {});
-                rig.wait_both_serve();
+                rig.wait_serving(&self.written);
                 for side in Side::BOTH {
                     for name in rig.paths(side) {
                         rig.wait_healthy(&name);
@@ -230,7 +235,7 @@ impl Chaos {
                         row.is_some_and(|row| row["state"] == "failed")
                     })
                     .unwrap();
-                rig.wait_both_serve();
+                rig.wait_serving(&self.written);
                 set_scsi_state(&name, "running");
                 rig.wait_healthy(&name);
                 format!("restarted with {name} failed (unready: {})", row["unready"])

@@ -234,15 +234,15 @@ impl Rig {
             .to_string()
     }
 
-    /// Waits until both devices complete more writes: the daemon serves
-    /// both maps.
-    pub fn wait_both_serve(&self) {
-        let before = Side::BOTH.map(|side| writes(side.device()));
-        wait_until("both devices complete writes", LIMIT, || {
-            Side::BOTH
+    /// Waits until each of `sides`' devices completes more writes: the
+    /// daemon serves those maps (their workloads write all the time).
+    pub fn wait_serving(&self, sides: &[Side]) {
+        let before: Vec<u64> = sides.iter().map(|side| writes(side.device())).collect();
+        wait_until("the devices complete writes", LIMIT, || {
+            sides
                 .iter()
-                .zip(before)
-                .all(|(side, before)| writes(side.device()) > before)
+                .zip(&before)
+                .all(|(side, &before)| writes(side.device()) > before)
         });
     }
 
