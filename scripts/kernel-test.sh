@@ -9,6 +9,7 @@
 #   MPIO_KVM_SHELL=1 scripts/kernel-test.sh  a shell in the guest instead
 #   MPIO_KVM_FORCE=1 scripts/kernel-test.sh  the guest even where native works
 #   MPIO_KVM_TIMEOUT=N                       the guest's limit, s [1500]
+#   SOAK_SECS=N SOAK_SEED=N                  the soak's length and seed, passed on
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/kernel-vm/host.sh
@@ -42,6 +43,13 @@ kvm_add_binary "$overlay" target/release/mpio mpio
 kvm_add_binary "$overlay" "$test_binary" mpio-kernel-tests
 install -D -m 755 scripts/kernel-vm/guest-test.sh "$overlay/kvm/run"
 printf '%s\n' "$@" > "$overlay/kvm/args"
+# The soak's settings reach the guest's tests as exports; only digits pass.
+for name in SOAK_SECS SOAK_SEED; do
+    value=${!name:-}
+    [ -z "$value" ] && continue
+    [[ "$value" =~ ^[0-9]+$ ]] || { kvm_log "$name must be a number"; exit 1; }
+    echo "export $name=$value" >> "$overlay/kvm/env"
+done
 mkdir -p "$KVM_CACHE/logs"
 log=$KVM_CACHE/logs/test-$(date +%Y%m%d-%H%M%S).log
 status=0

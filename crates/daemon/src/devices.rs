@@ -11,7 +11,9 @@
 //! command reaches the target through it and the kernel would never learn
 //! of the path's return; for such a path the round asks the kernel to
 //! rescan the device (`device/rescan`), which makes `scsi_dh_alua` send
-//! REPORT TARGET PORT GROUPS again. NVMe with native multipath off: the
+//! REPORT TARGET PORT GROUPS again; so does a SCSI disk that reports no
+//! capacity (read while its port was unavailable, it keeps 0 after the
+//! port returns until rescanned). NVMe with native multipath off: the
 //! controller's ANA log page ([`mpio_transport::blockdev::ana`]). A path
 //! whose state cannot be read keeps the one it has.
 //!
@@ -22,7 +24,8 @@
 //! of the daemon while it reads sysfs or asks a controller.
 
 use mpio_core::map::Map;
-use mpio_transport::blockdev::{current_access, name_of_node, Sysfs};
+use mpio_core::path::AccessState;
+use mpio_transport::blockdev::{current_access, name_of_node, BlockDevice, Sysfs};
 use mpio_transport::{lock, PathHandle};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -46,10 +49,22 @@ pub(crate) fn refresh_access(map: &Map, handles: &[PathHandle], sysfs: &Sysfs) {
             continue;
         };
         map.set_access_state(index, state);
-        if device.nvme.is_none() && !state.carries_io() {
+        if needs_rescan(&device, state) {
             rescan_scsi(sysfs, &device.name);
         }
     }
+}
+
+/// Whether the round asks the kernel to look again at `device`, whose
+/// access state is `state`: a SCSI disk whose port cannot carry I/O (no
+/// command reaches the target through it, so the kernel would never
+/// learn of its return), or one that reports no capacity. A disk read
+/// while its port was unavailable keeps the capacity 0 that READ CAPACITY
+/// left it, after the port is back and its access state reads optimized:
+/// every probe of the path finds the disk ending before the map does,
+/// and the path could never return without this rescan.
+fn needs_rescan(device: &BlockDevice, state: AccessState) -> bool {
+    device.nvme.is_none() && (!state.carries_io() || device.size_bytes == 0)
 }
 
 /// Asks the kernel to rescan SCSI disk `name`, which re-reads its ALUA
@@ -114,5 +129,54 @@ impl Rounds {
 impl Drop for Rounds {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpio_transport::blockdev::NvmeNamespace;
+
+    fn disk(size_bytes: u64, nvme: bool) -> BlockDevice {
+        BlockDevice {
+            name: if nvme { "nvme1n1" } else { "sdb" }.into(),
+            dev: "8:16".into(),
+            transport: if nvme { "nvme:loop" } else { "scsi:tcm_loop" }.into(),
+            wwid: None,
+            size_bytes,
+            numa_node: None,
+            holders: Vec::new(),
+            access: None,
+            preferred: false,
+            nvme: nvme.then(|| NvmeNamespace {
+                controller: "nvme1".into(),
+                nsid: 1,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_scsi_disk_is_rescanned_while_it_cannot_serve_or_reports_no_capacity() {
+        use AccessState::*;
+        let sized = 128 << 20;
+        for (size_bytes, nvme, state, rescanned) in [
+            (sized, false, Optimized, false),
+            (sized, false, NonOptimized, false),
+            (sized, false, Standby, true),
+            (sized, false, Unavailable, true),
+            // Optimized again, but still at the capacity the unavailable
+            // port left it: only a rescan brings the path back.
+            (0, false, Optimized, true),
+            (0, false, NonOptimized, true),
+            // NVMe has no rescan; its ANA state comes from the log page.
+            (0, true, Optimized, false),
+            (sized, true, Inaccessible, false),
+        ] {
+            assert_eq!(
+                needs_rescan(&disk(size_bytes, nvme), state),
+                rescanned,
+                "{size_bytes} bytes, nvme {nvme}, {state:?}"
+            );
+        }
     }
 }

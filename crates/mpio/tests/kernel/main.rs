@@ -25,6 +25,7 @@ mod nvme_stall;
 mod restart_path_down;
 mod scsi;
 mod scsi_paths;
+mod soak;
 mod ublk;
 mod ublk_latency;
 mod ublk_limits;

@@ -132,7 +132,7 @@ impl NvmeLoop {
     /// The namespace's node under `port`'s controller: its block device
     /// (`nvme1n1`) with native multipath off, its hidden path device
     /// (`nvme0c1n1`) with it on.
-    fn namespace_of(&self, port: u32) -> Option<String> {
+    pub fn namespace_of(&self, port: u32) -> Option<String> {
         let controller = self.controller_of(port)?;
         std::fs::read_dir(format!("/sys/class/nvme/{controller}"))
             .ok()?

@@ -1,0 +1,93 @@
+//! The same NVMe faults under the kernel's native NVMe multipath, for
+//! the soak's stall table: an nvmet subsystem on two nvme-loop ports with
+//! `nvme_core multipath=Y` (one head device, `round-robin` iopolicy as
+//! mpio's multibus round-robin map), ext4 on the head and the same fio
+//! job as on mpio's NVMe map, each fault injected and undone as the soak
+//! does, each wait for the kernel's own view (the path's `ana_state`,
+//! its controller). A measurement: nothing here is asserted about speed,
+//! and errors native multipath shows are printed, not asserted.
+
+use super::chaos::Fault;
+use super::rig::{writes, LUN_MIB};
+use super::workload::{Job, Rng};
+use crate::daemon::test_dir;
+use crate::devices::{read_attribute, run, wait_until, Mount};
+use crate::failover::LIMIT;
+use crate::nvme::NvmeLoop;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+/// The longest latency (ns) around each of `faults` (those with a
+/// native counterpart) under native multipath, each run once.
+pub fn stalls(faults: &[Fault], seed: u64) -> BTreeMap<Fault, u64> {
+    let mut longest = BTreeMap::new();
+    if faults.is_empty() {
+        return longest;
+    }
+    let target = NvmeLoop::with_native_multipath("mpio-kt-soak-native", LUN_MIB, [63, 64], true);
+    let head = target.head().expect("the subsystem's head device");
+    let node = format!("/dev/{head}");
+    wait_until("the head's node appears", LIMIT, || {
+        Path::new(&node).exists()
+    });
+    let subsystem = std::fs::read_dir("/sys/class/nvme-subsystem")
+        .unwrap()
+        .flatten()
+        .find(|entry| entry.path().join(&head).exists())
+        .expect("the head's subsystem")
+        .path();
+    std::fs::write(subsystem.join("iopolicy"), "round-robin").unwrap();
+    let dir = test_dir("soak-native");
+    run("mkfs.ext4", &["-q", "-F", &node], LIMIT);
+    let mount = Mount::new(Path::new(&node), "ext4", dir.join("mnt"));
+    let file = super::prepare_fio_file(&mount.dir);
+    let mut job = Job::start(&dir, "native", &file, super::FS_FIO_MIB, || writes(&head));
+    let mut rng = Rng::new(seed);
+    let ana_state = |port: u32| {
+        let path = target.namespace_of(port)?;
+        read_attribute(&format!("/sys/block/{path}/ana_state"))
+    };
+    let mut windows = Vec::new();
+    for &fault in faults {
+        let port = target.ports[rng.below(2)];
+        let start = Instant::now();
+        match fault {
+            Fault::AnaNonOptimized | Fault::AnaInaccessible => {
+                let state = if fault == Fault::AnaNonOptimized {
+                    "non-optimized"
+                } else {
+                    "inaccessible"
+                };
+                target.set_ana(port, state);
+                wait_until(&format!("native path shows {state}"), LIMIT, || {
+                    ana_state(port).as_deref() == Some(state)
+                });
+                target.set_ana(port, "optimized");
+            }
+            Fault::NvmePortRemoved => {
+                target.remove_port(port);
+                target.add_port(port);
+            }
+            _ => continue,
+        }
+        wait_until("native path optimized again", LIMIT, || {
+            ana_state(port).as_deref() == Some("optimized")
+        });
+        windows.push((fault, start, Instant::now()));
+    }
+    // fio writes its latency log as the job ends.
+    let ended = job.stop(LIMIT);
+    for (fault, start, end) in windows {
+        longest.insert(fault, job.longest_latency_ns(start, end));
+    }
+    if !ended.is_clean() {
+        eprintln!(
+            "NATIVE|fio on native multipath ended with errors|{:?}",
+            ended.complaints()
+        );
+    }
+    mount.unmount();
+    let _ = std::fs::remove_dir_all(&dir);
+    longest
+}
