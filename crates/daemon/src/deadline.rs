@@ -54,12 +54,16 @@ impl Deadline {
         Ok(left)
     }
 
-    /// One read into `buf`, blocking at most until the deadline.
+    /// One read into `buf`, blocking at most until the deadline; past
+    /// it, `TimedOut`.
     pub(crate) fn read(self, stream: &mut impl Timed, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             stream.read_timeout(self.left()?)?;
             match stream.read(buf) {
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                // A socket timeout reads as `WouldBlock` (EAGAIN) on
+                // Linux: go round, and `left` says `TimedOut` once the
+                // deadline has passed.
+                Err(error) if expired_or_interrupted(&error) => {}
                 result => return result,
             }
         }
@@ -72,10 +76,20 @@ impl Deadline {
             match stream.write(bytes) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(written) => bytes = &bytes[written..],
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) if expired_or_interrupted(&error) => {}
                 Err(error) => return Err(error),
             }
         }
         Ok(())
     }
+}
+
+/// A blocking call that ended for its socket timeout (`WouldBlock` on
+/// Linux, `TimedOut` elsewhere) or a signal: the caller tries again with
+/// the time left.
+fn expired_or_interrupted(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
 }

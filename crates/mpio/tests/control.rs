@@ -8,6 +8,7 @@ mod daemon;
 
 use common::{mpio, stderr};
 use daemon::Daemon;
+use mpio_test_support::wait_until;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -167,14 +168,25 @@ fn every_message_verb_changes_what_status_shows() {
 
 #[test]
 fn reload_swaps_the_selector_and_the_paths() {
-    let daemon = Daemon::with_table("reload", TABLE);
+    // The checker's rounds are an hour apart: only the probe a reload
+    // starts can show the added path ready below.
+    let dir = daemon::test_dir("reload");
+    let config = dir.join("mpio.toml");
+    let text = format!(
+        "[[map]]\nname = \"mpatha\"\ntable = \"{TABLE}\"\nchecker_interval_ms = 3600000\n\
+         [[map.export]]\nsocket = \"{}\"\n",
+        dir.join("nbd.sock").display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::start(dir, &["--config", config.to_str().unwrap()]);
     daemon.ok(&["message", "mpatha", "fail_path memory:d#b"]);
     let new_table = "0 8192 multipath 1 queue_if_no_path 0 1 1 queue-length 0 3 1 \
                      memory:d#b 1 memory:d#c 1 memory:d#e 1";
     daemon.ok(&["reload", "mpatha", new_table]);
     assert_eq!(daemon.ok(&["table", "mpatha"]).trim(), new_table);
-    // Path state carries over by name: b keeps its failure (the checker
-    // may have reinstated it since, as multipathd would), e is new.
+    // Path state carries over by name: b keeps its failure (the probe
+    // the reload starts may have reinstated it, as multipathd would), e
+    // is new.
     let status = daemon.json(&["status", "mpatha"]);
     let paths = &status["groups"][0]["paths"];
     assert_eq!(paths[0]["name"], "memory:d#b");
@@ -183,9 +195,8 @@ fn reload_swaps_the_selector_and_the_paths() {
     let topology = daemon.ok(&["show", "topology"]);
     assert!(topology.contains("policy='queue-length 0'"), "{topology}");
     // The checker probes the added path at once, not at its next round
-    // (5 s away by default).
-    let started = std::time::Instant::now();
-    loop {
+    // (an hour away).
+    wait_until("the checker probes the added path", || {
         let paths = daemon.json(&["show", "paths"]);
         let e = paths
             .as_array()
@@ -193,15 +204,8 @@ fn reload_swaps_the_selector_and_the_paths() {
             .iter()
             .find(|row| row["name"] == "memory:d#e")
             .cloned();
-        if e.as_ref().is_some_and(|row| row["checker"] == "ready") {
-            break;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(3),
-            "{paths}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        e.is_some_and(|row| row["checker"] == "ready")
+    });
     // The reload is given as words, too.
     let words: Vec<&str> = TABLE.split_whitespace().collect();
     let mut args = vec!["reload", "mpatha"];

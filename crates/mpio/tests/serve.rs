@@ -5,10 +5,10 @@
 //! second signal while a read holds the drain exits at once (143). A
 //! stdout nobody reads does not stop it.
 
+use mpio_test_support::{wait_until, HANG_BOUND};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
 
 /// A child process killed and reaped when dropped.
 struct Guard(Child);
@@ -39,7 +39,7 @@ fn serve_without_arguments_serves_the_demo_map_to_nbdinfo() {
     let mut lines = Vec::new();
     let example = loop {
         let line = receiver
-            .recv_timeout(Duration::from_secs(60))
+            .recv_timeout(HANG_BOUND)
             .unwrap_or_else(|_| panic!("no example line; printed {lines:?}"));
         if line.starts_with("try: ") {
             break line;
@@ -81,8 +81,8 @@ fn serve_names_a_bad_table() {
 }
 
 /// `mpio serve` with `args`, its stdout read up to the example line;
-/// returns the process, the NBD URI and a thread collecting stderr.
-fn serve(args: &[&str]) -> (Guard, String, std::thread::JoinHandle<String>) {
+/// returns the process, the NBD URI and its stderr.
+fn serve(args: &[&str]) -> (Guard, String, Stderr) {
     let mut child = Guard(
         Command::new(env!("CARGO_BIN_EXE_mpio"))
             .arg("serve")
@@ -92,12 +92,12 @@ fn serve(args: &[&str]) -> (Guard, String, std::thread::JoinHandle<String>) {
             .spawn()
             .expect("mpio runs"),
     );
-    let errors = stderr_text(&mut child.0);
+    let errors = Stderr::read(&mut child.0);
     let receiver = stdout_lines(&mut child.0);
     let mut uri = None;
     loop {
         let line = receiver
-            .recv_timeout(Duration::from_secs(60))
+            .recv_timeout(HANG_BOUND)
             .expect("mpio serve prints its example line");
         if line.starts_with("  nbd") && uri.is_none() {
             uri = Some(line.trim().to_string());
@@ -119,19 +119,15 @@ fn signal(child: &Child, signal: &str) {
     assert!(status.success());
 }
 
-/// Waits up to `bound` for `child` to exit; its exit status.
-fn exit_within(child: &mut Child, bound: Duration) -> std::process::ExitStatus {
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(
-            started.elapsed() < bound,
-            "mpio serve still runs {bound:?} after the signal"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Waits for `child` to exit (only a hang reaches [`HANG_BOUND`]); its
+/// exit status.
+fn exit_status(child: &mut Child) -> std::process::ExitStatus {
+    let mut status = None;
+    wait_until("mpio serve exits after the signal", || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    status.unwrap()
 }
 
 #[test]
@@ -159,8 +155,8 @@ fn sigterm_drains_flushes_and_exits_0_removing_the_socket() {
     );
     assert!(socket.exists());
     signal(&child.0, "TERM");
-    let status = exit_within(&mut child.0, Duration::from_secs(30));
-    let errors = errors.join().unwrap();
+    let status = exit_status(&mut child.0);
+    let errors = errors.join();
     assert_eq!(status.code(), Some(0), "{errors}");
     assert!(errors.contains("SIGTERM: shutting down"), "{errors}");
     assert!(errors.contains("shut down: drained"), "{errors}");
@@ -191,8 +187,8 @@ fn sigterm_ends_the_daemon_whose_control_socket_file_is_gone() {
         std::fs::remove_file(&control).unwrap();
         let _other = replace.then(|| std::os::unix::net::UnixListener::bind(&control).unwrap());
         signal(&child.0, "TERM");
-        let status = exit_within(&mut child.0, Duration::from_secs(30));
-        let errors = errors.join().unwrap();
+        let status = exit_status(&mut child.0);
+        let errors = errors.join();
         assert_eq!(status.code(), Some(0), "{errors}");
         assert_eq!(
             control.exists(),
@@ -207,15 +203,19 @@ fn sigterm_ends_the_daemon_whose_control_socket_file_is_gone() {
 fn a_second_signal_exits_at_once() {
     let dir = tempfile_dir("two-signals");
     let socket = dir.join("s.sock");
-    // Every read takes 20 s: a client's read holds the drain.
+    // Every read takes an hour, and so may the drain: a client's read
+    // holds the drain past any wait of this test, so only the second
+    // signal can end the daemon before the hang bound.
     let control = dir.join("control.sock");
     let (mut child, uri, errors) = serve(&[
         "--socket",
         socket.to_str().unwrap(),
         "--control",
         control.to_str().unwrap(),
+        "--shutdown-timeout",
+        "3600",
         "--table",
-        "0 2048 multipath 0 0 1 1 round-robin 0 1 1 null:1M?latency_ns=20000000000 1",
+        "0 2048 multipath 0 0 1 1 round-robin 0 1 1 null:1M?latency_ns=3600000000000 1",
     ]);
     let reader = Guard(
         Command::new("nbdcopy")
@@ -226,20 +226,32 @@ fn a_second_signal_exits_at_once() {
             .spawn()
             .expect("nbdcopy runs (Debian package libnbd-bin; scripts/test.sh installs it)"),
     );
-    std::thread::sleep(Duration::from_millis(500));
+    wait_until("a read is in flight on the path", || path_ios(&control) > 0);
     signal(&child.0, "INT");
-    std::thread::sleep(Duration::from_millis(300));
+    errors.wait_for("SIGINT: shutting down");
     assert!(
         child.0.try_wait().unwrap().is_none(),
         "mpio serve ended while a read was in flight"
     );
     signal(&child.0, "TERM");
-    let status = exit_within(&mut child.0, Duration::from_secs(5));
-    let errors = errors.join().unwrap();
+    let status = exit_status(&mut child.0);
+    let errors = errors.join();
     assert_eq!(status.code(), Some(143), "{errors}");
-    assert!(errors.contains("SIGINT: shutting down"), "{errors}");
     drop(reader);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// I/Os the daemon on `control` sent to its map's paths.
+fn path_ios(control: &std::path::Path) -> u64 {
+    let output = Command::new(env!("CARGO_BIN_EXE_mpio"))
+        .args(["show", "paths", "--json", "--control"])
+        .arg(control)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let rows: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    rows.iter().map(|row| row["ios"].as_u64().unwrap()).sum()
 }
 
 /// The lines `child` prints to stdout, read to its end by a thread: the
@@ -255,14 +267,47 @@ fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
     receiver
 }
 
-/// All `child` prints to stderr, once it exits, read by a thread.
-fn stderr_text(child: &mut Child) -> std::thread::JoinHandle<String> {
-    let mut stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
-        text
-    })
+/// What a child prints to stderr, read by a thread: each line as it
+/// comes, and all of it once the child exits.
+struct Stderr {
+    lines: mpsc::Receiver<String>,
+    all: std::thread::JoinHandle<String>,
+}
+
+impl Stderr {
+    fn read(child: &mut Child) -> Stderr {
+        let stderr = child.stderr.take().unwrap();
+        let (sender, lines) = mpsc::channel();
+        let all = std::thread::spawn(move || {
+            let mut text = String::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                text.push_str(&line);
+                text.push('\n');
+                let _ = sender.send(line);
+            }
+            text
+        });
+        Stderr { lines, all }
+    }
+
+    /// Waits until a line contains `text` (only a hang reaches
+    /// [`HANG_BOUND`]).
+    fn wait_for(&self, text: &str) {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(HANG_BOUND)
+                .unwrap_or_else(|error| panic!("no line with {text:?}: {error}"));
+            if line.contains(text) {
+                return;
+            }
+        }
+    }
+
+    /// All of it, once the child has exited.
+    fn join(self) -> String {
+        self.all.join().unwrap()
+    }
 }
 
 #[test]
@@ -283,23 +328,23 @@ fn a_closed_stdout_does_not_stop_the_daemon() {
     // Nobody will read the banner: the pipe's read end is gone before
     // the daemon writes it.
     drop(child.0.stdout.take());
-    let errors = stderr_text(&mut child.0);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !control.exists() {
+    let errors = Stderr::read(&mut child.0);
+    wait_until("the control socket opens", || {
         assert!(
             child.0.try_wait().unwrap().is_none(),
             "mpio serve ended before it served"
         );
-        assert!(std::time::Instant::now() < deadline, "no control socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // Past the banner: still serving, and it stops as asked.
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(child.0.try_wait().unwrap().is_none(), "mpio serve ended");
+        control.exists()
+    });
+    // The banner comes after the control socket, and the wait for a
+    // signal after the banner: whenever the signal lands, the daemon
+    // writes the banner into the closed pipe first, and only one that
+    // went on past it logs the shutdown and exits 0.
     signal(&child.0, "TERM");
-    let status = exit_within(&mut child.0, Duration::from_secs(10));
-    let errors = errors.join().unwrap();
+    let status = exit_status(&mut child.0);
+    let errors = errors.join();
     assert_eq!(status.code(), Some(0), "{errors}");
+    assert!(errors.contains("SIGTERM: shutting down"), "{errors}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

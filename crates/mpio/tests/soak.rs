@@ -5,14 +5,15 @@
 //! nbdkit servers behind the paths are killed and restarted), or while
 //! `mpio reload` swaps selectors and adds and removes paths, all through
 //! the CLI. Nothing may show:
-//! zero fio I/O errors and zero verify errors. Each soak runs fio for
-//! `MPIO_SOAK_SECONDS` (default 10; raise it for a long soak).
+//! zero fio I/O errors and zero verify errors. Each soak runs fio for at
+//! least `MPIO_SOAK_SECONDS` (default 10; raise it for a long soak), and
+//! on until the churn beside it did what the test checks.
 
 mod common;
 mod daemon;
 
 use daemon::{Daemon, Nbdkit};
-use mpio_test_support::pause_control;
+use mpio_test_support::{pause_control, wait_until, HANG_BOUND};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -89,17 +90,24 @@ fn soak_time() -> Duration {
     Duration::from_secs(seconds)
 }
 
-/// Runs verified fio passes against `uri` until the soak time is up;
+/// Runs verified fio passes against `uri` until the soak time is up
+/// and `enough` says the churn beside fio did what the test checks
+/// (the soak time sets how long a soak lasts, never a verdict: a slow
+/// machine soaks until the events happened, bounded by [`HANG_BOUND`]);
 /// returns the number of passes.
-fn fio_soak(uri: &str) -> u32 {
-    fio_soak_region(uri, 2, 16)
+fn fio_soak(uri: &str, enough: impl Fn() -> bool) -> u32 {
+    fio_soak_region(uri, 2, 16, enough)
 }
 
 /// [`fio_soak`] with `loops` loops over regions of `mib` MiB per pass.
-fn fio_soak_region(uri: &str, loops: u32, mib: u32) -> u32 {
-    let deadline = std::time::Instant::now() + soak_time();
+fn fio_soak_region(uri: &str, loops: u32, mib: u32, enough: impl Fn() -> bool) -> u32 {
+    let started = std::time::Instant::now();
     let mut passes = 0;
-    while passes == 0 || std::time::Instant::now() < deadline {
+    while passes == 0 || started.elapsed() < soak_time() || !enough() {
+        assert!(
+            started.elapsed() < soak_time() + HANG_BOUND,
+            "the churn beside fio did not do its rounds within {HANG_BOUND:?} of the soak"
+        );
         fio_verify(uri, loops, mib);
         passes += 1;
     }
@@ -193,7 +201,13 @@ fn fio_verifies_while_paths_fail_and_groups_toggle() {
         ]),
         Duration::from_millis(15),
     );
-    let passes = fio_soak(&uri);
+    // fio goes on until both loops did two rounds and every path
+    // carried I/O while it ran.
+    let passes = fio_soak(&uri, || {
+        path_rounds.load(Ordering::Relaxed) >= 2
+            && group_rounds.load(Ordering::Relaxed) >= 2
+            && every_path_carried_io(&daemon)
+    });
     stop.store(true, Ordering::Relaxed);
     paths.join().expect("the path loop ran");
     groups.join().expect("the group loop ran");
@@ -219,10 +233,17 @@ fn fio_verifies_while_paths_fail_and_groups_toggle() {
     );
 }
 
-/// Waits (bounded) until `path` of map `mpatha` is active again.
+/// Every path of the daemon's maps was sent I/O.
+fn every_path_carried_io(daemon: &Daemon) -> bool {
+    let rows = daemon.json(&["show", "paths"]);
+    let rows = rows.as_array().unwrap();
+    rows.iter().all(|row| row["ios"].as_u64().unwrap() > 0)
+}
+
+/// Waits until `path` of map `mpatha` is active again (only a hang
+/// reaches the bound).
 fn wait_active(daemon: &Daemon, path: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    wait_until(&format!("{path} reinstated"), || {
         let rows = daemon.json(&["show", "paths", "mpatha"]);
         let row = rows
             .as_array()
@@ -231,15 +252,8 @@ fn wait_active(daemon: &Daemon, path: &str) {
             .find(|row| row["name"] == path)
             .cloned()
             .unwrap();
-        if row["state"] == "active" && row["checker"] == "ready" {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{path} not reinstated: {row}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        row["state"] == "active" && row["checker"] == "ready"
+    });
 }
 
 /// A sparse 64 MiB `disk.img` in `dir`, for nbdkit servers to share.
@@ -327,7 +341,10 @@ fn fio_verifies_while_nbdkit_servers_die_and_return() {
     // restarted from this one: nbdkit's --exit-with-parent ends a server
     // when the thread that started it ends, so they must all be started by
     // a thread that lives to the end of the test.
-    let fio = std::thread::spawn(move || fio_soak(&uri));
+    let fio = {
+        let daemon = Arc::clone(&daemon);
+        std::thread::spawn(move || fio_soak(&uri, || every_path_carried_io(&daemon)))
+    };
     let mut servers = servers;
     let mut kill_rounds = 0;
     while !fio.is_finished() {
@@ -387,7 +404,8 @@ fn fio_verifies_while_reloads_swap_selectors_and_paths() {
             }
         })
     };
-    let passes = fio_soak(&uri);
+    // fio goes on until the reloader did two rounds (eight reloads).
+    let passes = fio_soak(&uri, || reloads.load(Ordering::Relaxed) >= 2);
     stop.store(true, Ordering::Relaxed);
     reloader.join().expect("the reload loop ran");
     let reloads = reloads.load(Ordering::Relaxed) * tables.len() as u64;
@@ -437,7 +455,7 @@ fn fio_verifies_while_paths_pause_shorter_and_longer_than_the_timeout() {
     let uri = daemon.uris[0].clone();
     // Small regions written over and over: a block is written again
     // while an older write to it is still held by a paused server.
-    let fio = std::thread::spawn(move || fio_soak_region(&uri, 8, 1));
+    let fio = std::thread::spawn(move || fio_soak_region(&uri, 8, 1, || true));
     let mut pauses = 0;
     // Shorter than the timeout on p1, longer on p2, never both at once.
     let plan = [(0, 300), (1, 3_000)];
