@@ -13,7 +13,7 @@
 use mpio_daemon::control::client;
 use mpio_daemon::control::protocol::{Request, Response};
 use mpio_daemon::control::server::{ControlServer, CONNECTION_TIMEOUT};
-use mpio_test_support::HANG_BOUND;
+use mpio_test_support::{wait_until, HANG_BOUND};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -91,18 +91,6 @@ fn trickle(stream: &mut UnixStream) -> String {
     String::from_utf8_lossy(&received).into_owned()
 }
 
-/// Repeats `attempt` until it is conclusive (returns `true`); panics
-/// naming `what` past [`HANG_BOUND`].
-fn until_conclusive(what: &str, mut attempt: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !attempt() {
-        assert!(
-            started.elapsed() < HANG_BOUND,
-            "{what}: not within {HANG_BOUND:?}"
-        );
-    }
-}
-
 #[test]
 fn a_trickling_client_cannot_hold_the_control_socket() {
     let dir = tempfile::tempdir().unwrap();
@@ -116,7 +104,7 @@ fn a_trickling_client_cannot_hold_the_control_socket() {
     )
     .unwrap();
     let mut trickler = None;
-    until_conclusive(
+    wait_until(
         "an honest `mpio status` answered while a trickling client waits",
         || {
             let connected = Trickler::connect(&socket);
@@ -144,7 +132,7 @@ fn a_trickling_client_cannot_hold_the_control_socket() {
 fn a_trickling_client_cannot_delay_the_shutdown_past_its_deadline() {
     use mpio_daemon::config::DaemonConfig;
     use mpio_daemon::daemon::{Daemon, ServerSettings};
-    until_conclusive(
+    wait_until(
         "SIGTERM's shutdown cut a trickling control client before its deadline",
         || {
             let dir = tempfile::tempdir().unwrap();

@@ -13,7 +13,7 @@ use mpio_core::table::Table;
 use mpio_daemon::clients::MAX_CLIENTS;
 use mpio_daemon::metrics::http::{MetricsError, MetricsServer, CLIENT_TIMEOUT};
 use mpio_daemon::metrics::{render, MapMetrics, CONTENT_TYPE};
-use mpio_test_support::HANG_BOUND;
+use mpio_test_support::{wait_until, HANG_BOUND};
 use mpio_transport::{AnyQueue, Transports};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
@@ -407,24 +407,12 @@ fn still_open(stream: &TcpStream) -> bool {
     open
 }
 
-/// Repeats `attempt` until it is conclusive (returns `true`); panics
-/// naming `what` past [`HANG_BOUND`]. A run is inconclusive when a busy
-/// machine let a silent client's CLIENT_TIMEOUT pass before the test
-/// could look: only a server without the property never gives a
-/// conclusive run.
-fn until_conclusive(what: &str, mut attempt: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !attempt() {
-        assert!(
-            started.elapsed() < HANG_BOUND,
-            "{what}: not within {HANG_BOUND:?}"
-        );
-    }
-}
-
 #[test]
 fn silent_clients_cannot_hold_the_server() {
-    until_conclusive("a scrape answered while silent clients wait", || {
+    // Repeated until a run is conclusive: a busy machine may let a silent
+    // client's CLIENT_TIMEOUT pass before the test looks; only a server
+    // without the property never gives a conclusive run.
+    wait_until("a scrape answered while silent clients wait", || {
         let (server, _map, _queue, _transports) = serve_map();
         // A server that answered every client in turn would answer the
         // scrape only after each of the ten silent clients before it had
@@ -440,7 +428,7 @@ fn silent_clients_cannot_hold_the_server() {
 
 #[test]
 fn a_flood_of_silent_clients_makes_room_for_the_next() {
-    until_conclusive("the oldest silent client cut before its timeout", || {
+    wait_until("the oldest silent client cut before its timeout", || {
         let (server, _map, _queue, _transports) = serve_map();
         // The oldest client's timeout cannot end it before this instant
         // plus CLIENT_TIMEOUT (its clock starts when it is accepted).

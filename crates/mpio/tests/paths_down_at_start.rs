@@ -9,13 +9,11 @@ mod common;
 mod daemon;
 
 use daemon::{Daemon, Nbdkit};
+use mpio_test_support::{wait_until, HANG_BOUND};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-/// Bound on every wait: only a hang reaches it.
-const BOUND: Duration = Duration::from_secs(60);
 const DISK_BYTES: u64 = 4 << 20;
 
 /// The rows of `mpio show paths --json` for `map`, by path name.
@@ -37,18 +35,9 @@ fn wait_for(
     what: &str,
     test: impl Fn(&serde_json::Value) -> bool,
 ) {
-    let deadline = Instant::now() + BOUND;
-    loop {
-        let row = row(daemon, map, path);
-        if test(&row) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{map}/{path} never {what}: {row}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(&format!("{map}/{path} {what}"), || {
+        test(&row(daemon, map, path))
+    });
 }
 
 /// A file of `bytes` of data that differs block by block, seeded.
@@ -179,7 +168,7 @@ fn metric(daemon: &Daemon, metric: &str, map: &str) -> Option<f64> {
         .trim_start_matches("http://")
         .trim_end_matches("/metrics");
     let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(BOUND)).unwrap();
+    stream.set_read_timeout(Some(HANG_BOUND)).unwrap();
     stream
         .write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
         .unwrap();
@@ -221,11 +210,9 @@ fn a_map_whose_only_path_is_down_holds_its_io_until_the_path_returns() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + BOUND;
-    while metric(&daemon, "mpio_map_waiting_for_path", "m").unwrap_or(0.0) < 1.0 {
-        assert!(Instant::now() < deadline, "no I/O waited for a path");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("an I/O waits for a path", || {
+        metric(&daemon, "mpio_map_waiting_for_path", "m").unwrap_or(0.0) >= 1.0
+    });
 
     // The LUN appears: the path opens, the held read completes with its
     // data, and the map serves.

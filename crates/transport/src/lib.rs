@@ -376,24 +376,24 @@ impl Transports {
                     )
                 }
                 Endpoint::File { path, direct } => {
-                    let needs = file::Needs {
+                    let file = FilePath::open_for(
+                        std::path::Path::new(&path),
+                        direct,
                         map_bytes,
-                        served_as: served_as.to_vec(),
-                    };
-                    let file = FilePath::open_for(std::path::Path::new(&path), direct, needs)
-                        .map_err(|source| SetupError::File {
-                            word: word.to_string(),
-                            source,
-                        })?;
+                        served_as,
+                    )
+                    .map_err(|source| SetupError::File {
+                        word: word.to_string(),
+                        source,
+                    })?;
                     // `open_for` checked the size of a file it opened.
                     (PathHandle::File(Arc::new(file)), None)
                 }
                 Endpoint::Nbd(address) => {
-                    let target = NbdTarget::new(address, map_bytes).in_map(Arc::clone(&agreement));
-                    for limits in served_as {
-                        target.require(*limits);
-                    }
-                    let target = Arc::new(target);
+                    let target = Arc::new(
+                        NbdTarget::new(address, map_bytes)
+                            .in_map(Arc::clone(&agreement), served_as),
+                    );
                     // A server that cannot be reached or whose export does
                     // not fit leaves the path unsettled (it keeps why):
                     // it starts failed and settles when it connects.

@@ -7,7 +7,9 @@
 //! already honours ([`Limits::admits`]): the kernel reads a device's
 //! limits once, when the disk is made.
 
+use crate::lock;
 use std::fmt;
+use std::sync::Mutex;
 
 /// A path's or a map's limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +102,33 @@ impl Limits {
             );
         }
         Ok(())
+    }
+}
+
+/// The limits of the block devices serving a map (the kernel fixed them
+/// when it made each): what a path that opens or settles after the map
+/// was built must take. Devices are added as they start serving.
+#[derive(Debug, Default)]
+pub struct ServedAs(Mutex<Vec<Limits>>);
+
+impl ServedAs {
+    /// Served as `devices` so far.
+    pub fn new(devices: &[Limits]) -> ServedAs {
+        ServedAs(Mutex::new(devices.to_vec()))
+    }
+
+    /// A device advertising `limits` now serves the map too.
+    pub fn require(&self, limits: Limits) {
+        lock(&self.0).push(limits);
+    }
+
+    /// Why a path taking `path` cannot serve behind the devices, if it
+    /// cannot.
+    pub fn refusal(&self, path: &Limits) -> Option<String> {
+        lock(&self.0)
+            .iter()
+            .find_map(|device| device.admits(path).err())
+            .map(|refused| format!("the map's block device cannot be served by it: {refused}"))
     }
 }
 

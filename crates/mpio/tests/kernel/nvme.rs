@@ -157,6 +157,25 @@ impl NvmeLoop {
         Some(format!("{subsystem}n{namespace}"))
     }
 
+    /// With native multipath on: the head device's name (`nvme0n1`), once
+    /// its node is there, its subsystem's I/O policy set to `iopolicy`
+    /// (`numa`, `round-robin`, `queue-depth`).
+    pub fn native_head(&self, iopolicy: &str) -> String {
+        let head = self.head().expect("the subsystem's head device");
+        let node = format!("/dev/{head}");
+        wait_until("the head's node appears", Duration::from_secs(300), || {
+            Path::new(&node).exists()
+        });
+        let subsystem = std::fs::read_dir("/sys/class/nvme-subsystem")
+            .unwrap()
+            .flatten()
+            .find(|entry| entry.path().join(&head).exists())
+            .expect("the head's subsystem")
+            .path();
+        write_attribute(&subsystem.join("iopolicy"), iopolicy);
+        head
+    }
+
     /// The host's controllers to this subsystem.
     fn controllers(&self) -> Vec<String> {
         std::fs::read_dir("/sys/class/nvme")

@@ -144,19 +144,9 @@ fn io_stall_when_the_active_nvme_path_goes_mpio_beside_native_multipath() {
         });
     }
     let target = NvmeLoop::with_native_multipath("mpio-kt-stall-native", 128, [43, 44], true);
-    let head = target.head().expect("the subsystem's head device");
+    let head = target.native_head("numa");
     let node = format!("/dev/{head}");
-    wait_until("the head's node appears", LIMIT, || {
-        Path::new(&node).exists()
-    });
     let dir = test_dir("kernel-stall-native");
-    let subsystem = std::fs::read_dir("/sys/class/nvme-subsystem")
-        .unwrap()
-        .flatten()
-        .find(|entry| entry.path().join(&head).exists())
-        .expect("the head's subsystem")
-        .path();
-    std::fs::write(subsystem.join("iopolicy"), "numa").unwrap();
     let args = vec![
         "--ioengine=libaio".to_string(),
         "--direct=1".to_string(),

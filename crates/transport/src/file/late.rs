@@ -12,13 +12,13 @@
 //!   nor the checker waits on one. At most one attempt per path runs at
 //!   a time.
 //! - An attempt succeeds only if the file opens, reads, holds the map
-//!   and takes what the map's block devices send ([`super::Needs`]). It
+//!   and takes what the map's block devices send. It
 //!   then installs the file once for good and bumps the switch count:
 //!   each queue registers the file at its next submission or poll, and
 //!   the next probe that reads it lets the checker reinstate the path.
 //!   A failed attempt records why, for `show paths` and the log.
 
-use super::{lock, FilePath, Opened};
+use super::{FilePath, Opened};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -56,10 +56,9 @@ impl FilePath {
         let outcome = Opened::open(&self.path, self.direct)
             .map_err(|error| error.to_string())
             .and_then(|opened| {
-                let needs = lock(&self.needs);
-                match needs
+                match self
                     .too_small(&opened)
-                    .or_else(|| needs.refused_by_devices(&opened))
+                    .or_else(|| self.served_as.refusal(&opened.limits))
                 {
                     None => Ok(opened),
                     Some(why) => Err(why),

@@ -80,8 +80,7 @@ mod late;
 mod limits;
 mod ring;
 
-use crate::limits::Limits;
-use crate::lock;
+use crate::limits::{Limits, ServedAs};
 use crate::unready::Unready;
 use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
 pub use ring::FileQueue;
@@ -90,7 +89,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// What to change when the kernel refuses to set up an io_uring, by the
 /// error it gave: for the user, beside the error itself.
@@ -243,8 +242,10 @@ pub struct FilePath {
     direct: bool,
     /// Set once, when the file is open and fit for its map.
     opened: OnceLock<Opened>,
-    /// What a file opened late must hold and take (see [`Needs`]).
-    needs: Mutex<Needs>,
+    /// The map's size: a file smaller than it cannot serve yet.
+    map_bytes: u64,
+    /// What a file that opens late must take.
+    served_as: ServedAs,
     /// Why the file is not open yet: the last attempt's error.
     unready: Unready,
     /// An open is being tried in the background (`late.rs`).
@@ -256,49 +257,19 @@ pub struct FilePath {
     switches: AtomicU64,
 }
 
-/// What a file opened after its map was built must hold and take: the
-/// map's size, and the limits of every block device serving the map
-/// (whose limits the kernel fixed when it made them).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Needs {
-    /// The map's size.
-    pub map_bytes: u64,
-    /// The limits the map's block devices advertise.
-    pub served_as: Vec<Limits>,
-}
-
-impl Needs {
-    /// Why `opened` cannot serve its map now: it is smaller (it may grow,
-    /// or a device reporting 0 bytes may come back).
-    fn too_small(&self, opened: &Opened) -> Option<String> {
-        (opened.size_bytes < self.map_bytes).then(|| {
-            format!(
-                "it holds {} bytes but the map needs {}",
-                opened.size_bytes, self.map_bytes
-            )
-        })
-    }
-
-    /// Why `opened` cannot serve its map at all: a block device serving
-    /// the map sends what it cannot take.
-    fn refused_by_devices(&self, opened: &Opened) -> Option<String> {
-        self.served_as
-            .iter()
-            .find_map(|device| device.admits(&opened.limits).err())
-            .map(|refused| format!("the map's block device cannot be served by it: {refused}"))
-    }
-}
-
 impl FilePath {
-    /// A path to `path` that is not open: its queues fail every I/O as a lost connection, and each submission
-    /// to one has the file opened again in the background until it opens
-    /// and meets `needs`.
-    fn unopened(path: &Path, direct: bool, needs: Needs) -> FilePath {
+    /// A path to `path`, for a map of `map_bytes` served as `served_as`,
+    /// that is not open: its queues fail every I/O as a lost connection,
+    /// and each submission to one has the file opened again in the
+    /// background until it opens, holds the map and takes what its
+    /// devices send.
+    fn unopened(path: &Path, direct: bool, map_bytes: u64, served_as: &[Limits]) -> FilePath {
         FilePath {
             path: path.to_path_buf(),
             direct,
             opened: OnceLock::new(),
-            needs: Mutex::new(needs),
+            map_bytes,
+            served_as: ServedAs::new(served_as),
             unready: Unready::default(),
             opening: AtomicBool::new(false),
             revoked: AtomicBool::new(false),
@@ -306,7 +277,8 @@ impl FilePath {
         }
     }
 
-    /// Opens `path` for a map that `needs` describes. A file that cannot
+    /// Opens `path` for a map of `map_bytes`, served as `served_as`
+    /// (block devices' limits). A file that cannot
     /// be opened, read or sized, or is smaller than the map, is a path
     /// that is not open yet ([`FilePath::unready`] says why); only what
     /// no later attempt can change (`O_DIRECT` refused, a file that
@@ -318,12 +290,17 @@ impl FilePath {
     /// # Errors
     /// [`FileError::DirectRefused`], [`FileError::NotStorage`],
     /// [`FileError::Ring`].
-    pub fn open_for(path: &Path, direct: bool, needs: Needs) -> Result<FilePath, FileError> {
-        let file = FilePath::unopened(path, direct, needs);
+    pub fn open_for(
+        path: &Path,
+        direct: bool,
+        map_bytes: u64,
+        served_as: &[Limits],
+    ) -> Result<FilePath, FileError> {
+        let file = FilePath::unopened(path, direct, map_bytes, served_as);
         // What the map's devices send is checked with the other paths'
         // limits (a reload that asks too much is refused whole).
         match Opened::open(path, direct) {
-            Ok(opened) => match lock(&file.needs).too_small(&opened) {
+            Ok(opened) => match file.too_small(&opened) {
                 None => {
                     let _ = file.opened.set(opened);
                 }
@@ -346,7 +323,18 @@ impl FilePath {
     /// Adds `limits` to what the file must take if it opens from now on:
     /// a block device advertising them now serves the map.
     pub fn require(&self, limits: Limits) {
-        lock(&self.needs).served_as.push(limits);
+        self.served_as.require(limits);
+    }
+
+    /// Why `opened` cannot serve its map now: it is smaller (it may grow,
+    /// or a device reporting 0 bytes may come back).
+    fn too_small(&self, opened: &Opened) -> Option<String> {
+        (opened.size_bytes < self.map_bytes).then(|| {
+            format!(
+                "it holds {} bytes but the map needs {}",
+                opened.size_bytes, self.map_bytes
+            )
+        })
     }
 
     /// The file's path.
@@ -463,7 +451,7 @@ impl FilePath {
     /// A buffered path over any open file, claiming `size_bytes`: a pipe,
     /// in tests, whose reads stay in the kernel until it is written.
     pub(crate) fn over(file: File, size_bytes: u64) -> FilePath {
-        let path = FilePath::unopened(Path::new("(test file)"), false, Needs::default());
+        let path = FilePath::unopened(Path::new("(test file)"), false, 0, &[]);
         let _ = path.opened.set(Opened {
             file,
             block_device: false,

@@ -44,13 +44,12 @@
 
 use super::handshake::{handshake, Export, HandshakeError};
 use super::stream::Stream;
-use crate::limits::Limits;
-use crate::lock;
+use crate::limits::{Limits, ServedAs};
 use crate::unready::Unready;
 use mpio_nbd::consts::*;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Default bound on a connect and the whole handshake after it.
@@ -193,9 +192,9 @@ pub struct NbdTarget {
     settled: OnceLock<Settled>,
     /// What the map's NBD paths agreed on (shared by them).
     agreement: Arc<Agreement>,
-    /// The limits of the block devices serving the map: a path settling
-    /// from now on must take what they send.
-    served_as: Mutex<Vec<Limits>>,
+    /// The block devices serving the map: a path settling from now on
+    /// must take what they send.
+    served_as: ServedAs,
     /// Why the path has not settled yet: its last connection's error.
     unready: Unready,
     /// Connections set up so far: a queue waiting out a backoff after a
@@ -214,15 +213,17 @@ impl NbdTarget {
             connect_timeout: CONNECT_TIMEOUT,
             settled: OnceLock::new(),
             agreement: Arc::default(),
-            served_as: Mutex::new(Vec::new()),
+            served_as: ServedAs::default(),
             unready: Unready::default(),
             connects: AtomicU64::new(0),
         }
     }
 
-    /// Makes the path one of the map whose NBD paths share `agreement`.
-    pub fn in_map(mut self, agreement: Arc<Agreement>) -> Self {
+    /// Makes the path one of the map whose NBD paths share `agreement`,
+    /// served as `served_as` (block devices' limits).
+    pub fn in_map(mut self, agreement: Arc<Agreement>, served_as: &[Limits]) -> Self {
         self.agreement = agreement;
+        self.served_as = ServedAs::new(served_as);
         self
     }
 
@@ -243,7 +244,7 @@ impl NbdTarget {
     /// Adds `limits` to what the path must take if it settles from now
     /// on: a block device advertising them now serves the map.
     pub fn require(&self, limits: Limits) {
-        lock(&self.served_as).push(limits);
+        self.served_as.require(limits);
     }
 
     /// Bounds each connect and its handshake by `timeout` instead.
@@ -318,14 +319,8 @@ impl NbdTarget {
             export: *export,
             shared,
         };
-        let limits = settled_limits(&settled);
-        if let Some(refused) = lock(&self.served_as)
-            .iter()
-            .find_map(|device| device.admits(&limits).err())
-        {
-            return Err(disagrees(format!(
-                "the map's block device cannot be served by it: {refused}"
-            )));
+        if let Some(refused) = self.served_as.refusal(&settled_limits(&settled)) {
+            return Err(disagrees(refused));
         }
         Ok(*self.settled.get_or_init(|| settled))
     }

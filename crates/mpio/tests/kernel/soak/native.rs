@@ -26,18 +26,8 @@ pub fn stalls(faults: &[Fault], seed: u64) -> BTreeMap<Fault, u64> {
         return longest;
     }
     let target = NvmeLoop::with_native_multipath("mpio-kt-soak-native", LUN_MIB, [63, 64], true);
-    let head = target.head().expect("the subsystem's head device");
+    let head = target.native_head("round-robin");
     let node = format!("/dev/{head}");
-    wait_until("the head's node appears", LIMIT, || {
-        Path::new(&node).exists()
-    });
-    let subsystem = std::fs::read_dir("/sys/class/nvme-subsystem")
-        .unwrap()
-        .flatten()
-        .find(|entry| entry.path().join(&head).exists())
-        .expect("the head's subsystem")
-        .path();
-    std::fs::write(subsystem.join("iopolicy"), "round-robin").unwrap();
     let dir = test_dir("soak-native");
     run("mkfs.ext4", &["-q", "-F", &node], LIMIT);
     let mount = Mount::new(Path::new(&node), "ext4", dir.join("mnt"));
