@@ -3,7 +3,8 @@
 //! test needs ([`require`]), real NBD servers as child processes
 //! ([`NbdServer`]: nbdkit, qemu-nbd), a scripted fake path for the
 //! core's queue ([`FakePath`]), the one-group table most tests map, and
-//! the wait for a condition ([`wait_until`]).
+//! the wait for a condition ([`wait_until`]), and the code's own log in
+//! a test's output ([`log_to_test_output`]).
 //!
 //! # Waiting
 //! A test waits for the event it means (a condition, a counter, a
@@ -29,6 +30,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// Sends the `tracing` log of the code under test (INFO and above) to
+/// the test's captured output, shown when the test fails: a failure then
+/// comes with the code's own account (why a connection was closed, what
+/// a path reported). Threads a test spawns write to that test's output.
+/// Only the first call in a process installs the writer; later ones do
+/// nothing.
+pub fn log_to_test_output() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+        .try_init();
+}
 
 /// The bound on a wait for something that must happen: only a hang
 /// reaches it, never a slow or busy machine.

@@ -60,6 +60,7 @@ impl TestServer {
     /// Starts a server with `config` (its unix socket set here) on a new
     /// memory map.
     pub fn start(mut config: ServerConfig) -> TestServer {
+        mpio_test_support::log_to_test_output();
         let dir = TempDir::new("serve");
         config.unix_socket = Some(dir.join("nbd.sock"));
         let transports = Transports::new();
