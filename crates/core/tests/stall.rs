@@ -154,3 +154,52 @@ fn a_hung_path_gets_no_new_io_from_any_selector() {
         run(selector);
     }
 }
+
+/// A path that stays hung through many hold-outs: each time it is tried
+/// again it holds new reads, and each is taken back after the same hedge
+/// delay, learnt while it answered. A read taken back is not a
+/// completion: were its wait counted in the path's latency, every
+/// hold-out would raise the delay (four times the p99) until reads
+/// waited half the I/O timeout.
+#[test]
+fn a_hedge_delay_does_not_grow_while_its_path_stays_hung() {
+    let mut queue = queue("round-robin", true);
+    for path in queue.path_queues_mut() {
+        path.delay_ns = STEP_NS;
+        path.gives_up = true;
+    }
+    let mut now = 0;
+    let mut submitted_ns = std::collections::HashMap::new();
+    let mut next = 0u64;
+    let mut longest_ns = 0u64;
+    let mut run_until = |queue: &mut Queue<FakePath>, now: &mut u64, end_ns: u64| {
+        while *now < end_ns {
+            *now += STEP_NS;
+            while queue.in_flight() < DEPTH {
+                next += 1;
+                submitted_ns.insert(next, *now);
+                queue
+                    .submit(Io::read(next, 0, Buffer::zeroed(512)), *now)
+                    .unwrap();
+            }
+            queue.poll(*now, &mut |completion| {
+                assert_eq!(completion.result, Ok(()));
+                let started = submitted_ns.remove(&completion.user_data).unwrap();
+                longest_ns = longest_ns.max(*now - started);
+            });
+        }
+    };
+    // Both paths learn their latency.
+    run_until(&mut queue, &mut now, 100 * STALL_FLOOR_NS);
+    queue.path_queues_mut()[0].hangs = true;
+    // Long enough for dozens of hold-outs of path a.
+    run_until(&mut queue, &mut now, 5_000 * STALL_FLOOR_NS);
+    let hedged = queue.stats().hedged_reads;
+    assert!(hedged > 20 * DEPTH as u64 / 2, "only {hedged} reads hedged");
+    // The learnt delay is the floor here (p99 one step); a scan and a
+    // step on top.
+    assert!(
+        longest_ns <= 2 * STALL_FLOOR_NS,
+        "a read waited {longest_ns} ns after {hedged} hedges"
+    );
+}

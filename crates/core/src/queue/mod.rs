@@ -713,6 +713,8 @@ impl<P: PathQueue> Queue<P> {
         if completion.outcome != PathOutcome::Busy {
             self.stalls.progress(path, now_ns);
         }
+        let started_ns = self.slots[index as usize].start_ns;
+        self.loads[path].record_latency(now_ns.saturating_sub(started_ns));
         self.end_attempt(index, path, now_ns);
         let result = match completion.outcome {
             PathOutcome::Ok => Ok(()),
@@ -757,14 +759,18 @@ impl<P: PathQueue> Queue<P> {
         self.retry(index, now_ns);
     }
 
-    /// Uncounts the attempt of slot `index` from `path`'s load, counts its
-    /// latency, and tells the selector that dispatched it.
+    /// Uncounts the attempt of slot `index` from `path`'s load and tells
+    /// the selector that dispatched it. The path's latency is learnt only
+    /// from its answers ([`Queue::complete_attempt`]): the wait of an
+    /// attempt taken back (hedged, timed out) says how long the queue
+    /// waited, not how fast the path answers, and counted it would raise
+    /// the path's hedge delay and stall limit (multiples of its p99) at
+    /// every hold-out of a path that stays hung.
     #[inline(always)]
     fn end_attempt(&mut self, index: u32, path: usize, now_ns: u64) {
         let slot = &self.slots[index as usize];
         let load = &self.loads[path];
         load.end_io(slot.io_bytes());
-        load.record_latency(now_ns.saturating_sub(slot.start_ns));
         let group = &self.map.groups()[slot.group as usize];
         group.selector.completed(
             || &mut self.selector_states[slot.group as usize],
