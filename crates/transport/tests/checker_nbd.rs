@@ -15,6 +15,7 @@ use mpio_core::status::PathState;
 use mpio_transport::checker::{Checker, CheckerOptions, ProbeState};
 use mpio_transport::{clock, AnyQueue, Device};
 use std::os::unix::net::UnixListener;
+use mpio_test_support::{wait_until, HANG_BOUND};
 use std::time::{Duration, Instant};
 use support::{build, Server, TempDir};
 
@@ -34,24 +35,14 @@ fn state(device: &Device, path: usize) -> PathState {
     device.map.status().groups[0].paths[path].state
 }
 
-/// Polls `checker` on the real clock until `condition`, each poll bounded.
+/// Polls `checker` on the real clock until `condition` holds, bounded
+/// by [`HANG_BOUND`].
 fn poll_until(checker: &mut Checker, what: &str, mut condition: impl FnMut(&Checker) -> bool) {
     let start = Instant::now();
-    while !condition(checker) {
-        let before = Instant::now();
+    wait_until(what, || {
         checker.poll(start.elapsed().as_nanos() as u64);
-        let took = before.elapsed();
-        // A poll waits on nothing; a blocking connect would take seconds.
-        assert!(
-            took < Duration::from_secs(2),
-            "one checker poll took {took:?}"
-        );
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{what}: not in 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        condition(checker)
+    });
 }
 
 #[test]
@@ -64,11 +55,20 @@ fn a_hung_nbd_server_does_not_stall_the_checker() {
     // nothing answers.
     server.kill();
     let _listener = UnixListener::bind(&socket).unwrap();
+    // The checker runs on a clock of the test's: only the polls say when
+    // the probe timed out.
     let mut checker = device.checker(options(SECOND));
-    poll_until(&mut checker, "the probe times out", |checker| {
-        checker.path_checks()[0].probes > 0
-    });
+    checker.poll(0);
+    // A poll that waited on the server would have returned only once the
+    // connect gave up, the probe over; it returns with the probe out.
     let check = checker.path_checks()[0];
+    assert!(check.probing, "the first poll sends a probe: {check:?}");
+    assert_eq!(check.probes, 0, "and does not wait for it: {check:?}");
+    checker.poll(SECOND / 2);
+    assert!(checker.path_checks()[0].probing, "within its timeout");
+    checker.poll(SECOND + 1);
+    let check = checker.path_checks()[0];
+    assert_eq!(check.probes, 1, "{check:?}");
     assert_eq!(check.state, ProbeState::Down);
     assert_eq!(
         check.last_outcome,
@@ -102,23 +102,27 @@ fn a_killed_server_fails_its_path_and_is_reinstated_when_back() {
     assert!(checker.path_checks()[0].reinstated >= 1);
 }
 
-/// Reads through `queue` for `for_how_long`, as fast as it takes them.
-fn read_for(queue: &mut Queue<AnyQueue>, for_how_long: Duration) {
+/// Reads through `queue`, 16 at a time, until `done(queue)` holds; then
+/// lets the reads in flight finish. Bounded by [`HANG_BOUND`].
+fn read_until(queue: &mut Queue<AnyQueue>, mut done: impl FnMut(&Queue<AnyQueue>) -> bool) {
     let start = Instant::now();
     let mut free: Vec<Buffer> = (0..16).map(|_| Buffer::zeroed(4096)).collect();
     let mut in_flight = 0;
-    while start.elapsed() < for_how_long || in_flight > 0 {
-        while start.elapsed() < for_how_long {
-            let Some(buf) = free.pop() else { break };
-            queue.submit(Io::read(0, 0, buf), clock::now_ns()).unwrap();
-            in_flight += 1;
+    let mut reading = true;
+    while reading || in_flight > 0 {
+        reading = reading && !done(queue);
+        if reading {
+            for buf in free.drain(..) {
+                queue.submit(Io::read(0, 0, buf), clock::now_ns()).unwrap();
+                in_flight += 1;
+            }
         }
         queue.poll(clock::now_ns(), &mut |completion| {
             assert_eq!(completion.result, Ok(()));
             free.push(completion.buf);
             in_flight -= 1;
         });
-        assert!(start.elapsed() < for_how_long + Duration::from_secs(30));
+        assert!(start.elapsed() < HANG_BOUND, "the reads hang");
         std::thread::sleep(Duration::from_micros(100));
     }
 }
@@ -144,14 +148,18 @@ fn a_path_whose_reads_keep_needing_hedges_becomes_marginal() {
     let start = Instant::now();
     let poll = |checker: &mut Checker| checker.poll(start.elapsed().as_nanos() as u64);
     poll(&mut checker);
-    read_for(&mut queue, Duration::from_millis(300));
+    let sent = |queue: &Queue<AnyQueue>| queue.path_loads()[0].dispatched();
+    read_until(&mut queue, |queue| sent(queue) >= 500);
     poll(&mut checker);
     assert!(!checker.path_checks()[0].marginal, "healthy");
     for stall in 1..=2 {
+        let hedged = queue.path_loads()[0].hedged_reads();
         a.pause();
-        read_for(&mut queue, Duration::from_millis(200));
+        // Until a read held by the paused path was taken back.
+        read_until(&mut queue, |queue| {
+            queue.path_loads()[0].hedged_reads() > hedged
+        });
         a.resume();
-        assert!(queue.path_loads()[0].hedged_reads() >= stall, "no hedge");
         poll(&mut checker);
         assert_eq!(
             checker.path_checks()[0].marginal,
