@@ -15,6 +15,7 @@ use mpio_core::io::{Buffer, Io, PathError, PathOutcome};
 use mpio_core::map::MapOptions;
 use mpio_core::status::PathState;
 use mpio_core::table::Table;
+use mpio_test_support::wait_until;
 use mpio_transport::checker::{Checker, CheckerOptions, CheckerPool, ProbeState};
 use mpio_transport::memory::PortControl;
 use mpio_transport::{Device, Transports};
@@ -125,18 +126,6 @@ fn a_failing_path_is_failed_kept_failed_and_reinstated_when_it_heals() {
     assert!(queue.path_loads()[0].dispatched() > 0);
 }
 
-/// Waits (bounded) until `condition` holds.
-fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 #[test]
 fn the_checker_pool_fails_and_reinstates_on_the_real_clock() {
     let transports = Transports::new();
@@ -154,20 +143,20 @@ fn the_checker_pool_fails_and_reinstates_on_the_real_clock() {
     )
     .unwrap();
     let checker = pool.add(device.checker(options));
-    wait_for("the first round", || {
+    wait_until("the first round", || {
         checker
             .path_checks()
             .iter()
             .all(|(_, check)| check.state == ProbeState::Up)
     });
     port(&transports, "a").fail(PathOutcome::Path(PathError::Transport));
-    wait_for("path a failed", || state(&device, 0) == PathState::Failed);
+    wait_until("path a failed", || state(&device, 0) == PathState::Failed);
     assert_eq!(current_group(&device), Some(2));
     port(&transports, "a").heal();
-    wait_for("path a reinstated and failed back", || {
+    wait_until("path a reinstated and failed back", || {
         state(&device, 0) == PathState::Active && current_group(&device) == Some(1)
     });
-    wait_for("the record published", || {
+    wait_until("the record published", || {
         checker.path_checks()[0] == ("memory:disk#a".to_string(), checker.path_checks()[0].1)
             && checker.path_checks()[0].1.reinstated == 1
     });
@@ -207,7 +196,7 @@ fn one_pool_thread_runs_every_map_s_checker() {
             (transports, device, checker)
         })
         .collect();
-    wait_for("three rounds of every map", || {
+    wait_until("three rounds of every map", || {
         maps.iter().all(|(_, _, checker)| {
             checker
                 .path_checks()
@@ -223,10 +212,10 @@ fn one_pool_thread_runs_every_map_s_checker() {
         ..options(Failback::Manual)
     };
     let checker = pool.add(Checker::on_slot(Arc::clone(&slot), hourly));
-    wait_for("the first round", || recorded_words(&checker).len() == 2);
+    wait_until("the first round", || recorded_words(&checker).len() == 2);
     transports.reload(&slot, &table(&[&["c", "a"]])).unwrap();
     checker.wake();
-    wait_for("the reload followed", || {
+    wait_until("the reload followed", || {
         recorded_words(&checker) == ["memory:disk#c", "memory:disk#a"]
     });
     assert!(Arc::strong_count(&slot) > 1, "the checker holds the slot");
@@ -235,7 +224,7 @@ fn one_pool_thread_runs_every_map_s_checker() {
 
     let (_, _, first) = &maps[0];
     let probes = first.path_checks()[0].1.probes;
-    wait_for("rounds go on after a stop", || {
+    wait_until("rounds go on after a stop", || {
         first.path_checks()[0].1.probes > probes
     });
 }

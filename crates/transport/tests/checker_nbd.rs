@@ -12,10 +12,10 @@ use mpio_core::map::MapOptions;
 use mpio_core::marginal::MarginalPolicy;
 use mpio_core::queue::Queue;
 use mpio_core::status::PathState;
+use mpio_test_support::{wait_until, HANG_BOUND};
 use mpio_transport::checker::{Checker, CheckerOptions, ProbeState};
 use mpio_transport::{clock, AnyQueue, Device};
 use std::os::unix::net::UnixListener;
-use mpio_test_support::{wait_until, HANG_BOUND};
 use std::time::{Duration, Instant};
 use support::{build, Server, TempDir};
 

@@ -10,13 +10,11 @@ mod support;
 use mpio_core::io::{IoError, Op, PathError, TargetError};
 use mpio_core::map::MapOptions;
 use mpio_core::queue::{PathIo, PathQueue};
+use mpio_test_support::{wait_until, HANG_BOUND};
 use mpio_transport::nbd::NbdQueue;
 use mpio_transport::{PathHandle, SetupError, Transports};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use support::{io, one_group_table, run, run_ok, Server, TempDir};
-
-const BOUND: Duration = Duration::from_secs(30);
 
 #[test]
 fn a_writable_export_without_multi_conn_is_a_failed_path_that_says_why() {
@@ -70,7 +68,7 @@ fn a_read_only_export_without_multi_conn_is_served() {
     let reads = (0..4)
         .map(|n| io(n, Op::Read, n * 4096, 4096, None))
         .collect();
-    run_ok(&mut queue, reads, BOUND);
+    run_ok(&mut queue, reads, HANG_BOUND);
 }
 
 #[test]
@@ -116,7 +114,7 @@ fn a_capability_only_some_paths_have_is_refused_on_every_path() {
     let ios = (0..8)
         .map(|n| io(n, Op::WriteZeroes, n * 4096, 4096, None))
         .collect();
-    let done = run(&mut queue, ios, BOUND);
+    let done = run(&mut queue, ios, HANG_BOUND);
     assert_eq!(done.len(), 8);
     for completion in &done {
         assert_eq!(
@@ -135,13 +133,11 @@ fn a_capability_only_some_paths_have_is_refused_on_every_path() {
 
 /// Polls `queue` until its background connect ended.
 fn settle(queue: &mut NbdQueue) {
-    let deadline = Instant::now() + BOUND;
     let mut done = Vec::new();
-    while queue.is_connecting() {
+    wait_until("the connect ends", || {
         queue.poll(0, &mut done);
-        assert!(Instant::now() < deadline, "the connect did not end");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+        !queue.is_connecting()
+    });
 }
 
 #[test]

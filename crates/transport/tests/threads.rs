@@ -5,6 +5,7 @@
 use mpio_core::io::{Buffer, Io, Op, PathError, PathOutcome};
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
+use mpio_test_support::HANG_BOUND;
 use mpio_transport::{clock, Transports};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -84,7 +85,7 @@ fn threads_survive_ports_failing_under_them() {
             std::thread::spawn(move || {
                 let mut queue = device.queue(32, thread as u32);
                 let first = thread * BLOCKS_PER_THREAD;
-                let deadline = Instant::now() + Duration::from_secs(30);
+                let deadline = Instant::now() + HANG_BOUND;
                 let mut round = 0u64;
                 while round < 4 || rounds_done.load(Ordering::Relaxed) < FAULT_ROUNDS {
                     round += 1;
