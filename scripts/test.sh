@@ -53,8 +53,8 @@ cargo bench -p mpio-core --bench selectors --locked
 step "simulator canary"
 RUSTFLAGS="--cfg mpio_canary" CARGO_TARGET_DIR=target/canary \
   cargo test -p mpio-sim --release --test canary --locked
-# The second canary retries a write its path may still apply (what mpio
-# did before writes were fenced): the reference disk must catch the stale
+# The second canary retries a write while its path may still apply it,
+# without waiting for the fence: the reference disk must catch the stale
 # copy landing.
 RUSTFLAGS="--cfg mpio_canary_unfenced" CARGO_TARGET_DIR=target/canary-unfenced \
   cargo test -p mpio-sim --release --test canary_unfenced --locked

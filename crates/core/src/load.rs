@@ -7,9 +7,9 @@
 //! historical-service-time, queue-depth) read a path's in-flight count on
 //! every I/O and change it twice per I/O. Shared counters make every core
 //! that does I/O write the same cache lines, which costs a line transfer
-//! per update as soon as two threads are busy (the measured 250–330 ns per
-//! I/O at 2 jobs in `docs/BENCHMARKS.md`), and even one thread pays a
-//! locked read-modify-write per update. So each queue keeps its own
+//! per update as soon as two threads are busy (at 2 jobs, ten times the
+//! 25 ns per I/O the whole map may add: `docs/BENCHMARKS.md`), and even
+//! one thread pays a locked read-modify-write per update. So each queue keeps its own
 //! [`PathLoad`] per path and its selectors balance its own I/O. A path that
 //! other threads congest still shows here, as this queue's I/O on it
 //! completing later and piling up; the sum of per-queue balanced loads is

@@ -17,9 +17,9 @@
 //! to nothing.
 //!
 //! Every model states the bug it exists to catch. Model 5b
-//! (`retry_after_path_error_never_returns_to_the_failed_path`) found a real
-//! one, since fixed: `Map::publish` now sets the paths' failed flags after
-//! the snapshot and generation.
+//! (`retry_after_path_error_never_returns_to_the_failed_path`) holds
+//! `Map::publish` to its order: the paths' failed flags after the
+//! snapshot and generation.
 
 #![cfg(loom)]
 
@@ -503,7 +503,7 @@ fn two_queues_fail_over_the_same_path() {
 /// queue, or the path checker) fails `a` too. After its own `fail_path`
 /// returns, the I/O thread must not send the retry back to `a`.
 ///
-/// Catches (and found, before the fix): `Map::fail_path` setting the path's failed flag
+/// Catches `Map::fail_path` setting the path's failed flag
 /// (`PathShared::set_failed`, Release) *before* it publishes the snapshot
 /// and generation that exclude the path. The I/O thread's `fail_path`
 /// sees the flag on its lock-free fast path and returns false without

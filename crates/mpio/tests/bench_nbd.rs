@@ -34,6 +34,7 @@ fn bench_runs_over_nbdkit_and_refuses_a_missing_server() {
     assert_eq!(result["ios"], 2000);
     assert_eq!(result["errors"], 0);
     let paths = result["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 2, "{result}");
     assert!(paths.iter().all(|path| path["ios"].as_u64() > Some(0)));
 
     let missing = format!(

@@ -26,6 +26,9 @@ const TABLE: &str = "0 131072 multipath 1 queue_if_no_path 0 2 1 \
                      round-robin 0 2 1 memory:soak#a 1 memory:soak#b 1 \
                      round-robin 0 2 1 memory:soak#c 1 memory:soak#d 1";
 
+/// Paths in [`TABLE`].
+const TABLE_PATHS: usize = 4;
+
 fn require_fio() {
     let found = Command::new("fio")
         .arg("--version")
@@ -206,7 +209,7 @@ fn fio_verifies_while_paths_fail_and_groups_toggle() {
     let passes = fio_soak(&uri, || {
         path_rounds.load(Ordering::Relaxed) >= 2
             && group_rounds.load(Ordering::Relaxed) >= 2
-            && every_path_carried_io(&daemon)
+            && every_path_carried_io(&daemon, TABLE_PATHS)
     });
     stop.store(true, Ordering::Relaxed);
     paths.join().expect("the path loop ran");
@@ -218,8 +221,7 @@ fn fio_verifies_while_paths_fail_and_groups_toggle() {
         "{path_rounds} path and {group_rounds} group rounds"
     );
     // Every path carried I/O and was failed while fio ran.
-    let rows = daemon.json(&["show", "paths"]);
-    for row in rows.as_array().unwrap() {
+    for row in path_rows(&daemon, TABLE_PATHS) {
         assert!(row["ios"].as_u64().unwrap() > 0, "{row}");
         assert!(
             row["fail_count"].as_u64().unwrap() >= path_rounds.min(2),
@@ -233,11 +235,21 @@ fn fio_verifies_while_paths_fail_and_groups_toggle() {
     );
 }
 
-/// Every path of the daemon's maps was sent I/O.
-fn every_path_carried_io(daemon: &Daemon) -> bool {
+/// Every one of the daemon's `paths` paths was sent I/O.
+fn every_path_carried_io(daemon: &Daemon, paths: usize) -> bool {
+    path_rows(daemon, paths)
+        .iter()
+        .all(|row| row["ios"].as_u64().unwrap() > 0)
+}
+
+/// `mpio show paths`' rows, which must be one for each of the daemon's
+/// `paths` paths: a check over every row of fewer rows checks less than
+/// it says, and over none, nothing.
+fn path_rows(daemon: &Daemon, paths: usize) -> Vec<serde_json::Value> {
     let rows = daemon.json(&["show", "paths"]);
     let rows = rows.as_array().unwrap();
-    rows.iter().all(|row| row["ios"].as_u64().unwrap() > 0)
+    assert_eq!(rows.len(), paths, "{rows:?}");
+    rows.clone()
 }
 
 /// Waits until `path` of map `mpatha` is active again (only a hang
@@ -343,7 +355,7 @@ fn fio_verifies_while_nbdkit_servers_die_and_return() {
     // a thread that lives to the end of the test.
     let fio = {
         let daemon = Arc::clone(&daemon);
-        std::thread::spawn(move || fio_soak(&uri, || every_path_carried_io(&daemon)))
+        std::thread::spawn(move || fio_soak(&uri, || every_path_carried_io(&daemon, names.len())))
     };
     let mut servers = servers;
     let mut kill_rounds = 0;
@@ -365,8 +377,7 @@ fn fio_verifies_while_nbdkit_servers_die_and_return() {
     for name in names {
         wait_active(&daemon, name);
     }
-    let rows = daemon.json(&["show", "paths"]);
-    for row in rows.as_array().unwrap() {
+    for row in path_rows(&daemon, names.len()) {
         assert!(row["ios"].as_u64().unwrap() > 0, "{row}");
     }
     eprintln!(
@@ -413,7 +424,7 @@ fn fio_verifies_while_reloads_swap_selectors_and_paths() {
     eprintln!("soak: {passes} verified fio passes, {reloads} reloads");
 }
 
-/// Issue 17's soak: fio verifies while two of three nbdkit paths over one
+/// The fencing soak: fio verifies while two of three nbdkit paths over one
 /// file are paused in turn, for less and for more than the I/O timeout.
 /// A write a paused server holds must not be retried elsewhere until the
 /// server answers or closes (else the resumed server lands the stale copy

@@ -3,8 +3,8 @@
 //! to an event loop, round-robin, with the export it came for.
 //!
 //! # At the maximum
-//! Idle clients must not lock out real ones (the cap was once filled by
-//! clients that finished the handshake and said nothing more), and an
+//! Idle clients must not lock out real ones (clients that finish the
+//! handshake and say nothing more can fill the cap), and an
 //! honest client may idle for hours (the kernel's nbd client). So while
 //! an export holds [`crate::ServerConfig::max_connections`], a new
 //! connection is handed over anyway, marked `Arrival::make_room`: its

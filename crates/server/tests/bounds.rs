@@ -183,9 +183,9 @@ fn the_unix_socket_gets_its_mode_not_the_umask() {
     still_serves(shared.socket());
 }
 
-/// Clients that finish the handshake and then say nothing once filled
-/// the connection cap and locked out every new client. At the cap a new
-/// client now takes the place of the connection idle the longest; idle
+/// Clients that finish the handshake and then say nothing must not fill
+/// the connection cap and lock out every new client: at the cap a new
+/// client takes the place of the connection idle the longest; idle
 /// clients stay while there is room, and a client whose request is in
 /// flight is never taken for idle.
 #[test]

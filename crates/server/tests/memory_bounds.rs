@@ -62,7 +62,8 @@ fn hostile_connections_stay_within_the_budget_beside_a_working_client() {
     }
     let grown = resident_bytes().saturating_sub(before);
     // The budget, the first requests (4 MiB reads are not small: none),
-    // spare buffers and socket buffers; the old server grew by 2 GiB.
+    // spare buffers and socket buffers; without the budget these clients
+    // would have their 2 GiB of reads buffered.
     assert!(
         grown < 512 << 20,
         "the server grew by {grown} bytes under a {BUDGET}-byte budget"
@@ -73,8 +74,8 @@ fn hostile_connections_stay_within_the_budget_beside_a_working_client() {
     });
 }
 
-/// A 32 MiB WRITE header once committed a zeroed 32 MiB buffer before
-/// any payload arrived; the buffer now grows with the payload.
+/// A 32 MiB WRITE header alone commits no zeroed 32 MiB buffer: the
+/// buffer grows with the payload as it arrives.
 #[test]
 fn a_write_header_alone_commits_no_large_buffer() {
     const LENGTH: u32 = 32 << 20;

@@ -2,18 +2,17 @@
 //! --start 200000`), reduced to the smallest run that shows it.
 //!
 //! `no_path_timeout_ns` counts from an I/O's *first* wait, however often a
-//! path comes and goes. But `Queue::expire` scans the waiting list only
-//! from its front and stops at the first I/O not yet expired, and an I/O
-//! that waits a second time (a path came back, its attempt failed, the
-//! path is gone again) goes to the *back* of that list with its old start.
-//! So it was not failed until every I/O in front of it, which started
-//! waiting later, expired too: it waited longer than the bound. Fixed by
-//! scanning the whole waiting list; this test keeps it fixed.
+//! path comes and goes. An I/O that waits a second time (a path came
+//! back, its attempt failed, the path is gone again) goes to the *back*
+//! of the waiting list with its old start, so `Queue::expire` scans the
+//! whole list: a scan that stopped at the first I/O not yet expired
+//! would leave it waiting until every I/O in front of it, which started
+//! waiting later, expired too, longer than the bound.
 //!
 //! Here: A waits from 0; the path returns at 5ms and A is sent; the path
 //! is failed again; B starts waiting at 5ms; A's attempt fails and A waits
-//! again, behind B. With a 20ms bound A must fail by ~20ms; it fails at
-//! 25ms, with B, before the fix.
+//! again, behind B. With a 20ms bound A must fail by ~20ms; the scan that
+//! stops at B would fail it at 25ms, with B.
 
 use mpio_core::io::{Buffer, Completion, Io, IoError, PathError};
 use mpio_core::map::{Map, MapOptions, PathInfo};

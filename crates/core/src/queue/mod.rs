@@ -399,7 +399,8 @@ impl<P: PathQueue> Queue<P> {
     /// # Errors
     /// Gives `io` back if the queue already holds its depth of I/Os.
     // Always inlined into the caller's loop: the I/O is then built in
-    // place instead of copied into a call (about 40 instructions per I/O).
+    // place instead of copied into a call, a saving measured per I/O
+    // (docs/BENCHMARKS.md, "Instructions per I/O").
     #[inline(always)]
     pub fn submit(&mut self, io: Io, now_ns: u64) -> Result<(), Io> {
         self.accept(io, 0, None, now_ns)
@@ -480,7 +481,8 @@ impl<P: PathQueue> Queue<P> {
         // without a path completion (failed over to no path, timed out,
         // invalid), so that `sink` is called from one place only: the
         // compiler inlines a closure called once, not one called twice
-        // (that cost about 40 instructions per I/O).
+        // (an out-of-line sink costs a call per completion; measured in
+        // docs/BENCHMARKS.md, "Instructions per I/O").
         for source in 0..=paths {
             if source < paths {
                 self.path_queues[source].poll(now_ns, &mut scratch);

@@ -26,7 +26,8 @@
 //! dm's pairwise rule is not transitive (three paths can beat each other
 //! in a circle), so its result depends on the scan order and each
 //! comparison waits for the previous one: over 8 paths the scan alone
-//! cost ~34 ns per I/O, against the 25 ns the whole map may add (issue 3).
+//! costs more than the 25 ns per I/O the whole map may add
+//! (docs/BENCHMARKS.md).
 //! With the default threshold (the common case) mpio instead ranks each
 //! candidate on its own and takes the lowest rank (ties: first from the
 //! thread's cursor), a minimum any order finds with independent work per
@@ -56,8 +57,8 @@
 //!
 //! Ranks use whole ns of `hst` (dm: 1/1024 ns). Idle stale paths compare
 //! their `stale_after` in units of 2 ns (one bit holds the class), the
-//! others their cost in ns (until issue 3's third pass, in units of 2 ns
-//! too; costs that close now go to the lower instead of taking turns).
+//! others their cost in whole ns, so that of two costs 1 ns apart the
+//! lower wins rather than the two taking turns.
 //! With a `threshold_multiplier` above 0
 //! (estimates within that factor compare by usage alone, another
 //! non-transitive rule) mpio runs dm's pairwise scan exactly

@@ -16,7 +16,8 @@ use mpio_core::table::Table;
 use mpio_transport::uri::size_word;
 use serde_json::json;
 
-/// Paths per map in the matrix, as DESIGN.md's bar states it.
+/// Paths per map in the matrix, as the bar states it
+/// (docs/ARCHITECTURE.md, "What it promises").
 const MATRIX_PATHS: usize = 8;
 
 /// The matrix's table for `selector`: 8 null paths, each selector's

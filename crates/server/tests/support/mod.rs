@@ -236,7 +236,7 @@ pub fn pattern_file(path: &Path, len: usize, seed: u64) {
     std::fs::write(path, bytes).unwrap();
 }
 
-/// fio's NBD engine, two jobs at depth 32, writing crc32c-stamped 4k
+/// fio's NBD engine, [`FIO_JOBS`] jobs at depth 32, writing crc32c-stamped 4k
 /// blocks at random over 16 MiB each and verifying them; any error or
 /// bad block fails it.
 pub fn fio_verify(uri: &str) {
@@ -260,8 +260,12 @@ pub fn fio_verify_until(uri: &str, stop: &Path) {
     );
 }
 
+/// Jobs [`fio_verify`] runs, each over its own 16 MiB.
+const FIO_JOBS: usize = 2;
+
 fn fio_verify_with(uri: &str, more: &[&str]) {
     let uri = format!("--uri={uri}");
+    let numjobs = format!("--numjobs={FIO_JOBS}");
     let mut args = vec![
         "--name=verify",
         "--ioengine=nbd",
@@ -269,7 +273,7 @@ fn fio_verify_with(uri: &str, more: &[&str]) {
         "--rw=randwrite",
         "--bs=4k",
         "--iodepth=32",
-        "--numjobs=2",
+        &numjobs,
         "--size=16M",
         "--offset_increment=16M",
         "--verify=crc32c",
@@ -281,10 +285,20 @@ fn fio_verify_with(uri: &str, more: &[&str]) {
     ];
     args.extend_from_slice(more);
     let output = run_ok("fio", &args);
-    // Terse output: field 5 of each job line is its error count.
-    for line in output.lines().filter(|line| line.starts_with("3;")) {
-        let error = line.split(';').nth(4).unwrap();
-        assert_eq!(error, "0", "fio job failed: {line}");
+    // Terse output, one line per job: a run that reported fewer jobs
+    // than it started checked less than it was asked to.
+    let jobs: Vec<&str> = output
+        .lines()
+        .filter(|line| line.starts_with("3;"))
+        .collect();
+    assert_eq!(jobs.len(), FIO_JOBS, "fio's job results:\n{output}");
+    for line in jobs {
+        let fields: Vec<&str> = line.split(';').collect();
+        // Terse v3: field 5 is the job's error number, field 6 the KiB it
+        // read (the verification), field 47 the KiB it wrote.
+        assert_eq!(fields[4], "0", "fio job failed: {line}");
+        assert_ne!(fields[5], "0", "fio verified nothing: {line}");
+        assert_ne!(fields[46], "0", "fio wrote nothing: {line}");
     }
 }
 

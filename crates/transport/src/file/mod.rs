@@ -526,8 +526,8 @@ mod tests {
         assert!(refused(libc::EMFILE).contains("ulimit -n"));
     }
 
-    /// The table of the module docs, row by row: each errno the issue
-    /// names lands in its class.
+    /// The table of the module docs, row by row: each errno it names
+    /// lands in its class.
     #[test]
     fn errnos_split_as_blk_path_error_does() {
         use PathOutcome::{Busy, Path, Target};
