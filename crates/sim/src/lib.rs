@@ -25,6 +25,7 @@ pub mod checker;
 pub mod completion;
 pub mod data;
 pub mod model;
+mod owner;
 mod path_checker;
 pub mod rng;
 mod runner;

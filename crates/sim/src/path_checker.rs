@@ -2,7 +2,9 @@
 //! [`mpio_core::checker::Checker`] (multipathd's role), probing the
 //! simulated paths through their fault model on the simulated clock. A
 //! path the checker reinstates is one whose probe the world answered; a
-//! path it fails is one whose probe failed or timed out.
+//! path it fails is one whose probe failed or timed out. This module only
+//! fits the simulated paths and the device's slot to the core's checker;
+//! the runner polls it and checks what it did (`Sim::poll_checker`).
 //!
 //! # Options
 //! The interval is the scenario's `checker_every_ns` (1 ms in a seed
@@ -12,11 +14,8 @@
 //! failback policy is the scenario's; active paths whose probe fails are
 //! failed; no marginal policy.
 
-use crate::checker::Failure;
 use crate::data::BLOCK_BYTES;
-use crate::runner::Sim;
 use crate::scenario::Scenario;
-use crate::trace::TraceEvent;
 use crate::transport::{SimPathQueue, World};
 use mpio_core::checker::{Checker, CheckerOptions, MapSource, ProbePath};
 use mpio_core::map::Map;
@@ -89,30 +88,6 @@ pub(crate) fn options(scenario: &Scenario) -> CheckerOptions {
         failback: scenario.failback,
         fail_active_paths: true,
         marginal: None,
-    }
-}
-
-impl Sim {
-    /// Polls the checker at the simulated time, then checks what it did
-    /// as after any call into a queue: every path it failed has evidence
-    /// (a probe that failed or timed out), the counters hold.
-    pub(crate) fn poll_checker(&mut self) -> Result<(), Failure> {
-        let reinstated: Vec<u64> = self
-            .checker
-            .path_checks()
-            .iter()
-            .map(|check| check.reinstated)
-            .collect();
-        self.checker.poll(self.now_ns);
-        let checks = self.checker.path_checks().to_vec();
-        for (path, (check, before)) in checks.iter().zip(reinstated).enumerate() {
-            if check.reinstated > before {
-                self.record(TraceEvent::Reinstate { path });
-            }
-        }
-        self.check_paths()?;
-        self.track_route();
-        Ok(())
     }
 }
 

@@ -406,9 +406,31 @@ impl Sim {
         Ok(view)
     }
 
+    /// Polls the checker at the simulated time, then checks what it did
+    /// as after any call into a queue: every path it failed has evidence
+    /// (a probe that failed or timed out), the counters hold.
+    fn poll_checker(&mut self) -> Result<(), Failure> {
+        let reinstated: Vec<u64> = self
+            .checker
+            .path_checks()
+            .iter()
+            .map(|check| check.reinstated)
+            .collect();
+        self.checker.poll(self.now_ns);
+        let checks = self.checker.path_checks().to_vec();
+        for (path, (check, before)) in checks.iter().zip(reinstated).enumerate() {
+            if check.reinstated > before {
+                self.record(TraceEvent::Reinstate { path });
+            }
+        }
+        self.check_paths()?;
+        self.track_route();
+        Ok(())
+    }
+
     /// The checks of [`Sim::after_call`] that concern the paths, also
     /// taken after the path checker's polls.
-    pub(crate) fn check_paths(&mut self) -> Result<(), Failure> {
+    fn check_paths(&mut self) -> Result<(), Failure> {
         if let Some(breach) = self.world.borrow().contract_breach() {
             return Err(Failure::new(Checker::TransportContract, breach));
         }
@@ -484,7 +506,7 @@ impl Sim {
 
     /// Notes whether the map has a route now, for the latency bound and
     /// the no-path checks.
-    pub(crate) fn track_route(&mut self) -> CallView {
+    fn track_route(&mut self) -> CallView {
         let snapshot = self.map.snapshot();
         let no_route = snapshot.route.is_none();
         match (no_route, self.no_route_since) {

@@ -5,7 +5,7 @@
 //! compared cheaply, and must be equal) and its last [`TAIL_EVENTS`]
 //! events (printed when a checker fires); a replay keeps every event.
 
-use crate::transport::PROBE_QUEUE;
+use crate::owner::Owner;
 use mpio_core::io::{IoError, Op, PathOutcome};
 use std::collections::VecDeque;
 use std::fmt;
@@ -171,18 +171,6 @@ pub struct Stamped {
     pub now_ns: u64,
     /// What happened.
     pub event: TraceEvent,
-}
-
-/// Who sent an attempt: a queue, or the path checker's probes.
-struct Owner(usize);
-
-impl fmt::Display for Owner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            PROBE_QUEUE => write!(f, "checker"),
-            queue => write!(f, "q{queue}"),
-        }
-    }
 }
 
 impl fmt::Display for Stamped {

@@ -41,8 +41,8 @@
 //! # Probes
 //! The path checker's probes ([`SimPathQueue::probe`]) go through the
 //! same fault model, on queues of their own owned by queue index
-//! [`PROBE_QUEUE`] (`checker` in the trace). They are not I/O: they are
-//! left out of [`World::outstanding`] and [`World::completed_ok`], and a
+//! `PROBE_QUEUE` (`owner.rs`; `checker` in the trace). They are not I/O:
+//! they are left out of [`World::outstanding`] and [`World::completed_ok`], and a
 //! path error or an attempt given back on them lets the map fail the
 //! path (the checker fails it) but does not oblige it to
 //! ([`Evidence::must_fail`]): a late probe of a stalled path is no
@@ -53,16 +53,13 @@
 //! call order; no hash-map iteration anywhere.
 
 use crate::data::{Disk, BLOCK_BYTES};
+use crate::owner::PROBE_QUEUE;
 use crate::rng::Rng;
 use crate::trace::{outcome_word, Trace, TraceEvent};
 use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use std::cell::RefCell;
 use std::rc::Rc;
-
-/// The queue index that owns the path checker's probes (see the module
-/// docs).
-pub const PROBE_QUEUE: usize = usize::MAX;
 
 /// What a path did, since the checker last looked, that bears on whether
 /// the map may or must fail it.
