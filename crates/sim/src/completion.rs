@@ -6,8 +6,8 @@
 //! its access state is optimized or non-optimized; the map has a *route*
 //! exactly when some path is usable. The map's failed flags are set only
 //! by `fail_path` messages and by path failures the
-//! [`SpuriousPathFailure`](crate::checker::Checker::SpuriousPathFailure)
-//! checker has explained by the ground truth (a path error the simulated
+//! [`SpuriousPathFailure`](crate::invariants::Invariant::SpuriousPathFailure)
+//! invariant has explained by the ground truth (a path error the simulated
 //! path reported, or an attempt it held past the I/O timeout). Given that:
 //!
 //! - `NoPath` is allowed only if, after some call on the queue between the
@@ -35,8 +35,8 @@
 //! moment a path was hung (an attempt a transport cannot abort is waited
 //! for, however long the hang).
 
-use crate::checker::{Checker, Failure};
 use crate::data::{decode, BLOCK_BYTES};
+use crate::invariants::{Failure, Invariant};
 use crate::runner::{CallView, Sim};
 use crate::trace::{result_word, TraceEvent};
 use mpio_core::io::{Completion, IoError, Op};
@@ -52,7 +52,7 @@ impl Sim {
         view: CallView,
     ) -> Result<(), Failure> {
         let id = completion.user_data;
-        let exactly_once = |detail: String| Err(Failure::new(Checker::ExactlyOnce, detail));
+        let exactly_once = |detail: String| Err(Failure::new(Invariant::ExactlyOnce, detail));
         let Some(io) = self.ios.get(id as usize).cloned() else {
             return exactly_once(format!("queue {queue} completed io{id}, never submitted"));
         };
@@ -79,13 +79,13 @@ impl Sim {
         let bound_ns = self.latency_bound_ns(io.submit_ns);
         if elapsed_ns > bound_ns {
             return Err(Failure::new(
-                Checker::Latency,
+                Invariant::Latency,
                 format!("io{id} took {elapsed_ns}ns; its bound was {bound_ns}ns"),
             ));
         }
         let failed_while_usable = |detail: String| {
             Err(Failure::new(
-                Checker::FailedWhileUsable,
+                Invariant::FailedWhileUsable,
                 format!("io{id} ({:?}) {detail}", io.op),
             ))
         };
@@ -99,7 +99,7 @@ impl Sim {
         }
         if io.verifying && result.is_err() {
             return Err(Failure::new(
-                Checker::Verification,
+                Invariant::Verification,
                 format!("verification read io{id} failed: {result:?}"),
             ));
         }
@@ -131,7 +131,7 @@ impl Sim {
                     Ok(())
                 } else {
                     Err(Failure::new(
-                        Checker::UnexplainedTargetError,
+                        Invariant::UnexplainedTargetError,
                         format!(
                             "io{id} ({:?} blocks {}..{}) failed with {target}, which the storage \
                              never gave for those blocks during its life",
@@ -198,7 +198,7 @@ impl Sim {
         let expected = (blocks.end - blocks.start) as usize * BLOCK_BYTES;
         if buf.len() != expected {
             return Err(Failure::new(
-                Checker::ReferenceDisk,
+                Invariant::ReferenceDisk,
                 format!("read io{id} returned {} bytes for {expected}", buf.len()),
             ));
         }
@@ -207,7 +207,7 @@ impl Sim {
             self.model
                 .check_read(block, decode(bytes, block), start_seq, end_seq)
                 .map_err(|detail| {
-                    Failure::new(Checker::ReferenceDisk, format!("io{id}: {detail}"))
+                    Failure::new(Invariant::ReferenceDisk, format!("io{id}: {detail}"))
                 })?;
         }
         Ok(())

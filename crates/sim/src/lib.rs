@@ -11,7 +11,7 @@
 //!
 //! # Fault model
 //! What mpio promises to survive, and what it does not, is written out in
-//! `docs/SIMULATION.md`; [`checker::Checker`] lists the promises checked,
+//! `docs/SIMULATION.md`; [`invariants::Invariant`] lists the promises checked,
 //! [`model`] the write semantics, [`completion`] when an I/O may fail.
 //!
 //! # Entry points
@@ -21,9 +21,9 @@
 #![warn(unreachable_pub)]
 
 pub mod batch;
-pub mod checker;
 pub mod completion;
 pub mod data;
+pub mod invariants;
 pub mod model;
 mod owner;
 mod path_checker;

@@ -27,8 +27,8 @@
 //! every queue, in a freshly shuffled order, may submit a burst of I/O and
 //! is polled.
 
-use crate::checker::{Checker, Failure};
 use crate::data::{decode, fill, BLOCK_BYTES};
+use crate::invariants::{Failure, Invariant};
 use crate::model::ReferenceDisk;
 use crate::path_checker::{self, SimChecker, SimPaths};
 use crate::rng::Rng;
@@ -126,7 +126,7 @@ impl Sim {
         let map = Arc::new(
             scenario
                 .build_map()
-                .map_err(|error| Failure::new(Checker::Harness, error))?,
+                .map_err(|error| Failure::new(Invariant::Harness, error))?,
         );
         let setup = WorldSetup {
             block_count: scenario.block_count,
@@ -335,7 +335,7 @@ impl Sim {
         self.tracks[queue].outstanding += 1;
         if self.queues[queue].submit(io, self.now_ns).is_err() {
             return Err(Failure::new(
-                Checker::Counters,
+                Invariant::Counters,
                 format!(
                     "queue {queue} refused io{id} with {} of its depth {} outstanding",
                     self.tracks[queue].outstanding - 1,
@@ -380,7 +380,7 @@ impl Sim {
             let expected = self.tracks[queue].outstanding - delivered;
             if holding != expected {
                 return Err(Failure::new(
-                    Checker::Counters,
+                    Invariant::Counters,
                     format!(
                         "queue {queue} holds {holding} I/Os after a poll that handed over \
                          {delivered}; {expected} remain submitted and not completed"
@@ -396,7 +396,7 @@ impl Sim {
         let waiting = self.queues[queue].waiting_for_path();
         if delivered.is_some() && !view.no_route && waiting > 0 {
             return Err(Failure::new(
-                Checker::Liveness,
+                Invariant::Liveness,
                 format!(
                     "queue {queue} holds {waiting} I/O(s) waiting for a path while the map \
                      has a route"
@@ -432,7 +432,7 @@ impl Sim {
     /// taken after the path checker's polls.
     fn check_paths(&mut self) -> Result<(), Failure> {
         if let Some(breach) = self.world.borrow().contract_breach() {
-            return Err(Failure::new(Checker::TransportContract, breach));
+            return Err(Failure::new(Invariant::TransportContract, breach));
         }
         self.check_ghost_landings()?;
         for path in 0..self.fail_counts.len() {
@@ -443,7 +443,7 @@ impl Sim {
                 .take_failure_evidence(path, self.now_ns);
             if evidence.must_fail && !shared.is_failed() {
                 return Err(Failure::new(
-                    Checker::IgnoredPathError,
+                    Invariant::IgnoredPathError,
                     format!("p{path} reported a path error and the map still uses it"),
                 ));
             }
@@ -453,7 +453,7 @@ impl Sim {
                 self.record(TraceEvent::PathFailed { path });
                 if !evidence.may_fail {
                     return Err(Failure::new(
-                        Checker::SpuriousPathFailure,
+                        Invariant::SpuriousPathFailure,
                         format!(
                             "the map failed p{path} ({}) but it reported no path error and \
                              held no attempt past the I/O timeout",
@@ -467,7 +467,7 @@ impl Sim {
             let outstanding = self.world.borrow().outstanding(path);
             if in_flight != 0 && in_flight != outstanding {
                 return Err(Failure::new(
-                    Checker::Counters,
+                    Invariant::Counters,
                     format!(
                         "p{path} counts {in_flight} I/Os in flight; its transport holds \
                          {outstanding}"
@@ -476,7 +476,7 @@ impl Sim {
             }
             if in_flight == 0 && in_flight_bytes != 0 {
                 return Err(Failure::new(
-                    Checker::Counters,
+                    Invariant::Counters,
                     format!("p{path} counts {in_flight_bytes} bytes in flight and no I/O"),
                 ));
             }
@@ -498,7 +498,7 @@ impl Sim {
                 };
                 self.model
                     .check_landing(block, value, seq)
-                    .map_err(|detail| Failure::new(Checker::ReferenceDisk, detail))?;
+                    .map_err(|detail| Failure::new(Invariant::ReferenceDisk, detail))?;
             }
         }
         Ok(())
@@ -587,7 +587,7 @@ impl Sim {
     /// Gives the device a new table, as `mpio reload` does.
     fn reload(&mut self, text: &str) -> Result<(), Failure> {
         self.record(TraceEvent::Message(format!("reload {text}")));
-        let harness = |error: String| Failure::new(Checker::Harness, error);
+        let harness = |error: String| Failure::new(Invariant::Harness, error);
         let table =
             Table::parse(text).map_err(|error| harness(format!("reload table: {error}")))?;
         let map = Map::new(
@@ -625,9 +625,9 @@ impl Sim {
     /// Sends a control message to the map.
     fn message(&mut self, message: &Message) -> Result<(), Failure> {
         self.record(TraceEvent::Message(message_text(message)));
-        self.map
-            .message(message)
-            .map_err(|error| Failure::new(Checker::Harness, format!("message refused: {error}")))?;
+        self.map.message(message).map_err(|error| {
+            Failure::new(Invariant::Harness, format!("message refused: {error}"))
+        })?;
         // A path failed by message needs no other explanation.
         for (path, count) in self.fail_counts.iter_mut().enumerate() {
             *count = self.map.paths()[path].fail_count();
@@ -685,7 +685,7 @@ impl Sim {
             .collect();
         let count = self.ios.iter().filter(|io| !io.done).count();
         Failure::new(
-            Checker::Liveness,
+            Invariant::Liveness,
             format!(
                 "{count} I/O(s) still outstanding {}us after the faults stopped (bound {}us): {}",
                 (self.now_ns - self.scenario.fault_phase_ns) / 1_000,
@@ -714,7 +714,7 @@ impl Sim {
             let served = self.world.borrow().completed_ok(only) - served_before;
             if served != reads {
                 return Err(Failure::new(
-                    Checker::Verification,
+                    Invariant::Verification,
                     format!("with only p{only} usable, it served {served} of {reads} reads"),
                 ));
             }
@@ -739,7 +739,7 @@ impl Sim {
             }
             if self.now_ns > deadline_ns {
                 return Err(Failure::new(
-                    Checker::Verification,
+                    Invariant::Verification,
                     format!(
                         "no verification read completed for {}us",
                         self.liveness_bound_ns() / 1_000
@@ -759,7 +759,7 @@ impl Sim {
 
     /// Every counter back to zero, every I/O completed.
     fn check_drained(&mut self) -> Result<(), Failure> {
-        let counters = |detail: String| Err(Failure::new(Checker::Counters, detail));
+        let counters = |detail: String| Err(Failure::new(Invariant::Counters, detail));
         for (index, queue) in self.queues.iter_mut().enumerate() {
             if queue.in_flight() != 0 || queue.waiting_for_path() != 0 {
                 return counters(format!(
@@ -799,7 +799,7 @@ impl Sim {
         }
         if let Some(id) = self.ios.iter().position(|io| !io.done) {
             return Err(Failure::new(
-                Checker::ExactlyOnce,
+                Invariant::ExactlyOnce,
                 format!("io{id} never completed"),
             ));
         }

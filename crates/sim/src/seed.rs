@@ -1,7 +1,7 @@
-//! Running one seed and reporting it: the checker that fired (if any), the
+//! Running one seed and reporting it: the invariant that broke (if any), the
 //! trace's hash and tail, and the command that replays it.
 
-use crate::checker::{Checker, Failure};
+use crate::invariants::{Failure, Invariant};
 use crate::runner::Sim;
 use crate::scenario::Scenario;
 use crate::trace::Trace;
@@ -24,7 +24,7 @@ pub struct SeedReport {
     pub blocks_checked: u64,
     /// Path failures over the run (the map's fail counts).
     pub path_failures: u64,
-    /// The checker that fired, if one did.
+    /// The invariant that broke, if one did.
     pub failure: Option<Failure>,
     /// The scenario, described (kept only for failures and replays).
     pub scenario: Option<String>,
@@ -42,7 +42,7 @@ impl SeedReport {
 }
 
 impl fmt::Display for SeedReport {
-    /// A failure report: seed, checker, detail, the last events and the
+    /// A failure report: seed, invariant, detail, the last events and the
     /// replay command (one line per passing seed).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Some(failure) = &self.failure else {
@@ -54,9 +54,9 @@ impl fmt::Display for SeedReport {
         };
         writeln!(
             f,
-            "seed {} FAILED: checker {}",
+            "seed {} FAILED: invariant {}",
             self.seed,
-            failure.checker.name()
+            failure.invariant.name()
         )?;
         writeln!(f, "  {}", failure.detail)?;
         if let Some(scenario) = &self.scenario {
@@ -103,7 +103,7 @@ pub fn run_seed(seed: u64, keep_full_trace: bool) -> SeedReport {
                 .map(|text| text.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic without a message".into());
-            Some(Failure::new(Checker::Panic, message))
+            Some(Failure::new(Invariant::Panic, message))
         }
     };
     // A panic may leave the world borrowed by an unwound frame: its guard

@@ -3,7 +3,7 @@
 //!
 //! A run keeps a hash of its whole trace (so two runs of one seed can be
 //! compared cheaply, and must be equal) and its last [`TAIL_EVENTS`]
-//! events (printed when a checker fires); a replay keeps every event.
+//! events (printed when an invariant breaks); a replay keeps every event.
 
 use crate::owner::Owner;
 use mpio_core::io::{IoError, Op, PathOutcome};

@@ -1,6 +1,6 @@
 //! The simulated paths: a [`PathQueue`] per (queue, path) over one shared
 //! [`World`] that holds the ground truth — the disk, each path's fault
-//! mode, the storage's target faults — and records what the checkers need
+//! mode, the storage's target faults — and records what the invariants need
 //! (attempts outstanding per path, path errors reported, aborts).
 //!
 //! # Semantics (the transport's side of the fault model)
@@ -61,7 +61,7 @@ use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// What a path did, since the checker last looked, that bears on whether
+/// What a path did, since the runner last looked, that bears on whether
 /// the map may or must fail it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Evidence {
@@ -130,9 +130,9 @@ struct PathTruth {
     /// time).
     outstanding: Vec<(u64, (usize, usize), u64)>,
     /// Path errors the path reported plus attempts it gave back, since the
-    /// checker last looked.
+    /// runner last looked.
     failure_evidence: u32,
-    /// True if the path reported a path error since the checker last looked.
+    /// True if the path reported a path error since the runner last looked.
     reported_path_error: bool,
     /// I/O attempts the path completed successfully, over the run.
     completed_ok: u64,

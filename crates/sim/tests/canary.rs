@@ -17,7 +17,7 @@
 
 mod canary_support;
 
-use mpio_sim::checker::Checker;
+use mpio_sim::invariants::Invariant;
 
 /// Seeds within which the canary must be caught.
 const SEEDS: u64 = 50;
@@ -27,7 +27,7 @@ fn the_simulator_catches_the_broken_failover() {
     let first = canary_support::first_caught(
         "canary",
         SEEDS,
-        Checker::FailedWhileUsable,
+        Invariant::FailedWhileUsable,
         "the canary breaks 'no I/O fails while a path is usable'",
     );
     let text = first.to_string();

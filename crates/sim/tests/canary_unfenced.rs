@@ -19,7 +19,7 @@
 
 mod canary_support;
 
-use mpio_sim::checker::Checker;
+use mpio_sim::invariants::Invariant;
 
 /// Seeds within which the canary must be caught. Seed 47 does now; about
 /// 2 % of seeds do (21 of the first 1000), so a change that moves every
@@ -32,7 +32,7 @@ fn the_simulator_catches_a_retried_unfenced_write() {
     let first = canary_support::first_caught(
         "unfenced canary",
         SEEDS,
-        Checker::ReferenceDisk,
+        Invariant::ReferenceDisk,
         "the canary lets a stale copy land over newer data",
     );
     let failure = first.failure.as_ref().unwrap();

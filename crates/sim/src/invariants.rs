@@ -1,6 +1,6 @@
-//! The checkers: what a run asserts, and how a failed assertion reads.
+//! The invariants: what a run asserts, and how a broken one reads.
 //!
-//! Each [`Checker`] is one promise of mpio's fault model (see
+//! Each [`Invariant`] is one promise of mpio's fault model (see
 //! `docs/SIMULATION.md`); the runner evaluates them after every call into
 //! the core, at every completion, and at the end of the run.
 
@@ -10,7 +10,7 @@ use std::fmt;
 /// One promise the simulator checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Checker {
+pub enum Invariant {
     /// A read returned data no write could have left there (the reference
     /// disk), or verification found a block that differs between paths.
     ReferenceDisk,
@@ -48,41 +48,41 @@ pub enum Checker {
     Harness,
 }
 
-impl Checker {
-    /// The checker's name, as printed.
+impl Invariant {
+    /// The invariant's name, as printed.
     pub fn name(self) -> &'static str {
         match self {
-            Checker::ReferenceDisk => "reference-disk",
-            Checker::ExactlyOnce => "exactly-once",
-            Checker::FailedWhileUsable => "failed-while-usable",
-            Checker::UnexplainedTargetError => "unexplained-target-error",
-            Checker::SpuriousPathFailure => "spurious-path-failure",
-            Checker::IgnoredPathError => "ignored-path-error",
-            Checker::Latency => "latency",
-            Checker::Counters => "counters",
-            Checker::Liveness => "liveness",
-            Checker::TransportContract => "transport-contract",
-            Checker::Verification => "verification",
-            Checker::Panic => "panic",
-            Checker::Harness => "harness",
+            Invariant::ReferenceDisk => "reference-disk",
+            Invariant::ExactlyOnce => "exactly-once",
+            Invariant::FailedWhileUsable => "failed-while-usable",
+            Invariant::UnexplainedTargetError => "unexplained-target-error",
+            Invariant::SpuriousPathFailure => "spurious-path-failure",
+            Invariant::IgnoredPathError => "ignored-path-error",
+            Invariant::Latency => "latency",
+            Invariant::Counters => "counters",
+            Invariant::Liveness => "liveness",
+            Invariant::TransportContract => "transport-contract",
+            Invariant::Verification => "verification",
+            Invariant::Panic => "panic",
+            Invariant::Harness => "harness",
         }
     }
 }
 
-/// A checker that fired, with what it saw.
+/// An invariant that broke, with what was seen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Failure {
     /// Which promise broke.
-    pub checker: Checker,
+    pub invariant: Invariant,
     /// What exactly was seen.
     pub detail: String,
 }
 
 impl Failure {
-    /// A failure of `checker`.
-    pub fn new(checker: Checker, detail: impl Into<String>) -> Self {
+    /// A failure of `invariant`.
+    pub fn new(invariant: Invariant, detail: impl Into<String>) -> Self {
         Failure {
-            checker,
+            invariant,
             detail: detail.into(),
         }
     }
@@ -90,6 +90,6 @@ impl Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.checker.name(), self.detail)
+        write!(f, "{}: {}", self.invariant.name(), self.detail)
     }
 }
