@@ -3,9 +3,10 @@
 //! owns these; the read verbs ([`crate::view`]) show them.
 
 use crate::config::MapConfig;
+use mpio_core::checker::PathCheck;
 use mpio_core::map::Map;
 use mpio_server::Server;
-use mpio_transport::checker::{PathCheck, PooledChecker};
+use mpio_transport::probe::PooledChecker;
 use mpio_transport::DeviceSlot;
 use mpio_ublk::UblkDevice;
 use std::sync::Arc;

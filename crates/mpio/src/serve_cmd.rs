@@ -14,12 +14,12 @@
 //! logged report says what). A second signal exits at once
 //! ([`crate::signals`]: 130 after SIGINT, 143 after SIGTERM).
 
+use mpio_core::checker::CheckerOptions;
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
 use mpio_daemon::config::{DaemonConfig, ExportConfig, MapConfig, NoPathRetry, UblkNumber};
 use mpio_daemon::daemon::{Daemon, ServerSettings};
 use mpio_server::ServerConfig;
-use mpio_transport::checker::CheckerOptions;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -10,7 +10,6 @@
 #![warn(unreachable_pub)]
 
 pub mod blockdev;
-pub mod checker;
 pub mod clock;
 pub mod file;
 pub mod host;
@@ -18,6 +17,7 @@ pub mod limits;
 pub mod memory;
 pub mod nbd;
 pub mod null;
+pub mod probe;
 mod unready;
 pub mod uri;
 

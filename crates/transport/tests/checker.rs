@@ -10,14 +10,15 @@
 
 mod file_common;
 
+use mpio_core::checker::{CheckerOptions, ProbeState};
 use mpio_core::failback::Failback;
 use mpio_core::io::{Buffer, Io, PathError, PathOutcome};
 use mpio_core::map::MapOptions;
 use mpio_core::status::PathState;
 use mpio_core::table::Table;
 use mpio_test_support::wait_until;
-use mpio_transport::checker::{Checker, CheckerOptions, CheckerPool, ProbeState};
 use mpio_transport::memory::PortControl;
+use mpio_transport::probe::{CheckerPool, SlotChecker};
 use mpio_transport::{Device, Transports};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,7 +165,7 @@ fn the_checker_pool_fails_and_reinstates_on_the_real_clock() {
 }
 
 /// The words of a pooled checker's paths, as last recorded.
-fn recorded_words(checker: &mpio_transport::checker::PooledChecker) -> Vec<String> {
+fn recorded_words(checker: &mpio_transport::probe::PooledChecker) -> Vec<String> {
     checker
         .path_checks()
         .into_iter()
@@ -211,7 +212,7 @@ fn one_pool_thread_runs_every_map_s_checker() {
         interval_ns: 3600 * SECOND,
         ..options(Failback::Manual)
     };
-    let checker = pool.add(Checker::on_slot(Arc::clone(&slot), hourly));
+    let checker = pool.add(SlotChecker::on_slot(Arc::clone(&slot), hourly));
     wait_until("the first round", || recorded_words(&checker).len() == 2);
     transports.reload(&slot, &table(&[&["c", "a"]])).unwrap();
     checker.wake();
@@ -244,7 +245,7 @@ fn a_file_path_is_probed_through_io_uring() {
     let mut checker = device.checker(options(Failback::Manual));
     // Polls on the test clock until the round's probes ended (the kernel
     // answers in real time).
-    let round = |checker: &mut Checker, now_ns: u64| {
+    let round = |checker: &mut SlotChecker, now_ns: u64| {
         let start = Instant::now();
         checker.poll(now_ns);
         while checker.probing() {
@@ -271,7 +272,7 @@ fn a_file_path_is_probed_through_io_uring() {
 fn the_checker_follows_a_reload() {
     let transports = Transports::new();
     let slot = build(&transports, &[&["a", "b"]]).into_slot();
-    let mut checker = Checker::on_slot(Arc::clone(&slot), options(Failback::Manual));
+    let mut checker = SlotChecker::on_slot(Arc::clone(&slot), options(Failback::Manual));
     port(&transports, "a").fail(PathOutcome::Path(PathError::Transport));
     checker.poll(0);
     assert_eq!(

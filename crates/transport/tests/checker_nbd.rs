@@ -6,6 +6,7 @@
 
 mod support;
 
+use mpio_core::checker::{CheckerOptions, ProbeState};
 use mpio_core::failback::Failback;
 use mpio_core::io::{Buffer, Io, PathError, PathOutcome};
 use mpio_core::map::MapOptions;
@@ -13,7 +14,7 @@ use mpio_core::marginal::MarginalPolicy;
 use mpio_core::queue::Queue;
 use mpio_core::status::PathState;
 use mpio_test_support::{wait_until, HANG_BOUND};
-use mpio_transport::checker::{Checker, CheckerOptions, ProbeState};
+use mpio_transport::probe::SlotChecker;
 use mpio_transport::{clock, AnyQueue, Device};
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
@@ -37,7 +38,11 @@ fn state(device: &Device, path: usize) -> PathState {
 
 /// Polls `checker` on the real clock until `condition` holds, bounded
 /// by [`HANG_BOUND`].
-fn poll_until(checker: &mut Checker, what: &str, mut condition: impl FnMut(&Checker) -> bool) {
+fn poll_until(
+    checker: &mut SlotChecker,
+    what: &str,
+    mut condition: impl FnMut(&SlotChecker) -> bool,
+) {
     let start = Instant::now();
     wait_until(what, || {
         checker.poll(start.elapsed().as_nanos() as u64);
@@ -146,7 +151,7 @@ fn a_path_whose_reads_keep_needing_hedges_becomes_marginal() {
         ..options(600 * SECOND)
     });
     let start = Instant::now();
-    let poll = |checker: &mut Checker| checker.poll(start.elapsed().as_nanos() as u64);
+    let poll = |checker: &mut SlotChecker| checker.poll(start.elapsed().as_nanos() as u64);
     poll(&mut checker);
     let sent = |queue: &Queue<AnyQueue>| queue.path_loads()[0].dispatched();
     read_until(&mut queue, |queue| sent(queue) >= 500);

@@ -134,9 +134,9 @@ pub use settings::{
     MAX_NO_PATH_RETRY, MAX_TIMEOUT_MS,
 };
 
+use mpio_core::checker::CheckerOptions;
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
-use mpio_transport::checker::CheckerOptions;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 

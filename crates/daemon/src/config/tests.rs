@@ -205,10 +205,7 @@ fn bare_defaults() {
         "0 1 multipath 0 0 1 1 service-time 0 1 2 a 1 1"
     );
     assert_eq!(map.no_path_retry, NoPathRetry::Fail);
-    assert_eq!(
-        map.checker,
-        mpio_transport::checker::CheckerOptions::default()
-    );
+    assert_eq!(map.checker, mpio_core::checker::CheckerOptions::default());
     assert_eq!(map.io_timeout_ns, Some(30_000_000_000));
     assert_eq!(map.fence_timeout_ns, Some(30_000_000_000));
     assert!(map.hedge_reads);

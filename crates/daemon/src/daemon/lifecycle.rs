@@ -19,7 +19,7 @@ use crate::metrics::http::MetricsServer;
 use crate::running::RunningMap;
 use crate::ublk::UblkExports;
 use mpio_server::Server;
-use mpio_transport::checker::CheckerPool;
+use mpio_transport::probe::CheckerPool;
 use mpio_transport::{lock, Transports};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

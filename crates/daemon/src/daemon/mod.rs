@@ -26,7 +26,7 @@
 //! - `settings.rs`, `error.rs`, `report.rs`: [`ServerSettings`],
 //!   [`DaemonError`], and what a shutdown reports ([`ExportShutdown`]).
 //!
-//! [`CheckerPool`]: mpio_transport::checker::CheckerPool
+//! [`CheckerPool`]: mpio_transport::probe::CheckerPool
 //! [`DeviceSlot`]: mpio_transport::DeviceSlot
 
 mod dispatch;

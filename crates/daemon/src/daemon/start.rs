@@ -14,7 +14,7 @@ use super::state::State;
 use crate::config::MapConfig;
 use crate::running::{RunningMap, RunningUblk};
 use mpio_server::{Server, ServerConfig, ServerError};
-use mpio_transport::checker::Checker;
+use mpio_transport::probe::SlotChecker;
 use mpio_transport::PathNames;
 use std::sync::Arc;
 
@@ -53,7 +53,7 @@ pub(super) fn start_map(
     let slot = device.into_slot();
     let checker = state
         .checkers
-        .add(Checker::on_slot(Arc::clone(&slot), config.checker));
+        .add(SlotChecker::on_slot(Arc::clone(&slot), config.checker));
     let mut servers = Vec::with_capacity(config.exports.len());
     let mut ublk_devices = Vec::new();
     for export in &config.exports {

@@ -12,7 +12,7 @@ use super::settings::ServerSettings;
 use crate::running::RunningMap;
 use crate::ublk::UblkExports;
 use mpio_server::{Engine, EngineConfig};
-use mpio_transport::checker::CheckerPool;
+use mpio_transport::probe::CheckerPool;
 use mpio_transport::{lock, Transports};
 use std::sync::{Arc, Mutex};
 

@@ -1,10 +1,10 @@
 //! One path's facts, gathered once for the topology and paths views.
 
 use crate::running::RunningMap;
+use mpio_core::checker::{PathCheck, ProbeState};
 use mpio_core::io::PathError;
 use mpio_core::path::AccessState;
 use mpio_core::status::PathState;
-use mpio_transport::checker::{PathCheck, ProbeState};
 use mpio_transport::PathHandle;
 use serde::Serialize;
 

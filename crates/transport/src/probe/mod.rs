@@ -1,8 +1,8 @@
-//! The path checker, instantiated over this crate's transports: the
-//! decisions (rounds, timeouts, stalls, reinstating and failing paths,
-//! failback, marginal paths, reloads) are the core's
-//! ([`mpio_core::checker`]); this module carries the probes and runs the
-//! checkers of every map on one thread ([`CheckerPool`]).
+//! What this crate adds to the core's path checker
+//! ([`mpio_core::checker`], which makes every decision: rounds,
+//! timeouts, stalls, reinstating and failing paths, failback, marginal
+//! paths, reloads): the probes, carried by this crate's transports, and
+//! the thread that runs the checkers of every map ([`CheckerPool`]).
 //!
 //! # Probes
 //! A probe goes through the path's own transport, on a queue of depth 1
@@ -17,19 +17,17 @@
 //! # Time
 //! A [`CheckerPool`] runs the checkers of every map on one thread with an
 //! injected clock, each polled when it said it next has something due
-//! (`checker/pool.rs`). [`PooledChecker::path_checks`] gives each path's
+//! (`probe/pool.rs`). [`PooledChecker::path_checks`] gives each path's
 //! record with its word, for `show topology`-style output.
 
 use crate::{AnyQueue, Device, DeviceSlot, PathHandle};
-pub use mpio_core::checker::{
-    CheckerOptions, PathCheck, ProbePath, ProbeState, HEDGED_SHARE_PER_MILLE, MIN_INTERVAL_NS,
-};
+use mpio_core::checker::{Checker, CheckerOptions, ProbePath};
 use std::sync::Arc;
 
-/// The core's checker over a [`DeviceSlot`]: [`Checker::on_slot`] follows
-/// the slot's reloads; [`Device::checker`] checks a device that is never
-/// reloaded.
-pub type Checker = mpio_core::checker::Checker<Arc<DeviceSlot>>;
+/// The core's path checker over a [`DeviceSlot`]: [`Checker::on_slot`]
+/// follows the slot's reloads; [`Device::checker`] checks a device that
+/// is never reloaded.
+pub type SlotChecker = Checker<Arc<DeviceSlot>>;
 
 impl ProbePath for PathHandle {
     type Queue = AnyQueue;
@@ -46,8 +44,8 @@ impl ProbePath for PathHandle {
 impl Device {
     /// A checker over the device's paths (a map that is never reloaded);
     /// its first round starts at the first poll.
-    pub fn checker(&self, options: CheckerOptions) -> Checker {
-        Checker::new(Arc::clone(&self.map), self.paths.clone(), options)
+    pub fn checker(&self, options: CheckerOptions) -> SlotChecker {
+        SlotChecker::new(Arc::clone(&self.map), self.paths.clone(), options)
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::file::{pipe, FilePath};
+use mpio_core::checker::ProbeState;
 use mpio_core::failback::Failback;
 use mpio_core::io::{PathError, PathOutcome, BUFFER_ALIGN};
 use mpio_core::map::{Map, MapOptions, PathInfo};
@@ -18,7 +19,11 @@ const TIMEOUT: u64 = 100_000_000;
 
 /// Polls `checker` at fake time `now_ns` until `condition`, bounded on
 /// the real clock (the kernel completes the read asynchronously).
-fn poll_until(checker: &mut Checker, now_ns: u64, mut condition: impl FnMut(&Checker) -> bool) {
+fn poll_until(
+    checker: &mut SlotChecker,
+    now_ns: u64,
+    mut condition: impl FnMut(&SlotChecker) -> bool,
+) {
     // A bound only a hang reaches (the probes answer at once).
     let deadline = Instant::now() + HANG_BOUND;
     while !condition(checker) {
@@ -123,7 +128,7 @@ fn a_removed_path_s_stalled_probe_is_kept_until_it_returns() {
         probe_timeout_ns: TIMEOUT,
         ..CheckerOptions::default()
     };
-    let mut checker = Checker::on_slot(Arc::clone(&slot), options);
+    let mut checker = SlotChecker::on_slot(Arc::clone(&slot), options);
     checker.poll(0);
     checker.poll(TIMEOUT);
     assert!(checker.path_checks()[0].stalled);

@@ -1,12 +1,13 @@
-//! One thread that runs the [`Checker`]s of every map: a heap of the
-//! times each next has something due, so the daemon's checker threads do
-//! not grow with its maps.
+//! One thread that runs the path checkers ([`SlotChecker`]) of every
+//! map: a heap of the times each next has something due, so the daemon's
+//! checker threads do not grow with its maps.
 //!
 //! # Contract
 //! - A checker added is polled at once, then whenever its
-//!   [`Checker::poll`] said it next has something due, and every
-//!   `probe_poll` while it has probes out (transports complete only when
-//!   polled); [`PooledChecker::wake`] makes it due now.
+//!   [`Checker::poll`](mpio_core::checker::Checker::poll) said it next
+//!   has something due, and every `probe_poll` while it has probes out
+//!   (transports complete only when polled); [`PooledChecker::wake`]
+//!   makes it due now.
 //! - Polls run one at a time, without the pool's lock held, so adding,
 //!   waking and removing never wait for a poll of another checker; a
 //!   checker's path records are copied out after each of its polls.
@@ -16,8 +17,9 @@
 //! - Waking leaves stale entries in the heap; an entry counts only if it
 //!   carries its checker's current generation.
 
-use super::{Checker, Clock, PathCheck};
+use super::{Clock, SlotChecker};
 use crate::lock;
+use mpio_core::checker::PathCheck;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Condvar, Mutex};
@@ -31,7 +33,7 @@ type Records = Arc<Mutex<Vec<(String, PathCheck)>>>;
 /// One checker in the pool.
 struct Entry {
     /// Taken by the pool thread while it polls.
-    checker: Option<Checker>,
+    checker: Option<SlotChecker>,
     records: Records,
     /// Bumped by every reschedule: heap entries of older generations are
     /// stale.
@@ -103,7 +105,7 @@ impl CheckerPool {
     }
 
     /// Runs `checker` in the pool from now on, polled at once.
-    pub fn add(&self, checker: Checker) -> PooledChecker {
+    pub fn add(&self, checker: SlotChecker) -> PooledChecker {
         let records = Records::default();
         let mut state = lock(&self.shared.state);
         let id = state.next_id;
