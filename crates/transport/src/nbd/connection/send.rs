@@ -232,7 +232,8 @@ fn batch_slices<'a>(
             .filter(|payload| payload.len() == len)
             .ok_or_else(|| {
                 Broken(format!(
-                    "request {cookie:#x} ended before its payload was written                      (the server answered it early)"
+                    "request {cookie:#x} ended before its payload was written (the server \
+                     answered it early)"
                 ))
             })?;
         if headers.0 < headers.1 {
