@@ -31,10 +31,7 @@
 //! The longest fio latency (of any 100 ms, from fio's log) during the
 //! steps of each fault kind, and for the NVMe faults the same job under
 //! the kernel's native NVMe multipath (`native.rs`), printed as
-//! `STALL|kind|mpio ms|native ms` (`--nocapture` shows them); first the
-//! baseline of each side, the longest latency in a window with no fault
-//! (until each device completed 2,000 writes), against which a fault's
-//! stall is read.
+//! `STALL|kind|mpio ms|native ms` (`--nocapture` shows them).
 
 mod chaos;
 mod native;
@@ -50,7 +47,7 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
-use workload::{quiet_window, Files, Job, Rng};
+use workload::{Files, Job, Rng};
 
 /// The chaos loop's length when `SOAK_SECS` is not set: short enough for
 /// every kernel test run; every kind runs once whatever it is.
@@ -167,7 +164,6 @@ fn soak(canary: bool) -> Outcome {
         writes(fs_device)
     });
     let mut files = Files::start(&files_dir, seed);
-    let quiet = quiet_window(&[raw_device, fs_device]);
 
     let written: &[Side] = if canary { &[Side::Nvme] } else { &Side::BOTH };
     let mut chaos = Chaos::new(seed, written);
@@ -292,23 +288,12 @@ fn soak(canary: bool) -> Outcome {
     rig.stop();
     drop(rig);
 
-    let baseline = raw
-        .longest_latency_ns(quiet.0, quiet.1)
-        .max(on_fs.longest_latency_ns(quiet.0, quiet.1));
     let native_faults: Vec<Fault> = runs.keys().copied().filter(|f| f.has_native()).collect();
     let native = native::stalls(&native_faults, seed);
     let ms = |ns: u64| format!("{:.1}", ns as f64 / 1e6);
     eprintln!("STALL|kind|mpio ms|native ms");
-    eprintln!(
-        "STALL|no fault (baseline)|{}|{}",
-        ms(baseline),
-        ms(native.baseline_ns)
-    );
     for (fault, longest) in &stalls {
-        let beside = native
-            .longest_ns
-            .get(fault)
-            .map_or("-".to_string(), |&ns| ms(ns));
+        let beside = native.get(fault).map_or("-".to_string(), |&ns| ms(ns));
         eprintln!("STALL|{}|{}|{beside}", fault.label(), ms(*longest));
     }
     Outcome {

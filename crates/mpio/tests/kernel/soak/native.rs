@@ -9,7 +9,7 @@
 
 use super::chaos::Fault;
 use super::rig::{writes, LUN_MIB};
-use super::workload::{quiet_window, Job, Rng};
+use super::workload::{Job, Rng};
 use crate::daemon::test_dir;
 use crate::devices::{read_attribute, run, wait_until, Mount};
 use crate::failover::LIMIT;
@@ -18,22 +18,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-/// What native multipath showed: its baseline and its stall per fault.
-#[derive(Default)]
-pub struct NativeStalls {
-    /// The longest latency (ns) in a window with no fault.
-    pub baseline_ns: u64,
-    /// The longest latency (ns) around each fault kind.
-    pub longest_ns: BTreeMap<Fault, u64>,
-}
-
-/// The longest latency (ns) with no fault, and around each of `faults`
-/// (those with a native counterpart, each run once), under native
-/// multipath.
-pub fn stalls(faults: &[Fault], seed: u64) -> NativeStalls {
-    let mut stalls = NativeStalls::default();
+/// The longest latency (ns) around each of `faults` (those with a
+/// native counterpart) under native multipath, each run once.
+pub fn stalls(faults: &[Fault], seed: u64) -> BTreeMap<Fault, u64> {
+    let mut longest = BTreeMap::new();
     if faults.is_empty() {
-        return stalls;
+        return longest;
     }
     let target = NvmeLoop::with_native_multipath("mpio-kt-soak-native", LUN_MIB, [63, 64], true);
     let head = target.native_head("round-robin");
@@ -43,7 +33,6 @@ pub fn stalls(faults: &[Fault], seed: u64) -> NativeStalls {
     let mount = Mount::new(Path::new(&node), "ext4", dir.join("mnt"));
     let file = super::prepare_fio_file(&mount.dir);
     let mut job = Job::start(&dir, "native", &file, super::FS_FIO_MIB, || writes(&head));
-    let quiet = quiet_window(&[&head]);
     let mut rng = Rng::new(seed);
     let ana_state = |port: u32| {
         let path = target.namespace_of(port)?;
@@ -79,11 +68,8 @@ pub fn stalls(faults: &[Fault], seed: u64) -> NativeStalls {
     }
     // fio writes its latency log as the job ends.
     let ended = job.stop(LIMIT);
-    stalls.baseline_ns = job.longest_latency_ns(quiet.0, quiet.1);
     for (fault, start, end) in windows {
-        stalls
-            .longest_ns
-            .insert(fault, job.longest_latency_ns(start, end));
+        longest.insert(fault, job.longest_latency_ns(start, end));
     }
     if !ended.is_clean() {
         eprintln!(
@@ -93,5 +79,5 @@ pub fn stalls(faults: &[Fault], seed: u64) -> NativeStalls {
     }
     mount.unmount();
     let _ = std::fs::remove_dir_all(&dir);
-    stalls
+    longest
 }

@@ -11,7 +11,6 @@
 //! first failed write or fsync and reports it; the generations it returns
 //! are those of files whose write and fsync succeeded.
 
-use super::rig::writes;
 use crate::devices::wait_bounded;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -117,25 +116,6 @@ fn soak_args(dir: &Path, name: &str, size_mib: u64) -> Vec<String> {
         "--output-format=terse".into(),
     ]
     .into()
-}
-
-/// Completed writes on each device that make the quiet window.
-const QUIET_WRITES: u64 = 2_000;
-
-/// Waits, injecting nothing, until each of `devices` completed
-/// [`QUIET_WRITES`] more writes: the window over which the stall table's
-/// baseline (the workloads' longest latency with no fault) is read.
-/// Returns its start and end.
-pub fn quiet_window(devices: &[&str]) -> (Instant, Instant) {
-    let before: Vec<u64> = devices.iter().map(|device| writes(device)).collect();
-    let start = Instant::now();
-    crate::devices::wait_until("the quiet window's writes", crate::failover::LIMIT, || {
-        devices
-            .iter()
-            .zip(&before)
-            .all(|(device, &before)| writes(device) >= before + QUIET_WRITES)
-    });
-    (start, Instant::now())
 }
 
 impl Job {
