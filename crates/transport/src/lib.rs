@@ -29,6 +29,7 @@ use mpio_core::map::{Map, MapError, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
 use mpio_core::reload::{MapSlot, ReloadingQueue};
 use mpio_core::table::Table;
+use mpio_io_loop::{Rest, Waker};
 use nbd::handshake::Export;
 use nbd::{NbdQueue, NbdTarget, Shared};
 use null::NullQueue;
@@ -47,38 +48,6 @@ pub enum AnyQueue {
     File(FileQueue),
     /// A connection to an NBD server.
     Nbd(NbdQueue),
-}
-
-/// An eventfd a thread sleeps on, borrowed by the path queues it opens:
-/// each completion they post while it rests signals it (see
-/// [`AnyQueue::rest`]). The thread keeps it open for as long as those
-/// queues live.
-#[derive(Clone, Copy, Debug)]
-pub struct Waker(pub std::os::fd::RawFd);
-
-/// What a thread about to wait may do about a path queue's requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rest {
-    /// Sleep until the [`Waker`] fires: all the queue holds is with the
-    /// kernel, and its next completion signals the waker (armed now).
-    OnWaker,
-    /// Poll at once: work is already waiting (a completion to reap, or
-    /// I/O not yet submitted).
-    Ready,
-    /// Poll, now and then: the queue completes where only a poll sees it.
-    Poll,
-}
-
-impl Rest {
-    /// The rest for two queues watched together: any work waiting comes
-    /// first, then any queue that must be polled.
-    pub fn and(self, other: Rest) -> Rest {
-        match (self, other) {
-            (Rest::Ready, _) | (_, Rest::Ready) => Rest::Ready,
-            (Rest::Poll, _) | (_, Rest::Poll) => Rest::Poll,
-            (Rest::OnWaker, Rest::OnWaker) => Rest::OnWaker,
-        }
-    }
 }
 
 impl AnyQueue {

@@ -31,7 +31,8 @@
 use crate::uapi::{self, IoCmd, IoDesc};
 use io_uring::{opcode, squeue, types};
 use mpio_core::io::{Buffer, Completion, Io, Op, SECTOR_SIZE};
-use mpio_transport::{DeviceQueue, Rest};
+use mpio_io_loop::Rest;
+use mpio_transport::DeviceQueue;
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
