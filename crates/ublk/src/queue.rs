@@ -319,16 +319,12 @@ impl ServedQueue {
     }
 
     /// What the thread may do about this queue before its next turn: what
-    /// its path queues say together ([`mpio_transport::AnyQueue::rest`],
-    /// [`Rest::and`]). Answers never wait here (each turn's poll commits
-    /// them all), and requests the map had no room for wait, as the map's
-    /// own held I/O does, for its paths' completions or the thread's
-    /// bounded rest.
+    /// the map's queue says for its paths ([`DeviceQueue::rest`]).
+    /// Answers never wait here (each turn's poll commits them all), and
+    /// requests the map had no room for wait, as the map's own held I/O
+    /// does, for its paths' completions or the thread's bounded rest.
     pub(crate) fn rest(&mut self) -> Rest {
-        self.map_queue
-            .queues_mut()
-            .flat_map(|queue| queue.path_queues_mut().iter_mut())
-            .fold(Rest::OnWaker, |rest, path| rest.and(path.rest()))
+        self.map_queue.rest()
     }
 
     /// Every tag has ended and nothing is at the map: the queue can go.
