@@ -4,9 +4,15 @@
 //!
 //! - [`Rest`] and [`Waker`] (`rest.rs`): what a path queue says about a
 //!   thread about to wait, and the eventfd it may sleep on.
+//! - [`Pace`] and [`Wait`] (`pace.rs`): the one policy by which a loop
+//!   with requests at its queues polls or waits ([`SPIN_TURNS`] turns
+//!   without work polled without sleeping, then waits of at most
+//!   [`BUSY_WAIT`]).
 
 #![warn(unreachable_pub)]
 
+mod pace;
 mod rest;
 
+pub use pace::{Pace, Wait, BUSY_WAIT, REST_BOUND, SPIN_TURNS};
 pub use rest::{Rest, Waker};

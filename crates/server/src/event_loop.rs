@@ -6,8 +6,9 @@
 //! reached the loop: no lock shared with the other loops on the I/O path,
 //! and nothing held for an export no client of this loop uses.
 //!
-//! Each turn: wait for socket events (or not at all while a map holds
-//! I/O that must be polled), read every ready connection and submit what
+//! Each turn: wait for socket events (while a map holds I/O, only as long
+//! as its queues and the pace all I/O loops share allow:
+//! [`mpio_io_loop::Pace`]), read every ready connection and submit what
 //! it asked to its export's queue, poll the queues with I/O at their maps
 //! for every completion, then send each touched connection's replies in
 //! one vectored write. Requests of one connection complete in whatever
@@ -69,6 +70,7 @@ use crate::Shared;
 use mio::{Events, Interest, Poll, Token};
 use mpio_core::io::{Completion, Io, Op};
 use mpio_core::slab::Slab;
+use mpio_io_loop::{Pace, Rest};
 use mpio_transport::clock::now_ns;
 use mpio_transport::{device_queue, DeviceQueue};
 use std::collections::{HashMap, VecDeque};
@@ -83,11 +85,6 @@ use ending::Stopping;
 
 /// The token of the loop's waker (messages).
 pub const WAKER: Token = Token(usize::MAX);
-/// Turns without a completion during which the loop polls the maps
-/// without sleeping, while I/O is in flight.
-const SPIN_TURNS: u32 = 64;
-/// How long the loop sleeps between map polls after spinning.
-const BUSY_SLEEP: Duration = Duration::from_micros(100);
 /// How often a loop with connections in their handshake checks their age.
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
 /// How often a connection whose next request waits for room in its
@@ -238,7 +235,8 @@ pub struct EventLoop {
     refusals_log: LimitedLog,
     closes_log: LimitedLog,
     pool: BufferPool,
-    idle_turns: u32,
+    /// Turns without a completion, for the wait while I/O is at the maps.
+    pace: Pace,
     last_work_ns: u64,
     /// Some connection was in the handshake at the last scan (or arrived
     /// since): the loop wakes to scan again.
@@ -292,7 +290,7 @@ impl EventLoop {
             refusals_log: LimitedLog::default(),
             closes_log: LimitedLog::default(),
             pool: BufferPool::default(),
-            idle_turns: 0,
+            pace: Pace::default(),
             last_work_ns: 0,
             handshaking: false,
             next_scan_ns: 0,
@@ -301,7 +299,12 @@ impl EventLoop {
 
     /// Runs until told to quit.
     pub(crate) fn run(mut self) {
-        while self.step(self.wait_hint()) == Step::Goes {}
+        loop {
+            let hint = self.wait_hint();
+            if self.step(hint) == Step::Ends {
+                break;
+            }
+        }
         self.quit();
     }
 
@@ -309,23 +312,37 @@ impl EventLoop {
     /// for as long as it takes, zero while it has work to poll. A host
     /// that runs the loop on its own thread ([`EventLoop::step`]) waits
     /// at most this long, or until the loop's poller is readable.
-    pub fn wait_hint(&self) -> Option<Duration> {
+    pub fn wait_hint(&mut self) -> Option<Duration> {
         let busy = !self.busy.is_empty();
-        match (busy, self.idle_turns < SPIN_TURNS) {
+        match busy {
             // Connections to read on (room freed by replies sent).
             _ if !self.active.is_empty() => Some(Duration::ZERO),
             // Connections waiting for room in the budget.
             _ if !self.starved.is_empty() => Some(STARVED_RETRY),
-            (false, _)
-                if now_ns().saturating_sub(self.last_work_ns) < self.settings.idle_spin_ns =>
-            {
+            // I/O at the maps: as its queues and the pace say.
+            true => {
+                let rest = self.rest();
+                Some(self.pace.wait(rest).bound())
+            }
+            false if now_ns().saturating_sub(self.last_work_ns) < self.settings.idle_spin_ns => {
                 Some(Duration::ZERO)
             }
-            (false, _) if self.handshaking => Some(SCAN_INTERVAL),
-            (false, _) => None,
-            (true, true) => Some(Duration::ZERO),
-            (true, false) => Some(BUSY_SLEEP),
+            false if self.handshaking => Some(SCAN_INTERVAL),
+            false => None,
         }
+    }
+
+    /// What the busy exports' queues say together about the loop resting
+    /// ([`mpio_transport::DeviceQueue::rest`]). The loop opens its queues
+    /// without a waker (its poller watches sockets), so they say
+    /// [`Rest::Poll`] and the pace alone decides.
+    fn rest(&mut self) -> Rest {
+        let exports = &mut self.exports;
+        Rest::of(
+            self.busy
+                .iter()
+                .filter_map(|&key| Some(exports.get_mut(key)?.queue.rest())),
+        )
     }
 
     /// One turn: waits at most `timeout` for socket events, then reads,
@@ -412,11 +429,7 @@ impl EventLoop {
             self.receive(key, now);
         }
         let completed = self.complete();
-        self.idle_turns = if completed > 0 {
-            0
-        } else {
-            self.idle_turns + 1
-        };
+        self.pace.turned(completed > 0);
         // Swapped with a spare list (both keep their capacity): a
         // connection `send` marks active again (room freed, more to read)
         // goes on the fresh list, for the next turn.

@@ -9,12 +9,14 @@
 //! serves, and an eventfd read on that ring through which the engine
 //! wakes it for a new device (the waker; file paths' rings signal it
 //! too). A turn submits what is queued, then waits according to what
-//! the busy queues' paths say ([`Rest`]): with no request at a map it
-//! sleeps until a command comes; when every path's ring will signal the
-//! waker it sleeps until a command or that signal (at most 1 ms); when
+//! the busy queues' paths say ([`Rest`]) and the pace every I/O loop
+//! shares ([`Pace`]): with no request at a map it sleeps until a command
+//! comes; when every path's ring will signal the waker it sleeps until a
+//! command or that signal (at most [`mpio_io_loop::REST_BOUND`]); when
 //! work already waits it goes on at once; and when a path completes
 //! where only a poll sees it (NBD sockets, memory) it polls without
-//! sleeping for 64 turns, then waits at most 100 µs between polls.
+//! sleeping for [`mpio_io_loop::SPIN_TURNS`] turns, then waits at most
+//! [`mpio_io_loop::BUSY_WAIT`] between polls.
 //! Then it hands every completed command to its queue (a new request
 //! goes to the map) and polls every queue (an answered request is
 //! committed, which also fetches the tag's next one).
@@ -46,7 +48,7 @@ use crate::uapi::{self, DevInfo};
 use crate::UblkError;
 use core_affinity::CoreId;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, SubmissionQueue, Submitter};
-use mpio_io_loop::{Rest, Waker};
+use mpio_io_loop::{Pace, Rest, Wait, Waker};
 use mpio_server::event_loop::{EventLoop, Step};
 use mpio_transport::host::host_topology;
 use mpio_transport::limits::Limits;
@@ -59,15 +61,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Turns without a completion during which a thread with requests at a
-/// map that must be polled polls without sleeping.
-const SPIN_TURNS: u32 = 64;
-/// How long such a thread then waits for a command between map polls.
-const BUSY_WAIT: Duration = Duration::from_micros(100);
-/// The longest a thread sleeps on its ring while requests are at paths
-/// that signal its waker: the maps' own timers (I/O timeouts, stalls,
-/// held I/O) are checked at least this often.
-const REST_BOUND: Duration = Duration::from_millis(1);
 /// The user data of the waker's read.
 const WAKER: u64 = u64::MAX;
 /// The user data of the poll of a hosted loop's poller.
@@ -591,7 +584,8 @@ struct TurnCounts {
     ready: u64,
     /// Turns that polled without sleeping.
     spins: u64,
-    /// Turns that waited at most [`BUSY_WAIT`] between polls.
+    /// Turns that waited at most [`mpio_io_loop::BUSY_WAIT`] between
+    /// polls.
     busy_waits: u64,
     /// Command completions (requests, fetches ended) handled.
     commands: u64,
@@ -628,7 +622,7 @@ impl Thread {
             let (submitter, mut queue, _) = self.ring.split();
             push(&submitter, &mut queue, &waker_read);
         }
-        let mut idle_turns = 0u32;
+        let mut pace = Pace::default();
         let mut counts = TurnCounts::default();
         loop {
             // The hosted loop's poller, watched on the ring; and how long
@@ -646,21 +640,24 @@ impl Thread {
                     None => self.ring.submit_and_wait(1),
                 }
             } else {
-                let rest = self
-                    .served
-                    .iter_mut()
-                    .flatten()
-                    .filter(|served| served.is_busy())
-                    .fold(Rest::OnWaker, |rest, served| rest.and(served.rest()));
-                match rest {
-                    Rest::OnWaker => {
+                let rest = Rest::of(
+                    self.served
+                        .iter_mut()
+                        .flatten()
+                        .filter(|served| served.is_busy())
+                        .map(ServedQueue::rest),
+                );
+                let wait = pace.wait(rest);
+                let bound = hint.map_or(wait.bound(), |hint| hint.min(wait.bound()));
+                match wait {
+                    Wait::OnWaker => {
                         // Each path completion signals the waker, whose
                         // read is on this ring: sleep until it or a
                         // command comes.
                         counts.rests += 1;
-                        self.wait_at_most(hint.map_or(REST_BOUND, |hint| hint.min(REST_BOUND)))
+                        self.wait_at_most(bound)
                     }
-                    Rest::Ready => {
+                    Wait::Ready => {
                         // Work already waits: a turn at once, entering the
                         // kernel only to submit.
                         counts.ready += 1;
@@ -670,13 +667,13 @@ impl Thread {
                             self.ring.submit()
                         }
                     }
-                    Rest::Poll if idle_turns < SPIN_TURNS => {
+                    Wait::Spin => {
                         counts.spins += 1;
                         self.ring.submit()
                     }
-                    Rest::Poll => {
+                    Wait::Nap => {
                         counts.busy_waits += 1;
-                        self.wait_at_most(hint.map_or(BUSY_WAIT, |hint| hint.min(BUSY_WAIT)))
+                        self.wait_at_most(bound)
                     }
                 }
             };
@@ -766,11 +763,7 @@ impl Thread {
                 );
                 return;
             }
-            idle_turns = if worked {
-                0
-            } else {
-                idle_turns.saturating_add(1)
-            };
+            pace.turned(worked);
         }
     }
 }
