@@ -8,11 +8,17 @@
 //!   with requests at its queues polls or waits ([`SPIN_TURNS`] turns
 //!   without work polled without sleeping, then waits of at most
 //!   [`BUSY_WAIT`]).
+//! - [`HostedLoop`] and [`Step`] (`hosted.rs`): a loop that another
+//!   engine's thread runs beside its own work (its descriptor, its wait
+//!   hint, one turn, its end), so the NBD loops run on the ublk threads
+//!   without either engine knowing the other.
 
 #![warn(unreachable_pub)]
 
+mod hosted;
 mod pace;
 mod rest;
 
+pub use hosted::{HostedLoop, Step};
 pub use pace::{Pace, Wait, BUSY_WAIT, REST_BOUND, SPIN_TURNS};
 pub use rest::{Rest, Waker};

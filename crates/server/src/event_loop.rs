@@ -70,7 +70,7 @@ use crate::Shared;
 use mio::{Events, Interest, Poll, Token};
 use mpio_core::io::{Completion, Io, Op};
 use mpio_core::slab::Slab;
-use mpio_io_loop::{Pace, Rest};
+use mpio_io_loop::{HostedLoop, Pace, Rest, Step};
 use mpio_transport::clock::now_ns;
 use mpio_transport::{device_queue, DeviceQueue};
 use std::collections::{HashMap, VecDeque};
@@ -190,21 +190,11 @@ pub(crate) struct LoopSettings {
     pub(crate) idle_spin_ns: u64,
 }
 
-/// Whether a loop goes on after a turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// It has more turns to take.
-    Goes,
-    /// It was told to quit (or its poller failed): call
-    /// [`EventLoop::quit`].
-    Ends,
-}
-
 /// One loop's state. See the module docs. Its engine runs it on a thread
-/// of its own, or hands it to a host thread ([`crate::Engine::start_hosted`])
-/// that waits on the loop's poller ([`AsRawFd`]) beside its own work and
-/// takes the loop's turns ([`EventLoop::step`]) when it is readable or
-/// its [`EventLoop::wait_hint`] has passed.
+/// of its own, or hands it to a host thread
+/// ([`crate::Engine::start_hosted`]) as a [`HostedLoop`]: the host waits
+/// on the loop's poller beside its own work and takes the loop's turns
+/// when it is readable or its wait hint has passed.
 pub struct EventLoop {
     poll: Poll,
     events: Events,
@@ -262,57 +252,15 @@ impl std::fmt::Debug for EventLoop {
     }
 }
 
-impl EventLoop {
+impl HostedLoop for EventLoop {
     /// The CPU the loop serves (its queues are told it).
-    pub fn cpu(&self) -> u32 {
+    fn cpu(&self) -> u32 {
         self.settings.cpu
     }
 
-    /// A loop with no export yet, taking its messages from `incoming`
-    /// (announced through its waker).
-    pub(crate) fn new(poll: Poll, settings: LoopSettings, incoming: Receiver<LoopMessage>) -> Self {
-        EventLoop {
-            poll,
-            events: Events::with_capacity(256),
-            settings,
-            incoming,
-            exports: Slab::default(),
-            export_keys: HashMap::new(),
-            busy: Vec::with_capacity(64),
-            polling: Vec::with_capacity(64),
-            ending: Vec::new(),
-            slots: Slab::default(),
-            arrivals: Vec::with_capacity(64),
-            completions: Vec::with_capacity(256),
-            active: Vec::with_capacity(64),
-            starved: Vec::new(),
-            sending: Vec::with_capacity(64),
-            refusals_log: LimitedLog::default(),
-            closes_log: LimitedLog::default(),
-            pool: BufferPool::default(),
-            pace: Pace::default(),
-            last_work_ns: 0,
-            handshaking: false,
-            next_scan_ns: 0,
-        }
-    }
-
-    /// Runs until told to quit.
-    pub(crate) fn run(mut self) {
-        loop {
-            let hint = self.wait_hint();
-            if self.step(hint) == Step::Ends {
-                break;
-            }
-        }
-        self.quit();
-    }
-
     /// How long the loop's next turn may wait for socket events: `None`
-    /// for as long as it takes, zero while it has work to poll. A host
-    /// that runs the loop on its own thread ([`EventLoop::step`]) waits
-    /// at most this long, or until the loop's poller is readable.
-    pub fn wait_hint(&mut self) -> Option<Duration> {
+    /// for as long as it takes, zero while it has work to poll.
+    fn wait_hint(&mut self) -> Option<Duration> {
         let busy = !self.busy.is_empty();
         match busy {
             // Connections to read on (room freed by replies sent).
@@ -332,22 +280,9 @@ impl EventLoop {
         }
     }
 
-    /// What the busy exports' queues say together about the loop resting
-    /// ([`mpio_transport::DeviceQueue::rest`]). The loop opens its queues
-    /// without a waker (its poller watches sockets), so they say
-    /// [`Rest::Poll`] and the pace alone decides.
-    fn rest(&mut self) -> Rest {
-        let exports = &mut self.exports;
-        Rest::of(
-            self.busy
-                .iter()
-                .filter_map(|&key| Some(exports.get_mut(key)?.queue.rest())),
-        )
-    }
-
     /// One turn: waits at most `timeout` for socket events, then reads,
     /// submits, completes and sends. Says whether the loop goes on.
-    pub fn step(&mut self, timeout: Option<Duration>) -> Step {
+    fn step(&mut self, timeout: Option<Duration>) -> Step {
         if let Err(error) = self.poll.poll(&mut self.events, timeout) {
             if error.kind() == std::io::ErrorKind::Interrupted {
                 return Step::Goes;
@@ -398,6 +333,65 @@ impl EventLoop {
             self.publish_endings();
         }
         Step::Goes
+    }
+
+    fn quit(self: Box<Self>) {
+        EventLoop::quit(*self);
+    }
+}
+
+impl EventLoop {
+    /// A loop with no export yet, taking its messages from `incoming`
+    /// (announced through its waker).
+    pub(crate) fn new(poll: Poll, settings: LoopSettings, incoming: Receiver<LoopMessage>) -> Self {
+        EventLoop {
+            poll,
+            events: Events::with_capacity(256),
+            settings,
+            incoming,
+            exports: Slab::default(),
+            export_keys: HashMap::new(),
+            busy: Vec::with_capacity(64),
+            polling: Vec::with_capacity(64),
+            ending: Vec::new(),
+            slots: Slab::default(),
+            arrivals: Vec::with_capacity(64),
+            completions: Vec::with_capacity(256),
+            active: Vec::with_capacity(64),
+            starved: Vec::new(),
+            sending: Vec::with_capacity(64),
+            refusals_log: LimitedLog::default(),
+            closes_log: LimitedLog::default(),
+            pool: BufferPool::default(),
+            pace: Pace::default(),
+            last_work_ns: 0,
+            handshaking: false,
+            next_scan_ns: 0,
+        }
+    }
+
+    /// Runs until told to quit.
+    pub(crate) fn run(mut self) {
+        loop {
+            let hint = self.wait_hint();
+            if self.step(hint) == Step::Ends {
+                break;
+            }
+        }
+        self.quit();
+    }
+
+    /// What the busy exports' queues say together about the loop resting
+    /// ([`mpio_transport::DeviceQueue::rest`]). The loop opens its queues
+    /// without a waker (its poller watches sockets), so they say
+    /// [`Rest::Poll`] and the pace alone decides.
+    fn rest(&mut self) -> Rest {
+        let exports = &mut self.exports;
+        Rest::of(
+            self.busy
+                .iter()
+                .filter_map(|&key| Some(exports.get_mut(key)?.queue.rest())),
+        )
     }
 
     /// Acts on the loop's messages; true when told to quit.

@@ -21,17 +21,18 @@
 //! goes to the map) and polls every queue (an answered request is
 //! committed, which also fetches the tag's next one).
 //!
-//! # Hosted NBD loops
-//! A thread may also run one NBD event loop ([`Engine::host`], loops made
-//! by [`mpio_server::Engine::start_hosted`] for the threads' CPUs), so a
-//! daemon with ublk and NBD exports has one I/O thread per CPU. A poll of
-//! the loop's poller (an epoll descriptor) stays armed on the thread's
-//! ring; the thread never waits longer than the loop's wait hint, and
-//! takes a turn of the loop, without waiting, when that poll completes or
-//! the hint has passed. A hosted loop costs its NBD connections one more
-//! system call per wake-up (the thread's ring, then the loop's
-//! non-blocking epoll wait); the devices' queues pay nothing for it but
-//! that waits are cut short while the loop has work.
+//! # Hosted loops
+//! A thread may also run one loop of another engine ([`Engine::host`]:
+//! the daemon's NBD loops, made for the threads' CPUs), kept to the
+//! [`HostedLoop`] contract, so a daemon with ublk and NBD exports has one
+//! I/O thread per CPU. A poll of the loop's descriptor (an epoll
+//! descriptor, for an NBD loop) stays armed on the thread's ring; the
+//! thread never waits longer than the loop's wait hint, and takes a turn
+//! of the loop, without waiting, when that poll completes or the hint has
+//! passed. A hosted NBD loop costs its connections one more system call
+//! per wake-up (the thread's ring, then the loop's non-blocking epoll
+//! wait); the devices' queues pay nothing for it but that waits are cut
+//! short while the loop has work.
 //!
 //! # Failure
 //! A thread that cannot go on panics, and a panicking thread aborts the
@@ -48,8 +49,7 @@ use crate::uapi::{self, DevInfo};
 use crate::UblkError;
 use core_affinity::CoreId;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, SubmissionQueue, Submitter};
-use mpio_io_loop::{Pace, Rest, Wait, Waker};
-use mpio_server::event_loop::{EventLoop, Step};
+use mpio_io_loop::{HostedLoop, Pace, Rest, Step, Wait, Waker};
 use mpio_transport::host::host_topology;
 use mpio_transport::limits::Limits;
 use mpio_transport::{clock::now_ns, lock, waking_device_queue, DeviceSlot};
@@ -112,8 +112,8 @@ enum Request {
         slot: Arc<DeviceSlot>,
         answer: Sender<Result<(), String>>,
     },
-    /// Run this NBD event loop beside the devices' queues.
-    Host(Box<EventLoop>),
+    /// Run this loop beside the devices' queues.
+    Host(Box<dyn HostedLoop>),
     /// End now.
     Stop,
 }
@@ -270,33 +270,34 @@ impl Engine {
         self.workers.len()
     }
 
-    /// The CPU each I/O thread runs on, in thread order: what loops it is
-    /// to host are made for ([`mpio_server::Engine::start_hosted`]).
+    /// The CPU each I/O thread runs on, in thread order: what the loops
+    /// it is to host are made for ([`Engine::host`]).
     pub fn cpus(&self) -> Vec<u32> {
         self.workers.iter().map(|worker| worker.cpu).collect()
     }
 
     /// Has thread `i` run `loops[i]` beside its devices' queues, so that
     /// NBD exports and ublk devices share one I/O thread per CPU (see
-    /// "Hosted NBD loops" in the module docs). The engine that made the
-    /// loops ends them when it is dropped.
+    /// "Hosted loops" in the module docs). The engine that made the
+    /// loops ends them when it is dropped; a loop still running when this
+    /// engine is dropped is ended with its thread.
     ///
     /// # Errors
     /// Not one loop per thread, a loop made for another CPU than its
     /// thread's, or a thread that is gone.
-    pub fn host(&self, loops: Vec<EventLoop>) -> Result<(), UblkError> {
-        let cpus: Vec<u32> = loops.iter().map(EventLoop::cpu).collect();
+    pub fn host(&self, loops: Vec<Box<dyn HostedLoop>>) -> Result<(), UblkError> {
+        let cpus: Vec<u32> = loops.iter().map(|hosted| hosted.cpu()).collect();
         if cpus != self.cpus() {
             return Err(UblkError::system(
                 format!(
-                    "hosting NBD loops for CPUs {cpus:?} on ublk threads of CPUs {:?}",
+                    "hosting loops for CPUs {cpus:?} on ublk threads of CPUs {:?}",
                     self.cpus()
                 ),
                 std::io::Error::from(std::io::ErrorKind::InvalidInput),
             ));
         }
-        for (worker, event_loop) in self.workers.iter().zip(loops) {
-            worker.send(Request::Host(Box::new(event_loop)))?;
+        for (worker, hosted) in self.workers.iter().zip(loops) {
+            worker.send(Request::Host(hosted))?;
         }
         Ok(())
     }
@@ -559,13 +560,13 @@ struct Thread {
     /// The queues it serves, by slot (the high bits of a command's user
     /// data); a finished queue leaves its slot empty for the next.
     served: Vec<Option<ServedQueue>>,
-    /// The NBD event loop it runs beside them, if it hosts one.
+    /// The loop it runs beside them, if it hosts one.
     hosted: Option<Hosted>,
 }
 
-/// An NBD event loop a ublk thread runs (see the module docs).
+/// A loop a ublk thread runs (see the module docs).
 struct Hosted {
-    event_loop: EventLoop,
+    hosted_loop: Box<dyn HostedLoop>,
     /// A poll of the loop's poller is on the ring.
     armed: bool,
 }
@@ -700,9 +701,9 @@ impl Thread {
                     while let Ok(request) = self.requests.try_recv() {
                         match request {
                             Request::Stop => stop = true,
-                            Request::Host(event_loop) => {
+                            Request::Host(hosted_loop) => {
                                 self.hosted = Some(Hosted {
-                                    event_loop: *event_loop,
+                                    hosted_loop,
                                     armed: false,
                                 });
                             }
@@ -749,7 +750,7 @@ impl Thread {
             }
             if stop {
                 if let Some(hosted) = self.hosted.take() {
-                    hosted.event_loop.quit();
+                    hosted.hosted_loop.quit();
                 }
                 tracing::info!(
                     thread = self.queue_id,
@@ -776,7 +777,7 @@ impl Thread {
         let hosted = self.hosted.as_mut()?;
         if !hosted.armed {
             let poll = opcode::PollAdd::new(
-                types::Fd(hosted.event_loop.as_raw_fd()),
+                types::Fd(hosted.hosted_loop.as_raw_fd()),
                 libc::POLLIN as u32,
             )
             .build()
@@ -785,7 +786,7 @@ impl Thread {
             push(&submitter, &mut queue, &poll);
             hosted.armed = true;
         }
-        hosted.event_loop.wait_hint()
+        hosted.hosted_loop.wait_hint()
     }
 
     /// Submits what is queued and waits for one completion, or `limit`.
@@ -806,9 +807,9 @@ fn step_hosted(hosted: &mut Option<Hosted>, polled: bool) {
     if polled {
         running.armed = false;
     }
-    if running.event_loop.step(Some(Duration::ZERO)) == Step::Ends {
+    if running.hosted_loop.step(Some(Duration::ZERO)) == Step::Ends {
         if let Some(ended) = hosted.take() {
-            ended.event_loop.quit();
+            ended.hosted_loop.quit();
         }
     }
 }

@@ -142,7 +142,7 @@ impl EventLoop {
     /// connection and waits, at most `QUIT_WAIT` (5 s), for the maps to finish
     /// what is in flight. Exports still here had no server left to stop
     /// them.
-    pub fn quit(mut self) {
+    pub(super) fn quit(mut self) {
         let keys: Vec<u64> = self.slots.iter().map(|(key, _)| key).collect();
         for key in keys {
             self.close(key);
