@@ -1,7 +1,7 @@
 //! One ublk device's queue as one I/O thread serves it: the request
 //! descriptors the kernel shares with us (`mmap` of `/dev/ublkcN`), a
 //! buffer per tag, and the map's [`DeviceQueue`] for this thread. The
-//! only unsafe code of the crate with `control.rs` and `engine.rs`.
+//! only unsafe code of the crate with `control.rs` and `ring.rs`.
 //!
 //! # A tag's life
 //! Each tag has at most one command with the kernel or one I/O at the
@@ -96,7 +96,8 @@ impl std::fmt::Debug for ServedQueue {
 }
 
 /// Packs a served queue's slot on its thread and a tag into a ring
-/// entry's user data; `u64::MAX` stays free for the thread's waker.
+/// entry's user data; the two highest values stay free for the ring's
+/// own entries (`ring::WAKER`, `ring::HOSTED`).
 pub(crate) fn user_data(slot: usize, tag: u16) -> u64 {
     ((slot as u64) << 16) | u64::from(tag)
 }
