@@ -250,7 +250,7 @@ fn new_loop(
         idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
     };
     Ok((
-        EventLoop::new(poll, settings, receiver),
+        EventLoop::new(poll, Arc::clone(&waker), settings, receiver),
         LoopInbox { sender, waker },
     ))
 }

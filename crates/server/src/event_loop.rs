@@ -67,7 +67,7 @@ use crate::reply::ReplyHeader;
 use crate::shutdown::LoopExit;
 use crate::stats::Counters;
 use crate::Shared;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 use mpio_core::io::{Completion, Io, Op};
 use mpio_core::slab::Slab;
 use mpio_io_loop::{HostedLoop, Pace, Rest, Step};
@@ -197,6 +197,11 @@ pub(crate) struct LoopSettings {
 /// when it is readable or its wait hint has passed.
 pub struct EventLoop {
     poll: Poll,
+    /// Its waker (the engine holds it too), kept open for as long as the
+    /// loop lives: the poller drops a closed eventfd together with any
+    /// event pending on it, so a quit its engine sends just before letting
+    /// go of the waker would otherwise never wake a hosted loop.
+    _waker: Arc<Waker>,
     events: Events,
     settings: LoopSettings,
     incoming: Receiver<LoopMessage>,
@@ -343,9 +348,15 @@ impl HostedLoop for EventLoop {
 impl EventLoop {
     /// A loop with no export yet, taking its messages from `incoming`
     /// (announced through its waker).
-    pub(crate) fn new(poll: Poll, settings: LoopSettings, incoming: Receiver<LoopMessage>) -> Self {
+    pub(crate) fn new(
+        poll: Poll,
+        waker: Arc<Waker>,
+        settings: LoopSettings,
+        incoming: Receiver<LoopMessage>,
+    ) -> Self {
         EventLoop {
             poll,
+            _waker: waker,
             events: Events::with_capacity(256),
             settings,
             incoming,
