@@ -84,8 +84,8 @@ impl Transports {
                 Ok(device)
             });
         if built.is_err() {
-            // A build that failed leaves no disk behind (a failed reload
-            // once kept each memory disk it had made, and its memory).
+            // A build that failed leaves no disk behind: a reload that
+            // fails must not keep the memory of the disks it made.
             let mut disks = lock(&self.disks);
             let mut ports = lock(&self.ports);
             for name in &created {
