@@ -16,12 +16,12 @@
 //!
 //! # Hosted loops
 //! [`Engine::start_hosted`] makes the loops without threads, for another
-//! per-CPU thread set to run: the daemon's ublk threads take them
-//! (`mpio_ublk::Engine::host`), so a daemon with ublk and NBD exports
-//! runs one I/O thread per CPU, not two. Such a thread waits on its own
-//! ring and on the loop's poller together and takes the loop's turns
-//! ([`EventLoop::step`]) when the poller is readable or the loop's wait
-//! hint has passed.
+//! per-CPU thread set to run as [`HostedLoop`]s (the contract is
+//! `mpio_io_loop`'s): the daemon hands them to its ublk threads, so a
+//! daemon with ublk and NBD exports runs one I/O thread per CPU, not
+//! two. Such a thread waits on its own work and on the loop's poller
+//! together and takes the loop's turns when the poller is readable or
+//! the loop's wait hint has passed.
 //!
 //! # Failure
 //! A thread that cannot start fails [`Engine::start`]. A loop or acceptor
@@ -33,6 +33,7 @@ use crate::event_loop::{self, EventLoop, LoopMessage, LoopSettings};
 use crate::shutdown::LoopExit;
 use crate::Shared;
 use mio::{Poll, Waker};
+use mpio_io_loop::HostedLoop;
 use mpio_transport::lock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
@@ -57,6 +58,10 @@ impl Default for EngineConfig {
         }
     }
 }
+
+/// The loops [`Engine::start_hosted`] makes, one per CPU it was given,
+/// for a host to run.
+pub type HostedLoops = Vec<Box<dyn HostedLoop>>;
 
 /// A running engine; see the module docs. Stops its threads when dropped.
 #[derive(Debug)]
@@ -114,21 +119,21 @@ impl Engine {
 
     /// Starts the acceptor and makes one event loop for each CPU of
     /// `cpus`, for the caller to run on threads of its own (each pinned to
-    /// its loop's CPU) beside other work: [`EventLoop::step`]. The engine
-    /// tells each loop to quit when it is dropped; the host then calls
-    /// [`EventLoop::quit`].
+    /// its loop's CPU) beside other work, as [`HostedLoop`] says. The
+    /// engine tells each loop to quit when it is dropped; its next turn
+    /// then says so.
     ///
     /// # Errors
     /// A poller or the acceptor's thread that cannot be created.
     pub fn start_hosted(
         config: &EngineConfig,
         cpus: &[u32],
-    ) -> std::io::Result<(Arc<Engine>, Vec<EventLoop>)> {
-        let mut event_loops = Vec::with_capacity(cpus.len());
+    ) -> std::io::Result<(Arc<Engine>, HostedLoops)> {
+        let mut event_loops: HostedLoops = Vec::with_capacity(cpus.len());
         let mut loops = Vec::with_capacity(cpus.len());
         for (index, &cpu) in cpus.iter().enumerate() {
             let (event_loop, inbox) = new_loop(index, cpu, config)?;
-            event_loops.push(event_loop);
+            event_loops.push(Box::new(event_loop));
             loops.push(inbox);
         }
         Ok((Engine::with_loops(loops, Vec::new())?, event_loops))
@@ -245,7 +250,7 @@ fn new_loop(
         idle_spin_ns: config.idle_spin_us.saturating_mul(1000),
     };
     Ok((
-        EventLoop::new(poll, settings, receiver),
+        EventLoop::new(poll, Arc::clone(&waker), settings, receiver),
         LoopInbox { sender, waker },
     ))
 }

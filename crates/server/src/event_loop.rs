@@ -6,8 +6,9 @@
 //! reached the loop: no lock shared with the other loops on the I/O path,
 //! and nothing held for an export no client of this loop uses.
 //!
-//! Each turn: wait for socket events (or not at all while a map holds
-//! I/O that must be polled), read every ready connection and submit what
+//! Each turn: wait for socket events (while a map holds I/O, only as long
+//! as its queues and the pace all I/O loops share allow:
+//! [`mpio_io_loop::Pace`]), read every ready connection and submit what
 //! it asked to its export's queue, poll the queues with I/O at their maps
 //! for every completion, then send each touched connection's replies in
 //! one vectored write. Requests of one connection complete in whatever
@@ -66,9 +67,10 @@ use crate::reply::ReplyHeader;
 use crate::shutdown::LoopExit;
 use crate::stats::Counters;
 use crate::Shared;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 use mpio_core::io::{Completion, Io, Op};
 use mpio_core::slab::Slab;
+use mpio_io_loop::{HostedLoop, Pace, Rest, Step};
 use mpio_transport::clock::now_ns;
 use mpio_transport::{device_queue, DeviceQueue};
 use std::collections::{HashMap, VecDeque};
@@ -83,11 +85,6 @@ use ending::Stopping;
 
 /// The token of the loop's waker (messages).
 pub const WAKER: Token = Token(usize::MAX);
-/// Turns without a completion during which the loop polls the maps
-/// without sleeping, while I/O is in flight.
-const SPIN_TURNS: u32 = 64;
-/// How long the loop sleeps between map polls after spinning.
-const BUSY_SLEEP: Duration = Duration::from_micros(100);
 /// How often a loop with connections in their handshake checks their age.
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
 /// How often a connection whose next request waits for room in its
@@ -193,23 +190,18 @@ pub(crate) struct LoopSettings {
     pub(crate) idle_spin_ns: u64,
 }
 
-/// Whether a loop goes on after a turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// It has more turns to take.
-    Goes,
-    /// It was told to quit (or its poller failed): call
-    /// [`EventLoop::quit`].
-    Ends,
-}
-
 /// One loop's state. See the module docs. Its engine runs it on a thread
-/// of its own, or hands it to a host thread ([`crate::Engine::start_hosted`])
-/// that waits on the loop's poller ([`AsRawFd`]) beside its own work and
-/// takes the loop's turns ([`EventLoop::step`]) when it is readable or
-/// its [`EventLoop::wait_hint`] has passed.
+/// of its own, or hands it to a host thread
+/// ([`crate::Engine::start_hosted`]) as a [`HostedLoop`]: the host waits
+/// on the loop's poller beside its own work and takes the loop's turns
+/// when it is readable or its wait hint has passed.
 pub struct EventLoop {
     poll: Poll,
+    /// Its waker (the engine holds it too), kept open for as long as the
+    /// loop lives: the poller drops a closed eventfd together with any
+    /// event pending on it, so a quit its engine sends just before letting
+    /// go of the waker would otherwise never wake a hosted loop.
+    _waker: Arc<Waker>,
     events: Events,
     settings: LoopSettings,
     incoming: Receiver<LoopMessage>,
@@ -238,7 +230,8 @@ pub struct EventLoop {
     refusals_log: LimitedLog,
     closes_log: LimitedLog,
     pool: BufferPool,
-    idle_turns: u32,
+    /// Turns without a completion, for the wait while I/O is at the maps.
+    pace: Pace,
     last_work_ns: u64,
     /// Some connection was in the handshake at the last scan (or arrived
     /// since): the loop wakes to scan again.
@@ -264,73 +257,37 @@ impl std::fmt::Debug for EventLoop {
     }
 }
 
-impl EventLoop {
+impl HostedLoop for EventLoop {
     /// The CPU the loop serves (its queues are told it).
-    pub fn cpu(&self) -> u32 {
+    fn cpu(&self) -> u32 {
         self.settings.cpu
     }
 
-    /// A loop with no export yet, taking its messages from `incoming`
-    /// (announced through its waker).
-    pub(crate) fn new(poll: Poll, settings: LoopSettings, incoming: Receiver<LoopMessage>) -> Self {
-        EventLoop {
-            poll,
-            events: Events::with_capacity(256),
-            settings,
-            incoming,
-            exports: Slab::default(),
-            export_keys: HashMap::new(),
-            busy: Vec::with_capacity(64),
-            polling: Vec::with_capacity(64),
-            ending: Vec::new(),
-            slots: Slab::default(),
-            arrivals: Vec::with_capacity(64),
-            completions: Vec::with_capacity(256),
-            active: Vec::with_capacity(64),
-            starved: Vec::new(),
-            sending: Vec::with_capacity(64),
-            refusals_log: LimitedLog::default(),
-            closes_log: LimitedLog::default(),
-            pool: BufferPool::default(),
-            idle_turns: 0,
-            last_work_ns: 0,
-            handshaking: false,
-            next_scan_ns: 0,
-        }
-    }
-
-    /// Runs until told to quit.
-    pub(crate) fn run(mut self) {
-        while self.step(self.wait_hint()) == Step::Goes {}
-        self.quit();
-    }
-
     /// How long the loop's next turn may wait for socket events: `None`
-    /// for as long as it takes, zero while it has work to poll. A host
-    /// that runs the loop on its own thread ([`EventLoop::step`]) waits
-    /// at most this long, or until the loop's poller is readable.
-    pub fn wait_hint(&self) -> Option<Duration> {
+    /// for as long as it takes, zero while it has work to poll.
+    fn wait_hint(&mut self) -> Option<Duration> {
         let busy = !self.busy.is_empty();
-        match (busy, self.idle_turns < SPIN_TURNS) {
+        match busy {
             // Connections to read on (room freed by replies sent).
             _ if !self.active.is_empty() => Some(Duration::ZERO),
             // Connections waiting for room in the budget.
             _ if !self.starved.is_empty() => Some(STARVED_RETRY),
-            (false, _)
-                if now_ns().saturating_sub(self.last_work_ns) < self.settings.idle_spin_ns =>
-            {
+            // I/O at the maps: as its queues and the pace say.
+            true => {
+                let rest = self.rest();
+                Some(self.pace.wait(rest).bound())
+            }
+            false if now_ns().saturating_sub(self.last_work_ns) < self.settings.idle_spin_ns => {
                 Some(Duration::ZERO)
             }
-            (false, _) if self.handshaking => Some(SCAN_INTERVAL),
-            (false, _) => None,
-            (true, true) => Some(Duration::ZERO),
-            (true, false) => Some(BUSY_SLEEP),
+            false if self.handshaking => Some(SCAN_INTERVAL),
+            false => None,
         }
     }
 
     /// One turn: waits at most `timeout` for socket events, then reads,
     /// submits, completes and sends. Says whether the loop goes on.
-    pub fn step(&mut self, timeout: Option<Duration>) -> Step {
+    fn step(&mut self, timeout: Option<Duration>) -> Step {
         if let Err(error) = self.poll.poll(&mut self.events, timeout) {
             if error.kind() == std::io::ErrorKind::Interrupted {
                 return Step::Goes;
@@ -383,6 +340,71 @@ impl EventLoop {
         Step::Goes
     }
 
+    fn quit(self: Box<Self>) {
+        EventLoop::quit(*self);
+    }
+}
+
+impl EventLoop {
+    /// A loop with no export yet, taking its messages from `incoming`
+    /// (announced through its waker).
+    pub(crate) fn new(
+        poll: Poll,
+        waker: Arc<Waker>,
+        settings: LoopSettings,
+        incoming: Receiver<LoopMessage>,
+    ) -> Self {
+        EventLoop {
+            poll,
+            _waker: waker,
+            events: Events::with_capacity(256),
+            settings,
+            incoming,
+            exports: Slab::default(),
+            export_keys: HashMap::new(),
+            busy: Vec::with_capacity(64),
+            polling: Vec::with_capacity(64),
+            ending: Vec::new(),
+            slots: Slab::default(),
+            arrivals: Vec::with_capacity(64),
+            completions: Vec::with_capacity(256),
+            active: Vec::with_capacity(64),
+            starved: Vec::new(),
+            sending: Vec::with_capacity(64),
+            refusals_log: LimitedLog::default(),
+            closes_log: LimitedLog::default(),
+            pool: BufferPool::default(),
+            pace: Pace::default(),
+            last_work_ns: 0,
+            handshaking: false,
+            next_scan_ns: 0,
+        }
+    }
+
+    /// Runs until told to quit.
+    pub(crate) fn run(mut self) {
+        loop {
+            let hint = self.wait_hint();
+            if self.step(hint) == Step::Ends {
+                break;
+            }
+        }
+        self.quit();
+    }
+
+    /// What the busy exports' queues say together about the loop resting
+    /// ([`mpio_transport::DeviceQueue::rest`]). The loop opens its queues
+    /// without a waker (its poller watches sockets), so they say
+    /// [`Rest::Poll`] and the pace alone decides.
+    fn rest(&mut self) -> Rest {
+        let exports = &mut self.exports;
+        Rest::of(
+            self.busy
+                .iter()
+                .filter_map(|&key| Some(exports.get_mut(key)?.queue.rest())),
+        )
+    }
+
     /// Acts on the loop's messages; true when told to quit.
     fn read_messages(&mut self, now: u64) -> bool {
         while let Ok(message) = self.incoming.try_recv() {
@@ -412,11 +434,7 @@ impl EventLoop {
             self.receive(key, now);
         }
         let completed = self.complete();
-        self.idle_turns = if completed > 0 {
-            0
-        } else {
-            self.idle_turns + 1
-        };
+        self.pace.turned(completed > 0);
         // Swapped with a spare list (both keep their capacity): a
         // connection `send` marks active again (room freed, more to read)
         // goes on the fresh list, for the next turn.

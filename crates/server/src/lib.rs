@@ -64,7 +64,7 @@ pub mod stream;
 pub mod unix_socket;
 
 use acceptor::Listener;
-pub use engine::{Engine, EngineConfig};
+pub use engine::{Engine, EngineConfig, HostedLoops};
 use event_loop::LoopMessage;
 pub use export::Export;
 use mpio_core::map::Map;

@@ -2,78 +2,33 @@
 //! serving one CPU's queue of every ublk device, so the daemon's thread
 //! count does not grow with its devices. Each thread is pinned to a
 //! neighbour of the CPU whose queue it serves, on the same NUMA node
-//! (`placement` says which and why).
+//! (`placement` says which and why); `thread` says how a thread turns,
+//! `hosted` how it runs another engine's loop beside its queues.
 //!
-//! # A thread's turn
-//! Each thread owns one io_uring for the commands of all the queues it
-//! serves, and an eventfd read on that ring through which the engine
-//! wakes it for a new device (the waker; file paths' rings signal it
-//! too). A turn submits what is queued, then waits according to what
-//! the busy queues' paths say ([`Rest`]): with no request at a map it
-//! sleeps until a command comes; when every path's ring will signal the
-//! waker it sleeps until a command or that signal (at most 1 ms); when
-//! work already waits it goes on at once; and when a path completes
-//! where only a poll sees it (NBD sockets, memory) it polls without
-//! sleeping for 64 turns, then waits at most 100 µs between polls.
-//! Then it hands every completed command to its queue (a new request
-//! goes to the map) and polls every queue (an answered request is
-//! committed, which also fetches the tag's next one).
-//!
-//! # Hosted NBD loops
-//! A thread may also run one NBD event loop ([`Engine::host`], loops made
-//! by [`mpio_server::Engine::start_hosted`] for the threads' CPUs), so a
-//! daemon with ublk and NBD exports has one I/O thread per CPU. A poll of
-//! the loop's poller (an epoll descriptor) stays armed on the thread's
-//! ring; the thread never waits longer than the loop's wait hint, and
-//! takes a turn of the loop, without waiting, when that poll completes or
-//! the hint has passed. A hosted loop costs its NBD connections one more
-//! system call per wake-up (the thread's ring, then the loop's
-//! non-blocking epoll wait); the devices' queues pay nothing for it but
-//! that waits are cut short while the loop has work.
-//!
-//! # Failure
-//! A thread that cannot go on panics, and a panicking thread aborts the
-//! daemon (the binary's panic policy): a half-served device would hang
-//! its users' I/O, while a restarted daemon serves it again.
-
-#![allow(unsafe_code)]
+//! # Life cycle
+//! The engine owns the control device and the threads, and speaks to the
+//! threads by message. [`Engine::add`] makes a map a device (or takes
+//! over one whose server died: user recovery), sets its parameters, has
+//! every thread serve its queue of it (each answers once its fetches are
+//! with the kernel) and starts it; [`Engine::remove`] stops it, waits
+//! until every thread has let go of its queue, and deletes it. Dropping
+//! the engine stops the devices it still serves, then ends its threads.
 
 use crate::control::Control;
 use crate::params::{limits_of, params_for};
 use crate::placement::run_cpus;
-use crate::queue::{slot_and_tag, ServedQueue, SharedDevice};
+use crate::queue::SharedDevice;
+use crate::thread::{Request, Worker};
 use crate::uapi::{self, DevInfo};
 use crate::UblkError;
-use core_affinity::CoreId;
-use io_uring::{cqueue, opcode, squeue, types, IoUring, SubmissionQueue, Submitter};
-use mpio_server::event_loop::{EventLoop, Step};
+use mpio_io_loop::HostedLoop;
 use mpio_transport::host::host_topology;
 use mpio_transport::limits::Limits;
-use mpio_transport::{clock::now_ns, lock, waking_device_queue, DeviceSlot, Rest, Waker};
-use std::fs::File;
-use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::mpsc::{self, Receiver, Sender};
+use mpio_transport::{lock, DeviceSlot};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Turns without a completion during which a thread with requests at a
-/// map that must be polled polls without sleeping.
-const SPIN_TURNS: u32 = 64;
-/// How long such a thread then waits for a command between map polls.
-const BUSY_WAIT: Duration = Duration::from_micros(100);
-/// The longest a thread sleeps on its ring while requests are at paths
-/// that signal its waker: the maps' own timers (I/O timeouts, stalls,
-/// held I/O) are checked at least this often.
-const REST_BOUND: Duration = Duration::from_millis(1);
-/// The user data of the waker's read.
-const WAKER: u64 = u64::MAX;
-/// The user data of the poll of a hosted loop's poller.
-const HOSTED: u64 = u64::MAX - 1;
-/// Ring entries per thread; the completion queue has twice as many, and
-/// the kernel keeps completions that overflow it (IORING_FEAT_NODROP).
-const RING_ENTRIES: u32 = 1024;
 /// How long a new device's char device node may take to appear, and its
 /// queues to let go of it at removal.
 const DEVICE_WAIT: Duration = Duration::from_secs(30);
@@ -107,43 +62,6 @@ pub struct DeviceOptions {
     pub id: Option<u32>,
     /// Refuse writes.
     pub read_only: bool,
-}
-
-/// What the engine asks of a thread.
-enum Request {
-    /// Serve this thread's queue of a device; answer once its fetches
-    /// are with the kernel.
-    Serve {
-        device: Arc<SharedDevice>,
-        slot: Arc<DeviceSlot>,
-        answer: Sender<Result<(), String>>,
-    },
-    /// Run this NBD event loop beside the devices' queues.
-    Host(Box<EventLoop>),
-    /// End now.
-    Stop,
-}
-
-/// One I/O thread as the engine sees it.
-#[derive(Debug)]
-struct Worker {
-    /// The CPU the thread runs on (pinned there when the CPUs are known).
-    cpu: u32,
-    requests: Sender<Request>,
-    waker: Arc<File>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Worker {
-    fn send(&self, request: Request) -> Result<(), UblkError> {
-        self.requests
-            .send(request)
-            .map_err(|_| UblkError::EngineStopped)?;
-        // An eventfd write of 8 bytes fails only if the counter would
-        // overflow, which wake-ups never reach.
-        let _ = (&*self.waker).write_all(&1u64.to_ne_bytes());
-        Ok(())
-    }
 }
 
 /// A ublk device the engine serves, `/dev/ublkbN`. Give it back to
@@ -212,57 +130,12 @@ impl Engine {
             .collect();
         let run_cpus = run_cpus(&queue_cpus, &host_topology());
         let pinned = !core_ids.is_empty();
-        let mut workers = Vec::with_capacity(threads);
-        for index in 0..threads {
-            let ring = IoUring::builder()
-                .setup_cqsize(2 * RING_ENTRIES)
-                .build(RING_ENTRIES)
-                .map_err(|error| {
-                    UblkError::system(
-                        "io_uring for a ublk thread (a locked-memory limit? raise RLIMIT_MEMLOCK)",
-                        error,
-                    )
-                })?;
-            // SAFETY: eventfd has no preconditions; the result is checked.
-            let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-            if raw < 0 {
-                return Err(UblkError::system(
-                    "eventfd",
-                    std::io::Error::last_os_error(),
-                ));
-            }
-            // SAFETY: `raw` is a new descriptor that nothing else owns.
-            let waker = Arc::new(File::from(unsafe { OwnedFd::from_raw_fd(raw) }));
-            let (sender, receiver) = mpsc::channel();
-            let (queue_cpu, run_cpu) = (queue_cpus[index], run_cpus[index]);
-            let thread = Thread {
-                queue_id: u16::try_from(index).expect("at most 65536 threads"),
-                queue_cpu,
-                ring,
-                waker_count: Box::new(0),
-                waker: Arc::clone(&waker),
-                requests: receiver,
-                served: Vec::new(),
-                hosted: None,
-            };
-            let handle = std::thread::Builder::new()
-                .name(format!("mpio-ublk-{index}"))
-                .spawn(move || {
-                    if pinned {
-                        core_affinity::set_for_current(CoreId {
-                            id: run_cpu as usize,
-                        });
-                    }
-                    thread.run();
-                })
-                .map_err(|error| UblkError::system("spawning a ublk thread", error))?;
-            workers.push(Worker {
-                cpu: run_cpu,
-                requests: sender,
-                waker,
-                handle: Some(handle),
-            });
-        }
+        let workers = queue_cpus
+            .iter()
+            .zip(&run_cpus)
+            .enumerate()
+            .map(|(index, (&queue_cpu, &run_cpu))| Worker::spawn(index, queue_cpu, run_cpu, pinned))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Engine {
             workers,
             control: Mutex::new(control),
@@ -276,33 +149,34 @@ impl Engine {
         self.workers.len()
     }
 
-    /// The CPU each I/O thread runs on, in thread order: what loops it is
-    /// to host are made for ([`mpio_server::Engine::start_hosted`]).
+    /// The CPU each I/O thread runs on, in thread order: what the loops
+    /// it is to host are made for ([`Engine::host`]).
     pub fn cpus(&self) -> Vec<u32> {
-        self.workers.iter().map(|worker| worker.cpu).collect()
+        self.workers.iter().map(Worker::cpu).collect()
     }
 
     /// Has thread `i` run `loops[i]` beside its devices' queues, so that
     /// NBD exports and ublk devices share one I/O thread per CPU (see
-    /// "Hosted NBD loops" in the module docs). The engine that made the
-    /// loops ends them when it is dropped.
+    /// `hosted.rs`). The engine that made the
+    /// loops ends them when it is dropped; a loop still running when this
+    /// engine is dropped is ended with its thread.
     ///
     /// # Errors
     /// Not one loop per thread, a loop made for another CPU than its
     /// thread's, or a thread that is gone.
-    pub fn host(&self, loops: Vec<EventLoop>) -> Result<(), UblkError> {
-        let cpus: Vec<u32> = loops.iter().map(EventLoop::cpu).collect();
+    pub fn host(&self, loops: Vec<Box<dyn HostedLoop>>) -> Result<(), UblkError> {
+        let cpus: Vec<u32> = loops.iter().map(|hosted| hosted.cpu()).collect();
         if cpus != self.cpus() {
             return Err(UblkError::system(
                 format!(
-                    "hosting NBD loops for CPUs {cpus:?} on ublk threads of CPUs {:?}",
+                    "hosting loops for CPUs {cpus:?} on ublk threads of CPUs {:?}",
                     self.cpus()
                 ),
                 std::io::Error::from(std::io::ErrorKind::InvalidInput),
             ));
         }
-        for (worker, event_loop) in self.workers.iter().zip(loops) {
-            worker.send(Request::Host(Box::new(event_loop)))?;
+        for (worker, hosted) in self.workers.iter().zip(loops) {
+            worker.send(Request::Host(hosted))?;
         }
         Ok(())
     }
@@ -527,9 +401,7 @@ impl Drop for Engine {
             let _ = worker.send(Request::Stop);
         }
         for worker in &mut self.workers {
-            if let Some(handle) = worker.handle.take() {
-                let _ = handle.join();
-            }
+            worker.join();
         }
     }
 }
@@ -548,308 +420,4 @@ fn require(slot: &DeviceSlot, limits: Limits) {
     for path in paths.iter() {
         path.require(limits);
     }
-}
-
-/// One I/O thread.
-struct Thread {
-    queue_id: u16,
-    /// The CPU whose submissions its queues receive (not the one it runs
-    /// on: see `placement`).
-    queue_cpu: u32,
-    ring: IoUring<squeue::Entry, cqueue::Entry>,
-    /// Where the kernel writes the waker's count. A field after `ring`,
-    /// so it is freed after the ring is closed (and with it the read).
-    waker_count: Box<u64>,
-    waker: Arc<File>,
-    requests: Receiver<Request>,
-    /// The queues it serves, by slot (the high bits of a command's user
-    /// data); a finished queue leaves its slot empty for the next.
-    served: Vec<Option<ServedQueue>>,
-    /// The NBD event loop it runs beside them, if it hosts one.
-    hosted: Option<Hosted>,
-}
-
-/// An NBD event loop a ublk thread runs (see the module docs).
-struct Hosted {
-    event_loop: EventLoop,
-    /// A poll of the loop's poller is on the ring.
-    armed: bool,
-}
-
-/// What a thread's turns did, logged when it ends: each turn enters the
-/// kernel once, so these say how often it woke and how much each wake-up
-/// served (the benchmark reads them per I/O).
-#[derive(Debug, Default)]
-struct TurnCounts {
-    /// Turns that slept with no request at a map.
-    idle: u64,
-    /// Turns that slept on the waker while requests were at paths.
-    rests: u64,
-    /// Turns taken at once because work already waited (a path's
-    /// completion to reap, I/O to submit): not counted as spins.
-    ready: u64,
-    /// Turns that polled without sleeping.
-    spins: u64,
-    /// Turns that waited at most [`BUSY_WAIT`] between polls.
-    busy_waits: u64,
-    /// Command completions (requests, fetches ended) handled.
-    commands: u64,
-}
-
-/// Pushes `entry`, submitting first when the submission queue is full.
-fn push(submitter: &Submitter<'_>, queue: &mut SubmissionQueue<'_>, entry: &squeue::Entry) {
-    loop {
-        // SAFETY: every entry's memory (a tag's buffer, the waker's
-        // counter) lives until its completion is reaped: buffers stay
-        // in their tag while the kernel holds them, and the counter
-        // lives as long as the thread's ring.
-        if unsafe { queue.push(entry) }.is_ok() {
-            return;
-        }
-        queue.sync();
-        if let Err(error) = submitter.submit() {
-            panic!("ublk thread: io_uring submit failed: {error}");
-        }
-        queue.sync();
-    }
-}
-
-impl Thread {
-    fn run(mut self) {
-        let waker_read = opcode::Read::new(
-            types::Fd(self.waker.as_raw_fd()),
-            (&mut *self.waker_count as *mut u64).cast::<u8>(),
-            8,
-        )
-        .build()
-        .user_data(WAKER);
-        {
-            let (submitter, mut queue, _) = self.ring.split();
-            push(&submitter, &mut queue, &waker_read);
-        }
-        let mut idle_turns = 0u32;
-        let mut counts = TurnCounts::default();
-        loop {
-            // The hosted loop's poller, watched on the ring; and how long
-            // the loop may wait for it (`None`: as long as it takes).
-            let hint = self.arm_hosted();
-            let hosted_due = hint.map(|hint| now_ns().saturating_add(hint.as_nanos() as u64));
-            let busy = self.served.iter().flatten().any(ServedQueue::is_busy);
-            let submitted = if hint == Some(Duration::ZERO) {
-                counts.spins += 1;
-                self.ring.submit()
-            } else if !busy {
-                counts.idle += 1;
-                match hint {
-                    Some(hint) => self.wait_at_most(hint),
-                    None => self.ring.submit_and_wait(1),
-                }
-            } else {
-                let rest = self
-                    .served
-                    .iter_mut()
-                    .flatten()
-                    .filter(|served| served.is_busy())
-                    .fold(Rest::OnWaker, |rest, served| rest.and(served.rest()));
-                match rest {
-                    Rest::OnWaker => {
-                        // Each path completion signals the waker, whose
-                        // read is on this ring: sleep until it or a
-                        // command comes.
-                        counts.rests += 1;
-                        self.wait_at_most(hint.map_or(REST_BOUND, |hint| hint.min(REST_BOUND)))
-                    }
-                    Rest::Ready => {
-                        // Work already waits: a turn at once, entering the
-                        // kernel only to submit.
-                        counts.ready += 1;
-                        if self.ring.submission().is_empty() {
-                            Ok(0)
-                        } else {
-                            self.ring.submit()
-                        }
-                    }
-                    Rest::Poll if idle_turns < SPIN_TURNS => {
-                        counts.spins += 1;
-                        self.ring.submit()
-                    }
-                    Rest::Poll => {
-                        counts.busy_waits += 1;
-                        self.wait_at_most(hint.map_or(BUSY_WAIT, |hint| hint.min(BUSY_WAIT)))
-                    }
-                }
-            };
-            if let Err(error) = submitted {
-                match error.raw_os_error() {
-                    Some(libc::EINTR | libc::ETIME | libc::EBUSY) => {}
-                    _ => panic!("ublk thread: io_uring_enter failed: {error}"),
-                }
-            }
-            let now = now_ns();
-            let mut worked = false;
-            let mut stop = false;
-            let mut hosted_ready = false;
-            let (submitter, mut queue, mut completions) = self.ring.split();
-            completions.sync();
-            for completion in &mut completions {
-                worked = true;
-                if completion.user_data() == HOSTED {
-                    hosted_ready = true;
-                    continue;
-                }
-                if completion.user_data() == WAKER {
-                    push(&submitter, &mut queue, &waker_read);
-                    while let Ok(request) = self.requests.try_recv() {
-                        match request {
-                            Request::Stop => stop = true,
-                            Request::Host(event_loop) => {
-                                self.hosted = Some(Hosted {
-                                    event_loop: *event_loop,
-                                    armed: false,
-                                });
-                            }
-                            Request::Serve {
-                                device,
-                                slot,
-                                answer,
-                            } => {
-                                let outcome = serve(
-                                    &mut self.served,
-                                    device,
-                                    &slot,
-                                    (self.queue_id, self.queue_cpu),
-                                    Waker(self.waker.as_raw_fd()),
-                                    &submitter,
-                                    &mut queue,
-                                );
-                                let _ = answer.send(outcome);
-                            }
-                        }
-                    }
-                    continue;
-                }
-                counts.commands += 1;
-                let (slot, tag) = slot_and_tag(completion.user_data());
-                if let Some(Some(served)) = self.served.get_mut(slot) {
-                    served.command_done(slot, tag, completion.result(), now, &mut |command| {
-                        push(&submitter, &mut queue, &command);
-                    });
-                }
-            }
-            for (slot, entry) in self.served.iter_mut().enumerate() {
-                let Some(served) = entry else { continue };
-                let answered = served.poll(slot, now, &mut |command| {
-                    push(&submitter, &mut queue, &command);
-                });
-                worked |= answered > 0;
-                if served.is_finished() {
-                    *entry = None;
-                }
-            }
-            if hosted_ready || hosted_due.is_some_and(|due| now >= due) {
-                step_hosted(&mut self.hosted, hosted_ready);
-            }
-            if stop {
-                if let Some(hosted) = self.hosted.take() {
-                    hosted.event_loop.quit();
-                }
-                tracing::info!(
-                    thread = self.queue_id,
-                    idle = counts.idle,
-                    rests = counts.rests,
-                    ready = counts.ready,
-                    spins = counts.spins,
-                    busy_waits = counts.busy_waits,
-                    commands = counts.commands,
-                    "ublk thread ended"
-                );
-                return;
-            }
-            idle_turns = if worked {
-                0
-            } else {
-                idle_turns.saturating_add(1)
-            };
-        }
-    }
-}
-
-impl Thread {
-    /// Puts a poll of the hosted loop's poller on the ring if none is
-    /// there, and returns how long the loop may wait (its wait hint);
-    /// `None` also when there is no hosted loop.
-    fn arm_hosted(&mut self) -> Option<Duration> {
-        let hosted = self.hosted.as_mut()?;
-        if !hosted.armed {
-            let poll = opcode::PollAdd::new(
-                types::Fd(hosted.event_loop.as_raw_fd()),
-                libc::POLLIN as u32,
-            )
-            .build()
-            .user_data(HOSTED);
-            let (submitter, mut queue, _) = self.ring.split();
-            push(&submitter, &mut queue, &poll);
-            hosted.armed = true;
-        }
-        hosted.event_loop.wait_hint()
-    }
-
-    /// Submits what is queued and waits for one completion, or `limit`.
-    fn wait_at_most(&mut self, limit: Duration) -> std::io::Result<usize> {
-        let timeout = types::Timespec::from(limit);
-        let arguments = types::SubmitArgs::new().timespec(&timeout);
-        self.ring.submitter().submit_with_args(1, &arguments)
-    }
-}
-
-/// Takes one turn of the hosted loop, if any, without waiting; `polled`:
-/// its poll on the ring completed (and must be put there again). A loop
-/// told to quit is ended and dropped.
-fn step_hosted(hosted: &mut Option<Hosted>, polled: bool) {
-    let Some(running) = hosted.as_mut() else {
-        return;
-    };
-    if polled {
-        running.armed = false;
-    }
-    if running.event_loop.step(Some(Duration::ZERO)) == Step::Ends {
-        if let Some(ended) = hosted.take() {
-            ended.event_loop.quit();
-        }
-    }
-}
-
-/// Starts serving queue `queue_id` of `device` on this thread: maps its
-/// descriptors, takes a free slot and hands the kernel every tag's
-/// fetch at once (START_DEV waits for them).
-fn serve(
-    served: &mut Vec<Option<ServedQueue>>,
-    device: Arc<SharedDevice>,
-    slot: &Arc<DeviceSlot>,
-    (queue_id, cpu): (u16, u32),
-    waker: Waker,
-    submitter: &Submitter<'_>,
-    queue: &mut SubmissionQueue<'_>,
-) -> Result<(), String> {
-    let id = device.id;
-    let map_queue = waking_device_queue(slot, usize::from(device.depth), cpu, Some(waker));
-    let new = ServedQueue::new(device, queue_id, map_queue)
-        .map_err(|error| format!("mapping queue {queue_id} of /dev/ublkc{id}: {error}"))?;
-    let index = served
-        .iter()
-        .position(Option::is_none)
-        .unwrap_or(served.len());
-    for fetch in new.fetches(index) {
-        push(submitter, queue, &fetch);
-    }
-    queue.sync();
-    submitter
-        .submit()
-        .map_err(|error| format!("submitting the fetches of /dev/ublkc{id}: {error}"))?;
-    if index == served.len() {
-        served.push(Some(new));
-    } else {
-        served[index] = Some(new);
-    }
-    Ok(())
 }

@@ -5,10 +5,13 @@
 //!   libclang to build), checked against the kernel header by a test.
 //! - [`control`]: `/dev/ublk-control` — add, set parameters, start, stop,
 //!   delete.
-//! - [`engine`]: the I/O threads, one per CPU, each serving one CPU's
-//!   hardware queue of every device through the map's per-thread core
-//!   queue, told that CPU (so `io-affinity` and `numa` pick by the
-//!   submitting CPU).
+//! - [`engine`]: the engine and its devices' life cycle (add, recover,
+//!   remove); its I/O threads, one per CPU, each serve one CPU's hardware
+//!   queue of every device through the map's per-thread core queue, told
+//!   that CPU (so `io-affinity` and `numa` pick by the submitting CPU).
+//! - `thread`: one I/O thread and its turn (how it waits, what it hands
+//!   its queues); `ring`: its io_uring and waker, the ring's `unsafe`;
+//!   `hosted`: another engine's loop it runs beside its queues.
 //! - `placement`: which CPU each thread runs on (a neighbour of the CPU
 //!   whose queue it serves, on the same NUMA node).
 //! - `queue`: one device's queue on one thread (request descriptors, tag
@@ -24,9 +27,12 @@
 pub mod control;
 pub mod engine;
 mod error;
+mod hosted;
 mod params;
 mod placement;
 mod queue;
+mod ring;
+mod thread;
 pub mod uapi;
 
 pub use engine::{DeviceOptions, Engine, EngineConfig, UblkDevice};

@@ -1,7 +1,7 @@
 //! One ublk device's queue as one I/O thread serves it: the request
 //! descriptors the kernel shares with us (`mmap` of `/dev/ublkcN`), a
 //! buffer per tag, and the map's [`DeviceQueue`] for this thread. The
-//! only unsafe code of the crate with `control.rs` and `engine.rs`.
+//! only unsafe code of the crate with `control.rs` and `ring.rs`.
 //!
 //! # A tag's life
 //! Each tag has at most one command with the kernel or one I/O at the
@@ -31,7 +31,8 @@
 use crate::uapi::{self, IoCmd, IoDesc};
 use io_uring::{opcode, squeue, types};
 use mpio_core::io::{Buffer, Completion, Io, Op, SECTOR_SIZE};
-use mpio_transport::{DeviceQueue, Rest};
+use mpio_io_loop::Rest;
+use mpio_transport::DeviceQueue;
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -95,7 +96,8 @@ impl std::fmt::Debug for ServedQueue {
 }
 
 /// Packs a served queue's slot on its thread and a tag into a ring
-/// entry's user data; `u64::MAX` stays free for the thread's waker.
+/// entry's user data; the two highest values stay free for the ring's
+/// own entries (`ring::WAKER`, `ring::HOSTED`).
 pub(crate) fn user_data(slot: usize, tag: u16) -> u64 {
     ((slot as u64) << 16) | u64::from(tag)
 }
@@ -318,16 +320,12 @@ impl ServedQueue {
     }
 
     /// What the thread may do about this queue before its next turn: what
-    /// its path queues say together ([`mpio_transport::AnyQueue::rest`],
-    /// [`Rest::and`]). Answers never wait here (each turn's poll commits
-    /// them all), and requests the map had no room for wait, as the map's
-    /// own held I/O does, for its paths' completions or the thread's
-    /// bounded rest.
+    /// the map's queue says for its paths ([`DeviceQueue::rest`]).
+    /// Answers never wait here (each turn's poll commits them all), and
+    /// requests the map had no room for wait, as the map's own held I/O
+    /// does, for its paths' completions or the thread's bounded rest.
     pub(crate) fn rest(&mut self) -> Rest {
-        self.map_queue
-            .queues_mut()
-            .flat_map(|queue| queue.path_queues_mut().iter_mut())
-            .fold(Rest::OnWaker, |rest, path| rest.and(path.rest()))
+        self.map_queue.rest()
     }
 
     /// Every tag has ended and nothing is at the map: the queue can go.

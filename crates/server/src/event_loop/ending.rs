@@ -4,8 +4,9 @@
 //! exports' work, report), and the quit of the whole loop. See the
 //! parent module's docs ("Draining and stopping an export").
 
-use super::{mark_busy, EventLoop, LoopExit, BUSY_SLEEP};
+use super::{mark_busy, EventLoop, LoopExit};
 use crate::Shared;
+use mpio_io_loop::BUSY_WAIT;
 use mpio_transport::clock::now_ns;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
@@ -141,7 +142,7 @@ impl EventLoop {
     /// connection and waits, at most `QUIT_WAIT` (5 s), for the maps to finish
     /// what is in flight. Exports still here had no server left to stop
     /// them.
-    pub fn quit(mut self) {
+    pub(super) fn quit(mut self) {
         let keys: Vec<u64> = self.slots.iter().map(|(key, _)| key).collect();
         for key in keys {
             self.close(key);
@@ -156,7 +157,7 @@ impl EventLoop {
             if in_flight == 0 || now_ns() >= exit_by_ns {
                 break;
             }
-            std::thread::sleep(BUSY_SLEEP);
+            std::thread::sleep(BUSY_WAIT);
         }
         let keys: Vec<u64> = self.exports.iter().map(|(key, _)| key).collect();
         for key in keys {

@@ -380,7 +380,7 @@ impl FilePath {
     pub fn open_queue(
         self: &std::sync::Arc<Self>,
         depth: usize,
-        waker: Option<crate::Waker>,
+        waker: Option<mpio_io_loop::Waker>,
     ) -> FileQueue {
         FileQueue::new(std::sync::Arc::clone(self), depth, waker)
     }

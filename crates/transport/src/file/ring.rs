@@ -50,10 +50,10 @@
 #![allow(unsafe_code)]
 
 use super::{end_of_file, outcome_of_errno, FilePath};
-use crate::{Rest, Waker};
 use io_uring::{opcode, squeue, types, IoUring};
 use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
+use mpio_io_loop::{Rest, Waker};
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;

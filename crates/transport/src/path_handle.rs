@@ -1,0 +1,106 @@
+//! [`PathHandle`]: what one path leads to, resolved once at build, from
+//! which each thread opens its own queue to the path ([`AnyQueue`]).
+
+use crate::file::FilePath;
+use crate::limits::Limits;
+use crate::memory::{MemoryDisk, MemoryQueue, PortControl};
+use crate::nbd::{NbdQueue, NbdTarget};
+use crate::null::NullQueue;
+use crate::AnyQueue;
+use mpio_io_loop::Waker;
+use std::sync::Arc;
+
+/// What one path leads to, resolved: all a thread needs to open its own
+/// queue to it, with no registry lookup.
+#[derive(Clone, Debug)]
+pub enum PathHandle {
+    /// A `null` path.
+    Null {
+        /// Completion latency in ns.
+        latency_ns: u64,
+    },
+    /// A port of a memory disk.
+    Memory {
+        /// The disk.
+        disk: Arc<MemoryDisk>,
+        /// The port's switches.
+        port: Arc<PortControl>,
+    },
+    /// A file or block device, opened once for every thread.
+    File(Arc<FilePath>),
+    /// An NBD server's export.
+    Nbd(Arc<NbdTarget>),
+}
+
+impl PathHandle {
+    /// The smallest I/O the path takes: every offset and length must be a
+    /// multiple of it (1 where the transport has no such limit of its
+    /// own; a file's `O_DIRECT` alignment is at most [`BUFFER_ALIGN`]).
+    ///
+    /// [`BUFFER_ALIGN`]: mpio_core::io::BUFFER_ALIGN
+    pub fn min_block(&self) -> u32 {
+        match self {
+            PathHandle::Nbd(target) => target.min_block(),
+            PathHandle::Null { .. } | PathHandle::Memory { .. } | PathHandle::File(_) => 1,
+        }
+    }
+
+    /// What the path's storage takes; `None` while the path is not open
+    /// or settled ([`PathHandle::unready`]).
+    pub fn limits(&self) -> Option<Limits> {
+        match self {
+            PathHandle::Null { .. } | PathHandle::Memory { .. } => Some(Limits::ANY),
+            PathHandle::File(file) => file.limits(),
+            PathHandle::Nbd(target) => target.limits(),
+        }
+    }
+
+    /// Why the path cannot serve yet: a file that could not be opened,
+    /// read or sized, an NBD server not reached or an export that does
+    /// not fit. `None` for a path that is open (it may still fail I/O).
+    pub fn unready(&self) -> Option<String> {
+        match self {
+            PathHandle::Null { .. } | PathHandle::Memory { .. } => None,
+            PathHandle::File(file) => file.unready(),
+            PathHandle::Nbd(target) => target.unready(),
+        }
+    }
+
+    /// Adds `limits` to what the path must take if it opens or settles
+    /// from now on: a block device advertising them serves its map.
+    pub fn require(&self, limits: Limits) {
+        match self {
+            PathHandle::Null { .. } | PathHandle::Memory { .. } => {}
+            PathHandle::File(file) => file.require(limits),
+            PathHandle::Nbd(target) => target.require(limits),
+        }
+    }
+
+    /// Opens one thread's queue to the path, with room for `depth` I/Os;
+    /// a queue that can signals `waker` at each completion.
+    pub fn open(&self, depth: usize, waker: Option<Waker>) -> AnyQueue {
+        match self {
+            PathHandle::Null { latency_ns } => AnyQueue::Null(NullQueue::new(*latency_ns, depth)),
+            PathHandle::Memory { disk, port } => {
+                AnyQueue::Memory(MemoryQueue::new(Arc::clone(disk), Arc::clone(port), depth))
+            }
+            PathHandle::File(file) => AnyQueue::File(file.open_queue(depth, waker)),
+            PathHandle::Nbd(target) => AnyQueue::Nbd(NbdQueue::open(Arc::clone(target), depth)),
+        }
+    }
+}
+
+/// What every path of a map that is open or settled takes; `None` when
+/// none is ([`PathHandle::limits`]).
+pub fn paths_limits(paths: &[PathHandle]) -> Option<Limits> {
+    Limits::of_all(paths.iter().filter_map(PathHandle::limits))
+}
+
+/// One transport queue per path, in [`Map::paths`] order.
+pub(crate) fn open_paths(
+    paths: &[PathHandle],
+    depth: usize,
+    waker: Option<Waker>,
+) -> Vec<AnyQueue> {
+    paths.iter().map(|path| path.open(depth, waker)).collect()
+}

@@ -1,0 +1,378 @@
+//! One ublk I/O thread: what the engine asks of it ([`Request`], through
+//! its [`Worker`]), and its turn.
+//!
+//! # A thread's turn
+//! Each thread owns one io_uring ([`Ring`]) for the commands of all the
+//! queues it serves, and an eventfd read on that ring through which the
+//! engine wakes it for a request (the waker; file paths' rings signal it
+//! too). A turn submits what is queued, then waits according to what the
+//! busy queues' paths say ([`Rest`]) and the pace every I/O loop shares
+//! ([`Pace`]): with no request at a map it sleeps until a command comes;
+//! when every path's ring will signal the waker it sleeps until a command
+//! or that signal (at most [`mpio_io_loop::REST_BOUND`]); when work
+//! already waits it goes on at once; and when a path completes where only
+//! a poll sees it (NBD sockets, memory) it polls without sleeping for
+//! [`mpio_io_loop::SPIN_TURNS`] turns, then waits at most
+//! [`mpio_io_loop::BUSY_WAIT`] between polls. A hosted loop's wait hint
+//! bounds every wait (`hosted.rs`). Then it hands every completed command
+//! to its queue (a new request goes to the map), takes the engine's
+//! requests if the waker fired, polls every queue (an answered request is
+//! committed, which also fetches the tag's next one), and takes a turn of
+//! the hosted loop when it is due.
+//!
+//! # Failure
+//! A thread that cannot go on panics, and a panicking thread aborts the
+//! daemon (the binary's panic policy): a half-served device would hang
+//! its users' I/O, while a restarted daemon serves it again.
+
+use crate::hosted::{self, Hosted};
+use crate::queue::{slot_and_tag, ServedQueue, SharedDevice};
+use crate::ring::{Ring, HOSTED, WAKER};
+use crate::UblkError;
+use core_affinity::CoreId;
+use mpio_io_loop::{HostedLoop, Pace, Rest, Wait};
+use mpio_transport::{clock::now_ns, waking_device_queue, DeviceSlot};
+use std::fs::File;
+use std::io::Write;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// What the engine asks of a thread.
+pub(crate) enum Request {
+    /// Serve this thread's queue of a device; answer once its fetches
+    /// are with the kernel.
+    Serve {
+        device: Arc<SharedDevice>,
+        slot: Arc<DeviceSlot>,
+        answer: Sender<Result<(), String>>,
+    },
+    /// Run this loop beside the devices' queues.
+    Host(Box<dyn HostedLoop>),
+    /// End now.
+    Stop,
+}
+
+/// One I/O thread as the engine sees it.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    /// The CPU the thread runs on (pinned there when the CPUs are known).
+    cpu: u32,
+    requests: Sender<Request>,
+    waker: Arc<File>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    /// Starts thread `index`, which serves CPU `queue_cpu`'s queue of
+    /// every device (the CPU it tells its map queues) and runs on
+    /// `run_cpu`, pinned there if `pin`.
+    ///
+    /// # Errors
+    /// Its ring or its thread could not be made.
+    pub(crate) fn spawn(
+        index: usize,
+        queue_cpu: u32,
+        run_cpu: u32,
+        pin: bool,
+    ) -> Result<Worker, UblkError> {
+        let ring = Ring::new()?;
+        let waker = ring.waker_file();
+        let (sender, receiver) = mpsc::channel();
+        let thread = Thread {
+            queue_id: u16::try_from(index).expect("at most 65536 threads"),
+            queue_cpu,
+            ring,
+            requests: receiver,
+            served: Vec::new(),
+            hosted: None,
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("mpio-ublk-{index}"))
+            .spawn(move || {
+                if pin {
+                    core_affinity::set_for_current(CoreId {
+                        id: run_cpu as usize,
+                    });
+                }
+                thread.run();
+            })
+            .map_err(|error| UblkError::system("spawning a ublk thread", error))?;
+        Ok(Worker {
+            cpu: run_cpu,
+            requests: sender,
+            waker,
+            handle: Some(handle),
+        })
+    }
+
+    /// The CPU the thread runs on.
+    pub(crate) fn cpu(&self) -> u32 {
+        self.cpu
+    }
+
+    /// Hands the thread `request` and wakes it.
+    ///
+    /// # Errors
+    /// The thread is gone.
+    pub(crate) fn send(&self, request: Request) -> Result<(), UblkError> {
+        self.requests
+            .send(request)
+            .map_err(|_| UblkError::EngineStopped)?;
+        // An eventfd write of 8 bytes fails only if the counter would
+        // overflow, which wake-ups never reach.
+        let _ = (&*self.waker).write_all(&1u64.to_ne_bytes());
+        Ok(())
+    }
+
+    /// Waits for the thread to end (after a [`Request::Stop`]).
+    pub(crate) fn join(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// One I/O thread.
+struct Thread {
+    queue_id: u16,
+    /// The CPU whose submissions its queues receive (not the one it runs
+    /// on: see `placement`).
+    queue_cpu: u32,
+    ring: Ring,
+    requests: Receiver<Request>,
+    /// The queues it serves, by slot (the high bits of a command's user
+    /// data); a finished queue leaves its slot empty for the next.
+    served: Vec<Option<ServedQueue>>,
+    /// The loop it runs beside them, if it hosts one.
+    hosted: Option<Hosted>,
+}
+
+/// What a thread's turns did, logged when it ends: each turn enters the
+/// kernel once, so these say how often it woke and how much each wake-up
+/// served (the benchmark reads them per I/O).
+#[derive(Debug, Default)]
+struct TurnCounts {
+    /// Turns that slept with no request at a map.
+    idle: u64,
+    /// Turns that slept on the waker while requests were at paths.
+    rests: u64,
+    /// Turns taken at once because work already waited (a path's
+    /// completion to reap, I/O to submit): not counted as spins.
+    ready: u64,
+    /// Turns that polled without sleeping.
+    spins: u64,
+    /// Turns that waited at most [`mpio_io_loop::BUSY_WAIT`] between
+    /// polls.
+    busy_waits: u64,
+    /// Command completions (requests, fetches ended) handled.
+    commands: u64,
+}
+
+/// What a turn found on the ring.
+#[derive(Debug, Default)]
+struct Reaped {
+    /// Something completed.
+    worked: bool,
+    /// The waker's read completed: the engine has requests.
+    woken: bool,
+    /// The poll of the hosted loop's descriptor completed.
+    hosted_ready: bool,
+}
+
+impl Thread {
+    fn run(mut self) {
+        self.ring.arm_waker();
+        let mut pace = Pace::default();
+        let mut counts = TurnCounts::default();
+        loop {
+            // The hosted loop's descriptor, watched on the ring; and how
+            // long the loop may wait for it (`None`: as long as it takes).
+            let hint = match &mut self.hosted {
+                Some(hosted) => hosted.arm(&mut self.ring),
+                None => None,
+            };
+            let hosted_due = hint.map(|hint| now_ns().saturating_add(hint.as_nanos() as u64));
+            if let Err(error) = self.wait(hint, &pace, &mut counts) {
+                match error.raw_os_error() {
+                    Some(libc::EINTR | libc::ETIME | libc::EBUSY) => {}
+                    _ => panic!("ublk thread: io_uring_enter failed: {error}"),
+                }
+            }
+            let now = now_ns();
+            let reaped = self.reap(now, &mut counts);
+            let stop = reaped.woken && self.take_requests();
+            let answered = self.poll_queues(now);
+            if reaped.hosted_ready || hosted_due.is_some_and(|due| now >= due) {
+                hosted::step(&mut self.hosted, reaped.hosted_ready);
+            }
+            if stop {
+                self.end(&counts);
+                return;
+            }
+            pace.turned(reaped.worked || answered);
+        }
+    }
+
+    /// Submits what is queued and waits as the busy queues, the `pace`
+    /// and the hosted loop's wait `hint` allow (see the module docs).
+    fn wait(
+        &mut self,
+        hint: Option<Duration>,
+        pace: &Pace,
+        counts: &mut TurnCounts,
+    ) -> std::io::Result<usize> {
+        if hint == Some(Duration::ZERO) {
+            counts.spins += 1;
+            return self.ring.submit();
+        }
+        if !self.served.iter().flatten().any(ServedQueue::is_busy) {
+            counts.idle += 1;
+            return match hint {
+                Some(hint) => self.ring.wait_at_most(hint),
+                None => self.ring.wait_for_one(),
+            };
+        }
+        let rest = Rest::of(
+            self.served
+                .iter_mut()
+                .flatten()
+                .filter(|served| served.is_busy())
+                .map(ServedQueue::rest),
+        );
+        let wait = pace.wait(rest);
+        let bound = hint.map_or(wait.bound(), |hint| hint.min(wait.bound()));
+        match wait {
+            Wait::OnWaker => {
+                // Each path completion signals the waker, whose read is
+                // on this ring: sleep until it or a command comes.
+                counts.rests += 1;
+                self.ring.wait_at_most(bound)
+            }
+            Wait::Ready => {
+                // Work already waits: a turn at once, entering the kernel
+                // only to submit.
+                counts.ready += 1;
+                self.ring.submit_queued()
+            }
+            Wait::Spin => {
+                counts.spins += 1;
+                self.ring.submit()
+            }
+            Wait::Nap => {
+                counts.busy_waits += 1;
+                self.ring.wait_at_most(bound)
+            }
+        }
+    }
+
+    /// Hands every command completed on the ring (at `now`) to its queue,
+    /// and says what else completed.
+    fn reap(&mut self, now: u64, counts: &mut TurnCounts) -> Reaped {
+        let mut reaped = Reaped::default();
+        let (mut submissions, mut completions) = self.ring.split();
+        completions.sync();
+        for completion in &mut completions {
+            reaped.worked = true;
+            match completion.user_data() {
+                HOSTED => reaped.hosted_ready = true,
+                WAKER => reaped.woken = true,
+                user_data => {
+                    counts.commands += 1;
+                    let (slot, tag) = slot_and_tag(user_data);
+                    if let Some(Some(served)) = self.served.get_mut(slot) {
+                        served.command_done(slot, tag, completion.result(), now, &mut |command| {
+                            submissions.push(&command);
+                        });
+                    }
+                }
+            }
+        }
+        reaped
+    }
+
+    /// Puts the waker's read back on the ring and acts on every request
+    /// the engine sent; true when told to stop.
+    fn take_requests(&mut self) -> bool {
+        self.ring.arm_waker();
+        let mut stop = false;
+        while let Ok(request) = self.requests.try_recv() {
+            match request {
+                Request::Stop => stop = true,
+                Request::Host(hosted_loop) => self.hosted = Some(Hosted::new(hosted_loop)),
+                Request::Serve {
+                    device,
+                    slot,
+                    answer,
+                } => {
+                    let _ = answer.send(self.serve(device, &slot));
+                }
+            }
+        }
+        stop
+    }
+
+    /// Polls every queue at `now` (each commits what its map answered)
+    /// and lets go of those that finished; true if any answered.
+    fn poll_queues(&mut self, now: u64) -> bool {
+        let mut answered = false;
+        let (mut submissions, _) = self.ring.split();
+        for (slot, entry) in self.served.iter_mut().enumerate() {
+            let Some(served) = entry else { continue };
+            answered |= served.poll(slot, now, &mut |command| submissions.push(&command)) > 0;
+            if served.is_finished() {
+                *entry = None;
+            }
+        }
+        answered
+    }
+
+    /// Starts serving this thread's queue of `device`: maps its
+    /// descriptors, takes a free slot and hands the kernel every tag's
+    /// fetch at once (START_DEV waits for them).
+    fn serve(&mut self, device: Arc<SharedDevice>, slot: &Arc<DeviceSlot>) -> Result<(), String> {
+        let id = device.id;
+        let queue_id = self.queue_id;
+        let depth = usize::from(device.depth);
+        let waker = self.ring.waker();
+        let map_queue = waking_device_queue(slot, depth, self.queue_cpu, Some(waker));
+        let new = ServedQueue::new(device, queue_id, map_queue)
+            .map_err(|error| format!("mapping queue {queue_id} of /dev/ublkc{id}: {error}"))?;
+        let index = self
+            .served
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(self.served.len());
+        let (mut submissions, _) = self.ring.split();
+        for fetch in new.fetches(index) {
+            submissions.push(&fetch);
+        }
+        submissions
+            .submit()
+            .map_err(|error| format!("submitting the fetches of /dev/ublkc{id}: {error}"))?;
+        if index == self.served.len() {
+            self.served.push(Some(new));
+        } else {
+            self.served[index] = Some(new);
+        }
+        Ok(())
+    }
+
+    /// Ends the hosted loop, if any, and logs what the turns did.
+    fn end(&mut self, counts: &TurnCounts) {
+        if let Some(hosted) = self.hosted.take() {
+            hosted.quit();
+        }
+        tracing::info!(
+            thread = self.queue_id,
+            idle = counts.idle,
+            rests = counts.rests,
+            ready = counts.ready,
+            spins = counts.spins,
+            busy_waits = counts.busy_waits,
+            commands = counts.commands,
+            "ublk thread ended"
+        );
+    }
+}
