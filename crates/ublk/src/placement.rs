@@ -13,10 +13,8 @@
 //! thread, which takes the CPU from the application in the middle of its
 //! submissions; the two alternate a few requests at a time. On a
 //! neighbouring CPU the thread runs beside its submitters and takes
-//! their requests in larger batches. `docs/BENCHMARKS.md` has the
-//! measurement (fio on the 2-vCPU test guest: 20 % more IOPS at queue
-//! depth 32, half again as many at depth 1). The neighbour stays on the
-//! node, so the thread's memory and its paths' NUMA distance are those
+//! their requests in larger batches (`docs/BENCHMARKS.md` has the
+//! measurement). The neighbour stays on the node, so the thread's memory and its paths' NUMA distance are those
 //! of the submitting CPU.
 
 use mpio_core::numa::NumaTopology;
