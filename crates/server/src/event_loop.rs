@@ -33,7 +33,11 @@
 //! to `depth` new ones; see [`mpio_core::reload`]); the connections'
 //! bounds still hold. A connection still in its handshake its export's
 //! [`crate::ServerConfig::handshake_timeout_ms`] after it arrived is
-//! closed (checked every 100 ms while any is), and at an export's maximum
+//! closed (checked every 100 ms while any is). That time is the loop's
+//! own: a gap between two checks counts for at most 200 ms, so a loop
+//! kept off the CPU past the deadline (a stalled host) first reads what
+//! its clients sent meanwhile instead of closing their handshakes unread.
+//! At an export's maximum
 //! a new connection takes the place of the loop's connection to that
 //! export idle the longest ([`crate::acceptor`]), so idle clients cannot
 //! hold an export's connection slots.
@@ -87,6 +91,11 @@ use ending::Stopping;
 pub const WAKER: Token = Token(usize::MAX);
 /// How often a loop with connections in their handshake checks their age.
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
+/// The most one gap between two handshake scans adds to a connection's
+/// handshake time: twice the interval, so a loop that runs late by less
+/// than a scan still counts wall time, and one that did not run at all
+/// counts a scan's worth.
+const MAX_SCAN_GAP_NS: u64 = 2 * SCAN_INTERVAL.as_nanos() as u64;
 /// How often a connection whose next request waits for room in its
 /// export's budget ([`crate::budget`]) tries again.
 pub const STARVED_RETRY: Duration = Duration::from_millis(1);
@@ -121,8 +130,10 @@ struct Slot {
     export: u64,
     /// On the `active` list (to be read and sent this turn).
     active: bool,
-    /// When the connection arrived (for the handshake timeout).
-    arrived_ns: u64,
+    /// The handshake time counted so far (see `time_out_handshakes`).
+    handshake_ns: u64,
+    /// Up to when `handshake_ns` is counted.
+    counted_ns: u64,
     /// When its client last sent something (or it arrived).
     heard_ns: u64,
 }
@@ -452,7 +463,11 @@ impl EventLoop {
     }
 
     /// Ends the handshakes older than their export's limit; notes whether
-    /// any connection is still in its handshake.
+    /// any connection is still in its handshake. A handshake's age is the
+    /// time since it was last counted, at most [`MAX_SCAN_GAP_NS`] a
+    /// scan: the scan runs before the turn that reads the sockets, so a
+    /// loop that was not running must not judge clients by time it could
+    /// not hear them in.
     fn time_out_handshakes(&mut self, now: u64) {
         self.handshaking = false;
         for (key, slot) in self.slots.iter_mut() {
@@ -461,7 +476,10 @@ impl EventLoop {
                 continue;
             }
             let limit_ms = self.exports[slot.export].shared.handshake_timeout_ms;
-            if now.saturating_sub(slot.arrived_ns) >= limit_ms.saturating_mul(1_000_000) {
+            let gap = now.saturating_sub(slot.counted_ns).min(MAX_SCAN_GAP_NS);
+            slot.handshake_ns += gap;
+            slot.counted_ns = now;
+            if slot.handshake_ns >= limit_ms.saturating_mul(1_000_000) {
                 connection.time_out(limit_ms);
                 if !slot.active {
                     slot.active = true;
@@ -549,7 +567,8 @@ impl EventLoop {
             connection,
             export,
             active: false,
-            arrived_ns: now,
+            handshake_ns: 0,
+            counted_ns: now,
             heard_ns: now,
         });
         debug_assert_eq!(inserted, key);
