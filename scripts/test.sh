@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# CI builds a fresh clone once: incremental state would only take disk.
+if [[ "${CI:-}" == true ]]; then
+  export CARGO_INCREMENTAL=0
+fi
+
 # Debian packages the tests drive as real peers: nbdkit (memory, null,
 # pattern, file plugins; error, delay, pause, nozero, rate filters) and
 # qemu-nbd (qemu-utils) serve the nbd transport's tests; the NBD server's
