@@ -27,11 +27,18 @@
 //! behind mpio's back: fio's verify must catch it, or the harness above
 //! could not fail.
 //!
+//! Each step's window on the raw map's job holds a logged latency: the
+//! job writes throughout, so an empty window means the log and the
+//! test's clock disagree, and the table below would mean nothing.
+//!
 //! # Measured, not asserted
 //! The longest fio latency (of any 100 ms, from fio's log) during the
 //! steps of each fault kind, and for the NVMe faults the same job under
 //! the kernel's native NVMe multipath (`native.rs`), printed as
-//! `STALL|kind|mpio ms|native ms` (`--nocapture` shows them).
+//! `STALL|kind|mpio ms|native ms` (`--nocapture` shows them). The first
+//! row, `no fault`, is each side's ext4 job from its start (it writes
+//! 4 MiB before any fault) to the first fault: what the same job sees
+//! with every path healthy.
 
 mod chaos;
 mod native;
@@ -267,7 +274,15 @@ fn soak(canary: bool) -> Outcome {
         eprintln!("SOAK|ran and seen|{}|{count}", fault.label());
     }
     let mut stalls: BTreeMap<Fault, u64> = BTreeMap::new();
-    for step in &chaos.steps {
+    for (index, step) in chaos.steps.iter().enumerate() {
+        if step.fault.sides().contains(&Side::Scsi) {
+            assert!(
+                raw.longest_latency_ns(step.start, step.end) > 0,
+                "seed {seed}: step {} ({}) has no latency in the raw job's log",
+                index + 1,
+                step.fault.label()
+            );
+        }
         let jobs: Vec<&Job> = step
             .fault
             .sides()
@@ -285,6 +300,8 @@ fn soak(canary: bool) -> Outcome {
         let entry = stalls.entry(step.fault).or_default();
         *entry = (*entry).max(longest);
     }
+    let first_fault = chaos.steps.first().expect("the soak ran a step").start;
+    let baseline = on_fs.longest_latency_ns(on_fs.spawned(), first_fault);
     rig.stop();
     drop(rig);
 
@@ -292,8 +309,13 @@ fn soak(canary: bool) -> Outcome {
     let native = native::stalls(&native_faults, seed);
     let ms = |ns: u64| format!("{:.1}", ns as f64 / 1e6);
     eprintln!("STALL|kind|mpio ms|native ms");
+    let native_baseline = native.baseline.map_or("-".to_string(), ms);
+    eprintln!("STALL|no fault|{}|{native_baseline}", ms(baseline));
     for (fault, longest) in &stalls {
-        let beside = native.get(fault).map_or("-".to_string(), |&ns| ms(ns));
+        let beside = native
+            .faults
+            .get(fault)
+            .map_or("-".to_string(), |&ns| ms(ns));
         eprintln!("STALL|{}|{}|{beside}", fault.label(), ms(*longest));
     }
     Outcome {

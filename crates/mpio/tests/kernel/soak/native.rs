@@ -18,12 +18,23 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-/// The longest latency (ns) around each of `faults` (those with a
-/// native counterpart) under native multipath, each run once.
-pub fn stalls(faults: &[Fault], seed: u64) -> BTreeMap<Fault, u64> {
+/// What the job saw under native multipath.
+pub struct NativeStalls {
+    /// The longest latency (ns) from its start to the first fault.
+    pub baseline: Option<u64>,
+    /// The longest latency (ns) around each fault.
+    pub faults: BTreeMap<Fault, u64>,
+}
+
+/// The longest latency around each of `faults` (those with a native
+/// counterpart) under native multipath, each run once, and before them.
+pub fn stalls(faults: &[Fault], seed: u64) -> NativeStalls {
     let mut longest = BTreeMap::new();
     if faults.is_empty() {
-        return longest;
+        return NativeStalls {
+            baseline: None,
+            faults: longest,
+        };
     }
     let target = NvmeLoop::with_native_multipath("mpio-kt-soak-native", LUN_MIB, [63, 64], true);
     let head = target.native_head("round-robin");
@@ -68,6 +79,10 @@ pub fn stalls(faults: &[Fault], seed: u64) -> BTreeMap<Fault, u64> {
     }
     // fio writes its latency log as the job ends.
     let ended = job.stop(LIMIT);
+    let first_fault = windows
+        .first()
+        .map_or_else(Instant::now, |&(_, start, _)| start);
+    let baseline = job.longest_latency_ns(job.spawned(), first_fault);
     for (fault, start, end) in windows {
         longest.insert(fault, job.longest_latency_ns(start, end));
     }
@@ -79,5 +94,8 @@ pub fn stalls(faults: &[Fault], seed: u64) -> BTreeMap<Fault, u64> {
     }
     mount.unmount();
     let _ = std::fs::remove_dir_all(&dir);
-    longest
+    NativeStalls {
+        baseline: Some(baseline),
+        faults: longest,
+    }
 }

@@ -7,7 +7,11 @@
 //!
 //! # Contract
 //! A [`Job`] that ended by its trigger with status 0 and fio's error field
-//! 0 saw no I/O error and no bad block. The [`Files`] writer stops at its
+//! 0 saw no I/O error and no bad block. Its latency log is stamped with
+//! the wall clock (`--log_unix_epoch`), read once when the job ends, and
+//! refused unless every entry falls between the job's spawn and its exit:
+//! a window the test takes on its own clock then finds fio's entries for
+//! the same moments, whatever fio did before its first I/O. The [`Files`] writer stops at its
 //! first failed write or fsync and reports it; the generations it returns
 //! are those of files whose write and fsync succeeded.
 
@@ -19,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// splitmix64: a small seeded generator, the same sequence on every
 /// machine for one seed.
@@ -53,15 +57,23 @@ impl Rng {
     }
 }
 
+/// Writes a job's device completes before [`Job::start`] returns: 4 MiB,
+/// a few hundred ms of the job even under emulation, so the no-fault
+/// window before the first fault holds entries of fio's log.
+const WARM_WRITES: u64 = 1024;
+
 /// A fio verify job run until its trigger file appears.
 pub struct Job {
     child: Child,
     /// What the job is (`raw`, `ext4`), naming its files.
     pub name: String,
     dir: PathBuf,
-    /// When fio's clock (its latency log's time 0) started, as near as
-    /// the test sees it: when the job's first I/O completed.
-    pub epoch: Instant,
+    /// The test's clock and the wall clock, read together as fio was
+    /// spawned: they turn the test's instants into fio's log stamps.
+    spawned: (Instant, SystemTime),
+    /// The latency log once the job ended: (wall-clock ms, longest ns of
+    /// the 100 ms before).
+    latencies: Option<Vec<(u64, u64)>>,
 }
 
 /// How a job ended.
@@ -113,6 +125,7 @@ fn soak_args(dir: &Path, name: &str, size_mib: u64) -> Vec<String> {
         format!("--write_lat_log={}", dir.join(name).display()),
         "--log_avg_msec=100".into(),
         "--log_max_value=1".into(),
+        "--log_unix_epoch=1".into(),
         "--output-format=terse".into(),
     ]
     .into()
@@ -122,7 +135,8 @@ impl Job {
     /// Starts job `name` on `target` (fio's `--filename` word, libaio,
     /// O_DIRECT) over its first `size_mib` MiB, writing its files under
     /// `dir`; returns once `writes()` (a count of writes completed where
-    /// the job writes) moved, which fixes the job's epoch.
+    /// the job writes) grew by [`WARM_WRITES`], so the job has run with
+    /// no fault before the caller injects one.
     pub fn start(
         dir: &Path,
         name: &str,
@@ -133,6 +147,7 @@ impl Job {
         let _ = std::fs::remove_file(dir.join(format!("{name}.stop")));
         let output = std::fs::File::create(dir.join(format!("{name}.out"))).unwrap();
         let before = writes();
+        let spawned = (Instant::now(), SystemTime::now());
         let child = Command::new("fio")
             .args(soak_args(dir, name, size_mib))
             .args([
@@ -150,18 +165,63 @@ impl Job {
             child,
             name: name.to_string(),
             dir: dir.to_path_buf(),
-            epoch: Instant::now(),
+            spawned,
+            latencies: None,
         };
         crate::devices::wait_until(
             &format!("fio job {name} writes"),
             crate::failover::LIMIT,
             || {
                 assert!(job.is_running(), "fio job {name} ended at its start");
-                writes() > before
+                writes() >= before + WARM_WRITES
             },
         );
-        job.epoch = Instant::now();
         job
+    }
+
+    /// When fio was spawned: a window from here to the first fault holds
+    /// the job's run with every path healthy.
+    pub fn spawned(&self) -> Instant {
+        self.spawned.0
+    }
+
+    /// `instant` as fio stamps its log: wall-clock milliseconds.
+    fn unix_ms(&self, instant: Instant) -> u64 {
+        let (at, wall) = self.spawned;
+        let wall = match instant.checked_duration_since(at) {
+            Some(after) => wall + after,
+            None => wall - at.duration_since(instant),
+        };
+        wall.duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    }
+
+    /// Reads the job's latency log (fio writes it as the job ends) and
+    /// checks its stamps lie between the spawn and `exited`.
+    fn read_latencies(&self, exited: Instant) -> Vec<(u64, u64)> {
+        let path = self.dir.join(format!("{}_lat.1.log", self.name));
+        // A job that died at its start wrote no log: no entries, and the
+        // caller's checks of fio's end and of each window speak.
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let entries: Vec<(u64, u64)> = text
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split(',').map(str::trim);
+                let time_ms: u64 = fields.next()?.parse().ok()?;
+                let latency_ns: u64 = fields.next()?.parse().ok()?;
+                Some((time_ms, latency_ns))
+            })
+            .collect();
+        let (from, to) = (self.unix_ms(self.spawned.0), self.unix_ms(exited));
+        if let Some(&(stray, _)) = entries.iter().find(|&&(ms, _)| ms < from || ms > to) {
+            panic!(
+                "{}: an entry stamped {stray} ms is outside the job's run, {from}..{to} ms \
+                 (is fio's log stamped with the wall clock?)",
+                path.display()
+            );
+        }
+        entries
     }
 
     pub fn is_running(&mut self) -> bool {
@@ -173,6 +233,7 @@ impl Job {
     pub fn stop(&mut self, limit: Duration) -> Ended {
         std::fs::write(self.dir.join(format!("{}.stop", self.name)), "").unwrap();
         let status = wait_bounded(&mut self.child, limit, "fio");
+        self.latencies = Some(self.read_latencies(Instant::now()));
         let log = std::fs::read_to_string(self.dir.join(format!("{}.out", self.name)))
             .unwrap_or_default();
         // Terse version 3 lines: "3;fio-3.33;<job>;0;<error>;...".
@@ -188,24 +249,18 @@ impl Job {
         }
     }
 
-    /// The longest latency (ns) fio logged in `[from, to]`, the two
-    /// taken on the test's clock; 0 when it logged nothing there. fio
-    /// writes its log as the job ends: ask after [`Job::stop`].
+    /// The longest latency (ns) fio logged for the 100 ms spans that
+    /// overlap `[from, to]` (the test's clock); 0 when it logged nothing
+    /// there. Asked after [`Job::stop`], which reads the log.
     pub fn longest_latency_ns(&self, from: Instant, to: Instant) -> u64 {
-        let since = |instant: Instant| instant.saturating_duration_since(self.epoch).as_millis();
-        let (from_ms, to_ms) = (since(from) as u64, since(to) as u64);
-        let text = std::fs::read_to_string(self.dir.join(format!("{}_lat.1.log", self.name)))
-            .unwrap_or_default();
-        text.lines()
-            .filter_map(|line| {
-                let mut fields = line.split(',').map(str::trim);
-                let time_ms: u64 = fields.next()?.parse().ok()?;
-                let latency_ns: u64 = fields.next()?.parse().ok()?;
-                Some((time_ms, latency_ns))
-            })
-            // A logged value covers the 100 ms before its time.
-            .filter(|&(time_ms, _)| time_ms >= from_ms && time_ms <= to_ms + 100)
-            .map(|(_, latency_ns)| latency_ns)
+        let (from_ms, to_ms) = (self.unix_ms(from), self.unix_ms(to));
+        self.latencies
+            .as_ref()
+            .expect("the job was stopped")
+            .iter()
+            // A logged value covers the 100 ms before its stamp.
+            .filter(|&&(time_ms, _)| time_ms > from_ms && time_ms <= to_ms + 100)
+            .map(|&(_, latency_ns)| latency_ns)
             .max()
             .unwrap_or(0)
     }
