@@ -16,6 +16,10 @@
 #   IODEPTH=32      fio's queue depth per job
 #   NUMJOBS=<vCPUs> fio jobs (IODEPTH=1 NUMJOBS=1: one request at a time,
 #                   so IOPS = 1 / latency)
+#   MPIO_BASE=      another mpio binary (e.g. a release build of an older
+#                   commit): every mpio-* configuration runs again with it,
+#                   as base-*, in the same round, so the two compare in
+#                   one run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/kernel-vm/host.sh
@@ -26,6 +30,11 @@ kvm_prepare
 overlay=$(mktemp -d)
 trap 'rm -rf "$overlay"' EXIT
 kvm_add_binary "$overlay" target/release/mpio mpio
+programs=mpio
+if [ -n "${MPIO_BASE:-}" ]; then
+    kvm_add_binary "$overlay" "$MPIO_BASE" mpio-base
+    programs="mpio mpio-base"
+fi
 install -D -m 755 scripts/kernel-vm/guest-bench.sh "$overlay/kvm/run"
 cat > "$overlay/kvm/bench.conf" <<CONF
 JOBS=$KVM_CPUS
@@ -36,6 +45,7 @@ RUNTIME=${RUNTIME:-5}
 CONFIGS='${CONFIGS:-*}'
 MPIO_SELECTORS='${MPIO_SELECTORS:-round-robin queue-length service-time}'
 NULLB_COMPLETION_NS=${NULLB_COMPLETION_NS:-0}
+PROGRAMS='$programs'
 CONF
 mkdir -p "$KVM_CACHE/logs"
 log=$KVM_CACHE/logs/bench-$(date +%Y%m%d-%H%M%S).log

@@ -17,6 +17,10 @@
 #   mpio-ublk-2p-<selector>  the same over nullb0 and nullb1
 #   mpio-nbd-1p              mpio serve over file:/dev/nullb0, attached by the kernel's nbd
 #   mpio-nbd-2p-<selector>   the same over nullb0 and nullb1
+#   base-*                   each mpio-* configuration again with the binary
+#                            kernel-bench.sh was given as MPIO_BASE, in the
+#                            same round, after the mpio-* ones of its
+#                            frontend
 . /kvm/bench.conf
 export DM_DISABLE_UDEV=1
 
@@ -131,9 +135,9 @@ mpio_counters() {
     echo "$ios $switches $user $system"
 }
 # Its own block device: a ublk queue per vCPU, fio on /dev/ublkbN.
-mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
-    name=$1; shift
-    mpio serve --table "$(mpio_table "$@")" --ublk 0 --control /tmp/mpio/control.sock \
+mpio_ublk_run() {   # mpio_ublk_run PROGRAM CONFIGURATION SELECTOR DEVICE...
+    program=$1 name=$2; shift 2
+    "$program" serve --table "$(mpio_table "$@")" --ublk 0 --control /tmp/mpio/control.sock \
         --log-level info > /tmp/mpio.out 2>&1 &
     pid=$!
     for _ in $(seq 100); do [ -b /dev/ublkb0 ] && break; sleep 0.1; done
@@ -162,9 +166,9 @@ mpio_ublk_run() {   # mpio_ublk_run CONFIGURATION SELECTOR DEVICE...
 # Over NBD: the map on a unix socket, attached as /dev/nbd0 with a
 # connection per job (the server spreads connections over its event
 # loops, one per vCPU).
-mpio_nbd_run() {    # mpio_nbd_run CONFIGURATION SELECTOR DEVICE...
-    name=$1; shift
-    mpio serve --table "$(mpio_table "$@")" --socket /tmp/mpio/bench.sock --control /tmp/mpio/control.sock \
+mpio_nbd_run() {    # mpio_nbd_run PROGRAM CONFIGURATION SELECTOR DEVICE...
+    program=$1 name=$2; shift 2
+    "$program" serve --table "$(mpio_table "$@")" --socket /tmp/mpio/bench.sock --control /tmp/mpio/control.sock \
         --log-level warn > /tmp/mpio.out 2>&1 &
     pid=$!
     for _ in $(seq 100); do [ -S /tmp/mpio/bench.sock ] && break; sleep 0.1; done
@@ -204,10 +208,14 @@ while [ $round -le "$ROUNDS" ]; do
         wanted "nvme-loop-2p-$policy" && nvme_run "nvme-loop-2p-$policy" 2 "$policy"
     done
     for frontend in ublk nbd; do
-        wanted "mpio-$frontend-1p" && "mpio_${frontend}_run" "mpio-$frontend-1p" round-robin /dev/nullb0
-        for selector in $MPIO_SELECTORS; do
-            wanted "mpio-$frontend-2p-$selector" &&
-                "mpio_${frontend}_run" "mpio-$frontend-2p-$selector" "$selector" /dev/nullb0 /dev/nullb1
+        for program in $PROGRAMS; do
+            case $program in mpio) prefix=mpio ;; *) prefix=base ;; esac
+            wanted "$prefix-$frontend-1p" &&
+                "mpio_${frontend}_run" "$program" "$prefix-$frontend-1p" round-robin /dev/nullb0
+            for selector in $MPIO_SELECTORS; do
+                wanted "$prefix-$frontend-2p-$selector" &&
+                    "mpio_${frontend}_run" "$program" "$prefix-$frontend-2p-$selector" "$selector" /dev/nullb0 /dev/nullb1
+            done
         done
     done
     round=$((round + 1))
