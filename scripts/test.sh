@@ -16,7 +16,9 @@ fi
 # qemu-nbd (qemu-utils) serve the nbd transport's tests; the NBD server's
 # tests point real clients at `mpio serve`: nbdinfo and nbdcopy
 # (libnbd-bin), qemu-img (qemu-utils) and fio's nbd engine (fio).
-packages=(nbdkit libnbd-bin qemu-utils fio)
+# `mpio generate`'s test renders the manual pages with groff
+# (groff-base) and loads the completion scripts in zsh and fish.
+packages=(nbdkit libnbd-bin qemu-utils fio groff-base zsh fish)
 if ((${#packages[@]})); then
   missing=()
   for package in "${packages[@]}"; do

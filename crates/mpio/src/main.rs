@@ -6,17 +6,20 @@
 //! `reload`), `bench` (measure a map against the raw path), `table check`
 //! (validate a dm table and print its canonical form), `sim` (the
 //! deterministic simulator: run seeds, replay one), `discover` (the
-//! host's block devices by WWID, or a config for them).
+//! host's block devices by WWID, or a config for them), `generate` (the
+//! manual pages and shell completions, from these definitions).
 
 mod bench;
+mod config_man;
 mod control_cmd;
 mod discover_cmd;
+mod generate_cmd;
 mod serve_cmd;
 mod signals;
 mod sim_cmd;
 mod table_cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// mpio: a userspace multipath block I/O engine.
@@ -51,6 +54,9 @@ enum Command {
     /// The host's block devices grouped by WWID (`multipath -d -v3`), or
     /// a config for them (`--config`).
     Discover(discover_cmd::DiscoverArgs),
+    /// The manual pages (mpio(8), mpio-VERB(8), mpio.toml(5)) or a shell's
+    /// completion script, for packagers and `scripts/install.sh`.
+    Generate(generate_cmd::GenerateArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +71,7 @@ fn main() -> ExitCode {
         Command::Reload(args) => control_cmd::reload(args),
         Command::Sim(args) => sim_cmd::main(args),
         Command::Discover(args) => discover_cmd::main(args),
+        Command::Generate(args) => generate_cmd::main(args, Cli::command()),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
