@@ -17,8 +17,9 @@ fi
 # tests point real clients at `mpio serve`: nbdinfo and nbdcopy
 # (libnbd-bin), qemu-img (qemu-utils) and fio's nbd engine (fio).
 # `mpio generate`'s test renders the manual pages with groff
-# (groff-base) and loads the completion scripts in zsh and fish.
-packages=(nbdkit libnbd-bin qemu-utils fio groff-base zsh fish)
+# (groff-base) and loads the completion scripts in zsh and fish; `mpio
+# top`'s test reads its screen in a tmux pane.
+packages=(nbdkit libnbd-bin qemu-utils fio groff-base zsh fish tmux)
 if ((${#packages[@]})); then
   missing=()
   for package in "${packages[@]}"; do

@@ -18,7 +18,8 @@ pub struct ControlArgs {
 }
 
 impl ControlArgs {
-    fn socket(&self) -> PathBuf {
+    /// The socket named, else the default.
+    pub fn socket(&self) -> PathBuf {
         self.control
             .clone()
             .unwrap_or_else(mpio_daemon::control::default_socket)

@@ -6,7 +6,8 @@
 //! `reload`), `bench` (measure a map against the raw path), `table check`
 //! (validate a dm table and print its canonical form), `sim` (the
 //! deterministic simulator: run seeds, replay one), `discover` (the
-//! host's block devices by WWID, or a config for them), `generate` (the
+//! host's block devices by WWID, or a config for them), `top` (the maps
+//! and paths live), `generate` (the
 //! manual pages and shell completions, from these definitions).
 
 mod bench;
@@ -18,6 +19,7 @@ mod serve_cmd;
 mod signals;
 mod sim_cmd;
 mod table_cmd;
+mod top;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
@@ -57,6 +59,10 @@ enum Command {
     /// The manual pages (mpio(8), mpio-VERB(8), mpio.toml(5)) or a shell's
     /// completion script, for packagers and `scripts/install.sh`.
     Generate(generate_cmd::GenerateArgs),
+    /// The daemon's maps and paths live: IOPS, MB/s, latency, errors and
+    /// states per interval, like top or iostat -x 1 (`--once`: one
+    /// interval as text).
+    Top(top::TopArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +78,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim_cmd::main(args),
         Command::Discover(args) => discover_cmd::main(args),
         Command::Generate(args) => generate_cmd::main(args, Cli::command()),
+        Command::Top(args) => top::main(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

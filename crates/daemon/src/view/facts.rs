@@ -3,6 +3,7 @@
 use crate::running::RunningMap;
 use mpio_core::checker::{PathCheck, ProbeState};
 use mpio_core::io::PathError;
+use mpio_core::load::LATENCY_BUCKETS;
 use mpio_core::path::AccessState;
 use mpio_core::status::PathState;
 use mpio_transport::PathHandle;
@@ -41,6 +42,12 @@ pub struct PathFacts {
     pub bytes: u64,
     /// Path errors it gave.
     pub errors: u64,
+    /// Reads held past their hedge delay, taken back and sent elsewhere.
+    pub hedged_reads: u64,
+    /// Answered attempts per latency bucket, counted since the path
+    /// joined: bucket `b` holds those under `2^(b + 10)` ns, the last
+    /// the rest ([`mpio_core::load::latency_bucket_upper_ns`]).
+    pub latency_buckets: [u64; LATENCY_BUCKETS],
     /// Probes the checker ran, and how many failed.
     pub probes: u64,
     /// Failed probes.
@@ -96,6 +103,8 @@ pub fn path_facts(running: &RunningMap) -> Vec<PathFacts> {
                 ios: load.dispatched(),
                 bytes: load.dispatched_bytes(),
                 errors: load.path_errors(),
+                hedged_reads: load.hedged_reads(),
+                latency_buckets: load.latency_buckets(),
                 probes: check.map_or(0, |check| check.probes),
                 failed_probes: check.map_or(0, |check| check.failed_probes),
             });
