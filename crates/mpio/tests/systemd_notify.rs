@@ -235,3 +235,11 @@ fn serve_speaks_the_notify_protocol_and_reloads_its_config_file() {
     let exit = child.0.wait().expect("mpio ends");
     assert!(exit.success(), "{exit:?}");
 }
+
+#[test]
+fn the_installed_example_config_checks() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../dist/mpio.toml");
+    let config = mpio_daemon::config::DaemonConfig::load(Path::new(example))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(config.maps.len(), 1);
+}
