@@ -122,7 +122,7 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         .map_err(|error| format!("--shutdown-timeout {}: {error}", args.shutdown_timeout))?;
     // Before anything starts: a signal from now on shuts down cleanly.
     let mut signals = crate::signals::ShutdownSignals::install()
-        .map_err(|error| format!("cannot catch SIGTERM and SIGINT: {error}"))?;
+        .map_err(|error| format!("cannot catch SIGTERM, SIGINT and SIGHUP: {error}"))?;
     tracing_subscriber::fmt()
         .with_max_level(args.log_level)
         .with_writer(std::io::stderr)

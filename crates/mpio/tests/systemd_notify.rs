@@ -75,6 +75,11 @@ fn config(dir: &Path, maps: &[(&str, &str)]) -> String {
     text
 }
 
+/// Writes the config of `maps` (see [`config`]) to `dir`'s `mpio.toml`.
+fn write_config(dir: &TempDir, maps: &[(&str, &str)]) {
+    std::fs::write(dir.join("mpio.toml"), config(dir.path(), maps)).expect("write the config");
+}
+
 /// `mpio ARGS --control CONTROL`, run to its end.
 fn mpio(control: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mpio"))
@@ -122,14 +127,7 @@ fn serve_speaks_the_notify_protocol_and_reloads_its_config_file() {
     let manager = Manager { socket };
     let file = dir.join("mpio.toml");
     let control = dir.join("control.sock");
-    std::fs::write(
-        &file,
-        config(
-            dir.path(),
-            &[("keep", "round-robin"), ("gone", "round-robin")],
-        ),
-    )
-    .unwrap();
+    write_config(&dir, &[("keep", "round-robin"), ("gone", "round-robin")]);
     let child = Guard(
         Command::new(env!("CARGO_BIN_EXE_mpio"))
             .arg("serve")
@@ -161,14 +159,7 @@ fn serve_speaks_the_notify_protocol_and_reloads_its_config_file() {
     }
 
     // A map removed, one added, one given another selector.
-    std::fs::write(
-        &file,
-        config(
-            dir.path(),
-            &[("keep", "queue-length"), ("fresh", "round-robin")],
-        ),
-    )
-    .unwrap();
+    write_config(&dir, &[("keep", "queue-length"), ("fresh", "round-robin")]);
     signal(&child.0, "HUP");
     let status = reload_seen(&manager);
     assert_eq!(
@@ -207,18 +198,14 @@ fn serve_speaks_the_notify_protocol_and_reloads_its_config_file() {
     assert!(error.contains("surprise"), "{error}");
     let status = reload_seen(&manager);
     assert!(status.starts_with("reload failed: "), "{status}");
-    std::fs::write(
-        &file,
-        config(
-            dir.path(),
-            &[
-                ("keep", "queue-length"),
-                ("fresh", "round-robin"),
-                ("third", "round-robin"),
-            ],
-        ),
-    )
-    .unwrap();
+    write_config(
+        &dir,
+        &[
+            ("keep", "queue-length"),
+            ("fresh", "round-robin"),
+            ("third", "round-robin"),
+        ],
+    );
     let applied = mpio(&control, &["reload"]);
     assert!(applied.status.success(), "{applied:?}");
     assert_eq!(String::from_utf8_lossy(&applied.stdout), "added third\n");
