@@ -1,6 +1,6 @@
 //! `mpio serve`: the daemon. It runs the maps of a TOML config
-//! (`--config`; without it and without a map's flags,
-//! [`DEFAULT_CONFIG`] if that file exists), or one map given as a dm
+//! (`--config`; without it and without a map's flags, `$MPIO_CONFIG` or
+//! else [`DEFAULT_CONFIG`], if that file exists), or one map given as a dm
 //! table (`--table`) or, with neither, a built-in demo map (two priority
 //! groups of memory paths), exports them over NBD, prints the URIs to
 //! give an NBD client, and answers the control verbs on its control
@@ -37,15 +37,17 @@ use std::time::Duration;
 pub const DEMO_TABLE: &str = "0 524288 multipath 0 0 2 1 round-robin 0 2 1 memory:demo#a 1 memory:demo#b 1 round-robin 0 1 1 memory:demo#c 1";
 
 /// The config `mpio serve` runs when given neither `--config` nor a
-/// map's flags, if the file exists (the path the packaged service uses).
+/// map's flags, if the file exists and `$MPIO_CONFIG` names no other
+/// (the path the packaged service uses).
 pub const DEFAULT_CONFIG: &str = "/etc/mpio/mpio.toml";
 
 /// Arguments of `mpio serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Run the maps of this TOML config (see docs/CONFIG.md) instead of
-    /// one map from the flags below (default: /etc/mpio/mpio.toml if it
-    /// exists and no such flag is given, else the demo map). SIGHUP or
+    /// one map from the flags below (default: $MPIO_CONFIG, else
+    /// /etc/mpio/mpio.toml, if that file exists and no such flag is
+    /// given; else the demo map). SIGHUP or
     /// `mpio reload` reads it again.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["socket", "tcp", "table", "read_only", "name", "map", "metrics"])]
     config: Option<PathBuf>,
@@ -181,9 +183,9 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
     }
 }
 
-/// The config file to run: `--config`, else [`DEFAULT_CONFIG`] when no
-/// flag describes a map and that file exists; `None`: the map of the
-/// flags (or the demo map).
+/// The config file to run: `--config`, else `$MPIO_CONFIG` or
+/// [`DEFAULT_CONFIG`] when no flag describes a map and that file exists;
+/// `None`: the map of the flags (or the demo map).
 fn config_file(args: &ServeArgs) -> Option<PathBuf> {
     if args.config.is_some() {
         return args.config.clone();
@@ -196,7 +198,8 @@ fn config_file(args: &ServeArgs) -> Option<PathBuf> {
         || args.metrics.is_some()
         || args.map != "mpatha"
         || args.name != "mpio";
-    let default = PathBuf::from(DEFAULT_CONFIG);
+    let default = std::env::var_os("MPIO_CONFIG")
+        .map_or_else(|| PathBuf::from(DEFAULT_CONFIG), PathBuf::from);
     (!map_flags && default.exists()).then_some(default)
 }
 

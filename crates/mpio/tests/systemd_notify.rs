@@ -8,8 +8,10 @@
 //! through the control socket; after a broken file and SIGHUP,
 //! `READY=1` with a `STATUS=` saying `reload failed` while the maps
 //! still serve; `mpio reload` refusing the broken file with its error,
-//! then applying a fixed one; SIGTERM: `STOPPING=1` and exit 0. Every
-//! wait is a socket read bounded by `HANG_BOUND`.
+//! then applying a fixed one; SIGTERM: `STOPPING=1` and exit 0. Without
+//! `--config` or a map's flag, the daemon runs the default config file
+//! (`$MPIO_CONFIG` standing in for `/etc/mpio/mpio.toml`). Every wait is
+//! a socket read bounded by `HANG_BOUND`.
 
 use mpio_test_support::{TempDir, HANG_BOUND};
 use std::os::unix::net::UnixDatagram;
@@ -32,6 +34,16 @@ struct Manager {
 }
 
 impl Manager {
+    /// The notify socket in `dir`, and its path.
+    fn bind(dir: &TempDir) -> (Manager, std::path::PathBuf) {
+        let notify = dir.join("notify.sock");
+        let socket = UnixDatagram::bind(&notify).expect("bind the notify socket");
+        socket
+            .set_read_timeout(Some(HANG_BOUND))
+            .expect("a read timeout");
+        (Manager { socket }, notify)
+    }
+
     /// The next datagram, whatever it says.
     fn next(&self) -> String {
         let mut buffer = vec![0u8; 4096];
@@ -90,6 +102,35 @@ fn mpio(control: &Path, args: &[&str]) -> Output {
         .expect("mpio runs")
 }
 
+/// `mpio serve ARGS --control CONTROL` told of the notify socket at
+/// `notify`, with `env` set and no watchdog unless `env` asks for one.
+fn serve(notify: &Path, control: &Path, args: &[&str], env: &[(&str, &str)]) -> Guard {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mpio"));
+    command
+        .arg("serve")
+        .args(args)
+        .arg("--control")
+        .arg(control)
+        .env("NOTIFY_SOCKET", notify)
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    Guard(command.spawn().expect("mpio runs"))
+}
+
+/// SIGTERM to `child`: `STOPPING=1`, then exit 0.
+fn stop(manager: &Manager, child: &mut Guard) {
+    signal(&child.0, "TERM");
+    let stopping = manager.next_event();
+    assert_eq!(field(&stopping, "STOPPING"), Some("1"), "{stopping:?}");
+    let exit = child.0.wait().expect("mpio ends");
+    assert!(exit.success(), "{exit:?}");
+}
+
 /// Sends `signal` (a `kill` name) to `child`.
 fn signal(child: &Child, signal: &str) {
     let status = Command::new("kill")
@@ -119,30 +160,16 @@ fn reload_seen(manager: &Manager) -> String {
 #[test]
 fn serve_speaks_the_notify_protocol_and_reloads_its_config_file() {
     let dir = TempDir::new("systemd-notify");
-    let notify = dir.join("notify.sock");
-    let socket = UnixDatagram::bind(&notify).expect("bind the notify socket");
-    socket
-        .set_read_timeout(Some(HANG_BOUND))
-        .expect("a read timeout");
-    let manager = Manager { socket };
+    let (manager, notify) = Manager::bind(&dir);
     let file = dir.join("mpio.toml");
     let control = dir.join("control.sock");
     write_config(&dir, &[("keep", "round-robin"), ("gone", "round-robin")]);
-    let child = Guard(
-        Command::new(env!("CARGO_BIN_EXE_mpio"))
-            .arg("serve")
-            .arg("--config")
-            .arg(&file)
-            .arg("--control")
-            .arg(&control)
-            .env("NOTIFY_SOCKET", &notify)
-            // WATCHDOG=1 every 100 ms.
-            .env("WATCHDOG_USEC", "200000")
-            .env_remove("WATCHDOG_PID")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("mpio runs"),
+    // WATCHDOG=1 every 100 ms.
+    let mut child = serve(
+        &notify,
+        &control,
+        &["--config", file.to_str().expect("a UTF-8 path")],
+        &[("WATCHDOG_USEC", "200000")],
     );
 
     let ready = manager.next_event();
@@ -215,12 +242,7 @@ fn serve_speaks_the_notify_protocol_and_reloads_its_config_file() {
         "3 maps, paths: 6 up, 0 down, exports: 3 NBD, 0 ublk"
     );
 
-    let mut child = child;
-    signal(&child.0, "TERM");
-    let stopping = manager.next_event();
-    assert_eq!(field(&stopping, "STOPPING"), Some("1"), "{stopping:?}");
-    let exit = child.0.wait().expect("mpio ends");
-    assert!(exit.success(), "{exit:?}");
+    stop(&manager, &mut child);
 }
 
 #[test]
@@ -229,4 +251,30 @@ fn the_installed_example_config_checks() {
     let config = mpio_daemon::config::DaemonConfig::load(Path::new(example))
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(config.maps.len(), 1);
+}
+
+#[test]
+fn serve_without_a_map_flag_runs_the_default_config_file() {
+    let dir = TempDir::new("systemd-default");
+    let (manager, notify) = Manager::bind(&dir);
+    write_config(&dir, &[("only", "round-robin")]);
+    let control = dir.join("control.sock");
+    // In place of /etc/mpio/mpio.toml.
+    let config = dir.join("mpio.toml");
+    let mut child = serve(
+        &notify,
+        &control,
+        &[],
+        &[("MPIO_CONFIG", config.to_str().expect("a UTF-8 path"))],
+    );
+    let ready = manager.next_event();
+    assert_eq!(
+        field(&ready, "STATUS"),
+        Some("1 map, paths: 2 up, 0 down, exports: 1 NBD, 0 ublk"),
+        "{ready:?}"
+    );
+    let tables = mpio(&control, &["table", "--json"]);
+    let tables: serde_json::Value = serde_json::from_slice(&tables.stdout).expect("JSON");
+    assert_eq!(tables[0]["name"], "only", "{tables}");
+    stop(&manager, &mut child);
 }
