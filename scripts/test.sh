@@ -74,6 +74,22 @@ step "simulator: 10,000 seeds"
 cargo build --release -p mpio --locked --quiet
 target/release/mpio sim --seeds 10000
 
+# The service unit as scripts/install.sh writes it, installed under a
+# temporary prefix so that its ExecStart= binary exists: systemd-analyze
+# verify fails on an error, and this step also on any warning it prints
+# (an unknown key is only a warning to it).
+step "systemd unit"
+unit_root=$(mktemp -d)
+PREFIX="$unit_root/usr" SYSCONFDIR="$unit_root/etc" UNITDIR="$unit_root/unit" \
+  MPIO_BIN=target/release/mpio scripts/install.sh >/dev/null
+if ! verify_output=$(systemd-analyze verify "$unit_root/unit/mpio.service" 2>&1) ||
+  [[ -n "$verify_output" ]]; then
+  echo "$verify_output"
+  rm -rf "$unit_root"
+  exit 1
+fi
+rm -rf "$unit_root"
+
 # The kernel tests (crates/mpio/tests/kernel/) need root and modules the
 # build machines' kernel lacks, so they run in a QEMU guest booting
 # Debian's 6.12 kernel (natively where the kernel has them); the first

@@ -84,18 +84,20 @@ pub(crate) struct Rounds {
 }
 
 impl Rounds {
-    /// Runs `round` now and then every `interval`.
+    /// Runs `round` now and then every `interval`, on a thread named
+    /// `name`.
     ///
     /// # Errors
     /// The thread could not be started.
     pub(crate) fn spawn(
+        name: &str,
         interval: Duration,
         mut round: impl FnMut() + Send + 'static,
     ) -> std::io::Result<Rounds> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let thread_stop = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
-            .name("mpio-devices".into())
+            .name(name.into())
             .spawn(move || {
                 let (stopped, wake) = &*thread_stop;
                 loop {

@@ -7,6 +7,8 @@
 //! - [`control`]: the control socket and its protocol, for the CLI verbs.
 //! - [`view`]: what the read verbs show (status, table, topology, paths).
 //! - [`metrics`]: Prometheus text format of the maps, and its loopback HTTP server.
+//! - `notify`: the service manager's notify protocol (`READY=1`,
+//!   `STATUS=`, `RELOADING=1`, `STOPPING=1`, `WATCHDOG=1`).
 //! - [`fail_fast`]: the failure policy: a panic anywhere aborts the daemon.
 //! - [`clients`]: the accepting thread both servers share, a thread per client.
 //! - `devices`: block-device paths kept current (access states, maps by
@@ -22,6 +24,7 @@ mod deadline;
 mod devices;
 pub mod fail_fast;
 pub mod metrics;
+mod notify;
 pub mod running;
 pub mod ublk;
 pub mod view;

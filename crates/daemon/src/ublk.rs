@@ -57,6 +57,16 @@ impl fmt::Display for UblkShutdown {
     }
 }
 
+impl UblkExports {
+    /// Each I/O thread's heartbeat, if the engine runs.
+    pub fn heartbeats(&self) -> Vec<Arc<mpio_io_loop::Heartbeat>> {
+        lock(&self.engine)
+            .as_ref()
+            .map(Engine::heartbeats)
+            .unwrap_or_default()
+    }
+}
+
 /// The engine in `engine`, started first if it is not running.
 fn start_once(engine: &mut Option<Engine>) -> Result<&Engine, UblkError> {
     if engine.is_none() {

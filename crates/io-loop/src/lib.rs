@@ -12,13 +12,17 @@
 //!   engine's thread runs beside its own work (its descriptor, its wait
 //!   hint, one turn, its end), so the NBD loops run on the ublk threads
 //!   without either engine knowing the other.
+//! - [`Heartbeat`] (`heartbeat.rs`): a loop's liveness counter, bumped
+//!   once per turn, for the daemon's watchdog.
 
 #![warn(unreachable_pub)]
 
+mod heartbeat;
 mod hosted;
 mod pace;
 mod rest;
 
+pub use heartbeat::{Beat, Heartbeat};
 pub use hosted::{HostedLoop, Step};
 pub use pace::{Pace, Wait, BUSY_WAIT, REST_BOUND, SPIN_TURNS};
 pub use rest::{Rest, Waker};

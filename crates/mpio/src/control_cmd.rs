@@ -1,6 +1,7 @@
 //! The verbs that steer a running daemon through its control socket:
 //! `status`, `table MAP`, `show topology`, `show paths`, `message`,
-//! `reload`. Each sends one request and prints the answer: text by
+//! `reload` (a map's new table, or without arguments the daemon's config
+//! file read again). Each sends one request and prints the answer: text by
 //! default, the same facts as JSON with `--json`.
 
 use mpio_daemon::control::client;
@@ -68,11 +69,12 @@ pub struct MessageArgs {
 /// Arguments of `mpio reload`.
 #[derive(Debug, clap::Args)]
 pub struct ReloadArgs {
-    /// The map.
-    map: String,
+    /// The map (without it: the daemon reads its config file again and
+    /// makes its maps match it: maps added, removed and changed).
+    map: Option<String>,
     /// A config file (its section for MAP gives the new table, paths and
     /// options), or a dm table as one argument or several words.
-    #[arg(required = true, num_args = 1..)]
+    #[arg(num_args = 0.., requires = "map")]
     source: Vec<String>,
     /// Print JSON.
     #[arg(long)]
@@ -132,9 +134,19 @@ pub fn message(args: &MessageArgs) -> Result<(), String> {
     run(&args.control, &request, args.json)
 }
 
-/// `mpio reload MAP <config file | table>`.
+/// `mpio reload MAP <config file | table>`, or `mpio reload` (the
+/// daemon's config file read again).
 pub fn reload(args: &ReloadArgs) -> Result<(), String> {
+    let Some(map) = &args.map else {
+        return run(&args.control, &Request::ReloadConfig, args.json);
+    };
     let source = match args.source.as_slice() {
+        [] => {
+            return Err(format!(
+                "reload {map}: give the map's new table or a config file (`mpio reload` alone \
+                 reads the daemon's config file again)"
+            ))
+        }
         [one] if Path::new(one).is_file() => ReloadSource::Config {
             origin: one.clone(),
             text: std::fs::read_to_string(one).map_err(|error| format!("{one}: {error}"))?,
@@ -142,7 +154,7 @@ pub fn reload(args: &ReloadArgs) -> Result<(), String> {
         words => ReloadSource::Table(words.join(" ")),
     };
     let request = Request::Reload {
-        map: args.map.clone(),
+        map: map.clone(),
         source,
     };
     run(&args.control, &request, args.json)

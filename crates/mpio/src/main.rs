@@ -47,7 +47,8 @@ enum Command {
     /// Send a dm message to a map (`dmsetup message`).
     Message(control_cmd::MessageArgs),
     /// Give a map a new table, from a dm table or a config file, without
-    /// pausing or losing I/O.
+    /// pausing or losing I/O; without arguments, have the daemon read its
+    /// config file again (maps added, removed and changed).
     Reload(control_cmd::ReloadArgs),
     /// Run a fio-like load against a map (default: 8 null paths, round-robin) or the raw path.
     Bench(bench::BenchArgs),

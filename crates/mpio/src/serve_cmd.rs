@@ -1,8 +1,12 @@
 //! `mpio serve`: the daemon. It runs the maps of a TOML config
-//! (`--config`), or one map given as a dm table (`--table`) or, with no
-//! arguments, a built-in demo map (two priority groups of memory paths),
-//! exports them over NBD, prints the URIs to give an NBD client, and
-//! answers the control verbs on its control socket.
+//! (`--config`; without it and without a map's flags, `$MPIO_CONFIG` or
+//! else [`DEFAULT_CONFIG`], if that file exists), or one map given as a dm
+//! table (`--table`) or, with neither, a built-in demo map (two priority
+//! groups of memory paths), exports them over NBD, prints the URIs to
+//! give an NBD client, and answers the control verbs on its control
+//! socket. Under a service manager it speaks the notify protocol
+//! (`READY=1` once every map's devices and exports are up, `STATUS=`,
+//! `STOPPING=1`, and `WATCHDOG=1` when asked).
 //!
 //! A panic on any of its threads aborts it, logged
 //! ([`mpio_daemon::fail_fast`]), for its supervisor to restart it.
@@ -12,8 +16,11 @@
 //! read is answered, a FLUSH goes through each map, then it exits: 0 when
 //! nothing was abandoned, 1 when `--shutdown-timeout` ran out first (the
 //! logged report says what). A second signal exits at once
-//! ([`crate::signals`]: 130 after SIGINT, 143 after SIGTERM).
+//! ([`crate::signals`]: 130 after SIGINT, 143 after SIGTERM). SIGHUP
+//! reads the config file again ([`Daemon::reload_config`]); the outcome
+//! is logged, and a file refused leaves the daemon serving as it was.
 
+use crate::signals::Asked;
 use mpio_core::checker::CheckerOptions;
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
@@ -29,11 +36,19 @@ use std::time::Duration;
 /// (group 1, round-robin) and, should both fail, port `c` (group 2).
 pub const DEMO_TABLE: &str = "0 524288 multipath 0 0 2 1 round-robin 0 2 1 memory:demo#a 1 memory:demo#b 1 round-robin 0 1 1 memory:demo#c 1";
 
+/// The config `mpio serve` runs when given neither `--config` nor a
+/// map's flags, if the file exists and `$MPIO_CONFIG` names no other
+/// (the path the packaged service uses).
+pub const DEFAULT_CONFIG: &str = "/etc/mpio/mpio.toml";
+
 /// Arguments of `mpio serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Run the maps of this TOML config (see docs/CONFIG.md) instead of
-    /// one map from the flags below.
+    /// one map from the flags below (default: $MPIO_CONFIG, else
+    /// /etc/mpio/mpio.toml, if that file exists and no such flag is
+    /// given; else the demo map). SIGHUP or
+    /// `mpio reload` reads it again.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["socket", "tcp", "table", "read_only", "name", "map", "metrics"])]
     config: Option<PathBuf>,
     /// The control socket (default: the config's, else $MPIO_CONTROL,
@@ -109,7 +124,7 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         .map_err(|error| format!("--shutdown-timeout {}: {error}", args.shutdown_timeout))?;
     // Before anything starts: a signal from now on shuts down cleanly.
     let mut signals = crate::signals::ShutdownSignals::install()
-        .map_err(|error| format!("cannot catch SIGTERM and SIGINT: {error}"))?;
+        .map_err(|error| format!("cannot catch SIGTERM, SIGINT and SIGHUP: {error}"))?;
     tracing_subscriber::fmt()
         .with_max_level(args.log_level)
         .with_writer(std::io::stderr)
@@ -117,10 +132,7 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         .init();
     // A panic on any thread ends the daemon (see the module docs).
     mpio_daemon::fail_fast::install();
-    let config = match &args.config {
-        Some(path) => DaemonConfig::load(path).map_err(|error| error.to_string())?,
-        None => flag_config(args)?,
-    };
+    let config_file = config_file(args);
     let server_settings = ServerSettings {
         loops: args.loops,
         queue_depth: args.queue_depth,
@@ -130,10 +142,26 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
             .max_buffered
             .unwrap_or_else(mpio_server::budget::default_max_buffered_bytes),
     };
-    let daemon = Daemon::start(config, args.control.as_deref(), server_settings)
-        .map_err(|error| error.to_string())?;
-    print_banner(&daemon, args);
-    let signal = signals.wait();
+    let control = args.control.as_deref();
+    let daemon = match &config_file {
+        Some(path) => Daemon::start_file(path, control, server_settings),
+        None => Daemon::start(flag_config(args)?, control, server_settings),
+    }
+    .map_err(|error| error.to_string())?;
+    print_banner(&daemon, args, config_file.is_some());
+    daemon.ready();
+    let signal = loop {
+        match signals.wait() {
+            Asked::Shutdown(signal) => break signal,
+            Asked::Reload => match daemon.reload_config() {
+                Ok(text) => tracing::info!(
+                    "SIGHUP: config read again: {}",
+                    text.trim_end().replace('\n', "; ")
+                ),
+                Err(error) => tracing::error!("SIGHUP: {error}"),
+            },
+        }
+    };
     tracing::info!(
         "{signal}: shutting down, up to {shutdown_timeout:?} (a second signal exits at once)"
     );
@@ -153,6 +181,26 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
     } else {
         Err("the shutdown abandoned work (see the reports above)".into())
     }
+}
+
+/// The config file to run: `--config`, else `$MPIO_CONFIG` or
+/// [`DEFAULT_CONFIG`] when no flag describes a map and that file exists;
+/// `None`: the map of the flags (or the demo map).
+fn config_file(args: &ServeArgs) -> Option<PathBuf> {
+    if args.config.is_some() {
+        return args.config.clone();
+    }
+    let map_flags = args.table.is_some()
+        || args.socket.is_some()
+        || args.tcp.is_some()
+        || args.ublk.is_some()
+        || args.read_only
+        || args.metrics.is_some()
+        || args.map != "mpatha"
+        || args.name != "mpio";
+    let default = std::env::var_os("MPIO_CONFIG")
+        .map_or_else(|| PathBuf::from(DEFAULT_CONFIG), PathBuf::from);
+    (!map_flags && default.exists()).then_some(default)
 }
 
 /// `--max-buffered`: a size of at least one largest request.
@@ -216,11 +264,11 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
 /// stdout. A stdout nobody reads any more (`mpio serve | head -1`, a
 /// supervisor that closed the pipe) is no reason to stop serving: write
 /// errors are ignored, where `println!` would panic.
-fn print_banner(daemon: &Daemon, args: &ServeArgs) {
+fn print_banner(daemon: &Daemon, args: &ServeArgs, from_file: bool) {
     let mut banner = String::new();
     let exports = daemon.exports();
     for (map, uris) in &exports {
-        if args.config.is_some() {
+        if from_file {
             banner.push_str(&format!("mpio serve: map {map}\n"));
         } else {
             banner.push_str(&format!(
@@ -247,6 +295,9 @@ fn print_banner(daemon: &Daemon, args: &ServeArgs) {
         "control socket: {}\n",
         daemon.control_socket().display()
     ));
+    if from_file {
+        banner.push_str("read the config again with SIGHUP or `mpio reload`\n");
+    }
     banner.push_str("stop with Ctrl-C or SIGTERM (a second one exits at once)\n");
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(banner.as_bytes());

@@ -1,6 +1,8 @@
 //! SIGTERM and SIGINT for `mpio serve`, as a storage daemon takes them:
 //! the first asks for a clean shutdown (the caller drains, flushes and
 //! exits), a second one exits at once, whatever the drain is doing.
+//! SIGHUP (what `systemctl reload` sends without `ExecReload=`) asks for
+//! the config file to be read again, as often as it comes.
 //!
 //! # Exit codes
 //! The second signal ends the process from the signal handler with
@@ -13,9 +15,10 @@
 //! here): per signal, first an action that exits if the shared flag is
 //! already set, then one that sets it (the order matters: on the first
 //! signal the exit is not armed yet), and a self-pipe iterator that wakes
-//! the thread waiting in [`ShutdownSignals::wait`].
+//! the thread waiting in [`ShutdownSignals::wait`]. SIGHUP only goes
+//! through the self-pipe.
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::flag;
 use signal_hook::iterator::Signals;
 use std::sync::atomic::AtomicBool;
@@ -24,13 +27,22 @@ use std::sync::Arc;
 /// The signals that ask for a shutdown.
 const SHUTDOWN: [i32; 2] = [SIGTERM, SIGINT];
 
-/// SIGTERM and SIGINT, caught. See the module docs.
+/// What a signal asks of `mpio serve`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asked {
+    /// A clean shutdown; the signal's name.
+    Shutdown(&'static str),
+    /// The config file read again (SIGHUP).
+    Reload,
+}
+
+/// SIGTERM, SIGINT and SIGHUP, caught. See the module docs.
 pub struct ShutdownSignals {
     signals: Signals,
 }
 
 impl ShutdownSignals {
-    /// Catches SIGTERM and SIGINT from now on (before the server starts,
+    /// Catches SIGTERM, SIGINT and SIGHUP from now on (before the server starts,
     /// so that a signal during start-up is not lost).
     ///
     /// # Errors
@@ -44,15 +56,17 @@ impl ShutdownSignals {
             flag::register(signal, Arc::clone(&received))?;
         }
         Ok(ShutdownSignals {
-            signals: Signals::new(SHUTDOWN)?,
+            signals: Signals::new([SIGTERM, SIGINT, SIGHUP])?,
         })
     }
 
-    /// Waits for the first SIGTERM or SIGINT; returns its name.
-    pub fn wait(&mut self) -> &'static str {
+    /// Waits for the next signal; says what it asks.
+    pub fn wait(&mut self) -> Asked {
         loop {
-            if let Some(signal) = self.signals.forever().next() {
-                return name(signal);
+            match self.signals.forever().next() {
+                Some(SIGHUP) => return Asked::Reload,
+                Some(signal) => return Asked::Shutdown(name(signal)),
+                None => {}
             }
         }
     }

@@ -33,7 +33,7 @@ use crate::event_loop::{self, EventLoop, LoopMessage, LoopSettings};
 use crate::shutdown::LoopExit;
 use crate::Shared;
 use mio::{Poll, Waker};
-use mpio_io_loop::HostedLoop;
+use mpio_io_loop::{Heartbeat, HostedLoop};
 use mpio_transport::lock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
@@ -70,6 +70,8 @@ pub struct Engine {
     acceptor: Sender<AcceptorMessage>,
     acceptor_waker: Arc<Waker>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The heartbeats of the loops on the engine's own threads.
+    heartbeats: Vec<Arc<Heartbeat>>,
     /// The next export's id. Relaxed: ids need only be unique.
     next_export: AtomicU64,
 }
@@ -89,10 +91,12 @@ impl Engine {
         };
         let mut threads = Vec::with_capacity(count + 1);
         let mut loops = Vec::with_capacity(count);
+        let mut heartbeats = Vec::with_capacity(count);
         for index in 0..count {
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
             let cpu = core.map_or(index as u32, |core| core.id as u32);
             let spawned = new_loop(index, cpu, config).and_then(|(event_loop, inbox)| {
+                heartbeats.push(event_loop.heartbeat());
                 let thread = std::thread::Builder::new()
                     .name(format!("mpio-serve-{index}"))
                     .spawn(move || {
@@ -114,7 +118,7 @@ impl Engine {
                 }
             }
         }
-        Engine::with_loops(loops, threads)
+        Engine::with_loops(loops, threads, heartbeats)
     }
 
     /// Starts the acceptor and makes one event loop for each CPU of
@@ -136,14 +140,18 @@ impl Engine {
             event_loops.push(Box::new(event_loop));
             loops.push(inbox);
         }
-        Ok((Engine::with_loops(loops, Vec::new())?, event_loops))
+        Ok((
+            Engine::with_loops(loops, Vec::new(), Vec::new())?,
+            event_loops,
+        ))
     }
 
     /// Starts the acceptor for `loops` (whose `threads`, if any, the
-    /// engine joins when dropped).
+    /// engine joins when dropped, and whose `heartbeats` it shows).
     fn with_loops(
         loops: Vec<LoopInbox>,
         mut threads: Vec<JoinHandle<()>>,
+        heartbeats: Vec<Arc<Heartbeat>>,
     ) -> std::io::Result<Arc<Engine>> {
         let started = Poll::new().and_then(|poll| {
             let waker = Arc::new(Waker::new(poll.registry(), acceptor::WAKER)?);
@@ -167,6 +175,7 @@ impl Engine {
             acceptor,
             acceptor_waker,
             threads: Mutex::new(threads),
+            heartbeats,
             next_export: AtomicU64::new(1),
         }))
     }
@@ -180,6 +189,13 @@ impl Engine {
     /// unless a host runs them ([`Engine::start_hosted`]).
     pub fn thread_count(&self) -> usize {
         lock(&self.threads).len()
+    }
+
+    /// The heartbeats of the loops on the engine's own threads, each
+    /// beaten once per turn (none for hosted loops: their host's threads
+    /// beat their own).
+    pub fn heartbeats(&self) -> &[Arc<Heartbeat>] {
+        &self.heartbeats
     }
 
     /// A fresh export id.

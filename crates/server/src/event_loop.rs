@@ -74,7 +74,7 @@ use crate::Shared;
 use mio::{Events, Interest, Poll, Token, Waker};
 use mpio_core::io::{Completion, Io, Op};
 use mpio_core::slab::Slab;
-use mpio_io_loop::{HostedLoop, Pace, Rest, Step};
+use mpio_io_loop::{Heartbeat, HostedLoop, Pace, Rest, Step};
 use mpio_transport::clock::now_ns;
 use mpio_transport::{device_queue, DeviceQueue};
 use std::collections::{HashMap, VecDeque};
@@ -243,6 +243,9 @@ pub struct EventLoop {
     pool: BufferPool,
     /// Turns without a completion, for the wait while I/O is at the maps.
     pace: Pace,
+    /// Beaten once per turn, for the daemon's watchdog (read only for a
+    /// loop on its own thread: a host's thread beats its own).
+    heartbeat: Arc<Heartbeat>,
     last_work_ns: u64,
     /// Some connection was in the handshake at the last scan (or arrived
     /// since): the loop wakes to scan again.
@@ -299,7 +302,12 @@ impl HostedLoop for EventLoop {
     /// One turn: waits at most `timeout` for socket events, then reads,
     /// submits, completes and sends. Says whether the loop goes on.
     fn step(&mut self, timeout: Option<Duration>) -> Step {
-        if let Err(error) = self.poll.poll(&mut self.events, timeout) {
+        if timeout.is_none() {
+            self.heartbeat.idle();
+        }
+        let polled = self.poll.poll(&mut self.events, timeout);
+        self.heartbeat.beat();
+        if let Err(error) = polled {
             if error.kind() == std::io::ErrorKind::Interrupted {
                 return Step::Goes;
             }
@@ -386,6 +394,7 @@ impl EventLoop {
             closes_log: LimitedLog::default(),
             pool: BufferPool::default(),
             pace: Pace::default(),
+            heartbeat: Arc::default(),
             last_work_ns: 0,
             handshaking: false,
             next_scan_ns: 0,
@@ -401,6 +410,11 @@ impl EventLoop {
             }
         }
         self.quit();
+    }
+
+    /// The loop's heartbeat, beaten once per turn.
+    pub(crate) fn heartbeat(&self) -> Arc<Heartbeat> {
+        Arc::clone(&self.heartbeat)
     }
 
     /// What the busy exports' queues say together about the loop resting

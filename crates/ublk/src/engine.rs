@@ -21,7 +21,7 @@ use crate::queue::SharedDevice;
 use crate::thread::{Request, Worker};
 use crate::uapi::{self, DevInfo};
 use crate::UblkError;
-use mpio_io_loop::HostedLoop;
+use mpio_io_loop::{Heartbeat, HostedLoop};
 use mpio_transport::host::host_topology;
 use mpio_transport::limits::Limits;
 use mpio_transport::{lock, DeviceSlot};
@@ -147,6 +147,12 @@ impl Engine {
     /// The I/O threads.
     pub fn threads(&self) -> usize {
         self.workers.len()
+    }
+
+    /// Each I/O thread's heartbeat, beaten once per turn (for a
+    /// watchdog: `mpio_io_loop::Heartbeat`).
+    pub fn heartbeats(&self) -> Vec<Arc<Heartbeat>> {
+        self.workers.iter().map(Worker::heartbeat).collect()
     }
 
     /// The CPU each I/O thread runs on, in thread order: what the loops

@@ -30,7 +30,7 @@ use crate::queue::{slot_and_tag, ServedQueue, SharedDevice};
 use crate::ring::{Ring, HOSTED, WAKER};
 use crate::UblkError;
 use core_affinity::CoreId;
-use mpio_io_loop::{HostedLoop, Pace, Rest, Wait};
+use mpio_io_loop::{Heartbeat, HostedLoop, Pace, Rest, Wait};
 use mpio_transport::{clock::now_ns, waking_device_queue, DeviceSlot};
 use std::fs::File;
 use std::io::Write;
@@ -61,6 +61,7 @@ pub(crate) struct Worker {
     cpu: u32,
     requests: Sender<Request>,
     waker: Arc<File>,
+    heartbeat: Arc<Heartbeat>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -80,7 +81,9 @@ impl Worker {
         let ring = Ring::new()?;
         let waker = ring.waker_file();
         let (sender, receiver) = mpsc::channel();
+        let heartbeat = Arc::new(Heartbeat::default());
         let thread = Thread {
+            heartbeat: Arc::clone(&heartbeat),
             queue_id: u16::try_from(index).expect("at most 65536 threads"),
             queue_cpu,
             ring,
@@ -103,6 +106,7 @@ impl Worker {
             cpu: run_cpu,
             requests: sender,
             waker,
+            heartbeat,
             handle: Some(handle),
         })
     }
@@ -110,6 +114,11 @@ impl Worker {
     /// The CPU the thread runs on.
     pub(crate) fn cpu(&self) -> u32 {
         self.cpu
+    }
+
+    /// The thread's heartbeat, beaten once per turn.
+    pub(crate) fn heartbeat(&self) -> Arc<Heartbeat> {
+        Arc::clone(&self.heartbeat)
     }
 
     /// Hands the thread `request` and wakes it.
@@ -147,6 +156,9 @@ struct Thread {
     served: Vec<Option<ServedQueue>>,
     /// The loop it runs beside them, if it hosts one.
     hosted: Option<Hosted>,
+    /// Beaten once per turn; marked idle before a wait only a command
+    /// ends.
+    heartbeat: Arc<Heartbeat>,
 }
 
 /// What a thread's turns did, logged when it ends: each turn enters the
@@ -194,7 +206,9 @@ impl Thread {
                 None => None,
             };
             let hosted_due = hint.map(|hint| now_ns().saturating_add(hint.as_nanos() as u64));
-            if let Err(error) = self.wait(hint, &pace, &mut counts) {
+            let waited = self.wait(hint, &pace, &mut counts);
+            self.heartbeat.beat();
+            if let Err(error) = waited {
                 match error.raw_os_error() {
                     Some(libc::EINTR | libc::ETIME | libc::EBUSY) => {}
                     _ => panic!("ublk thread: io_uring_enter failed: {error}"),
@@ -231,7 +245,10 @@ impl Thread {
             counts.idle += 1;
             return match hint {
                 Some(hint) => self.ring.wait_at_most(hint),
-                None => self.ring.wait_for_one(),
+                None => {
+                    self.heartbeat.idle();
+                    self.ring.wait_for_one()
+                }
             };
         }
         let rest = Rest::of(

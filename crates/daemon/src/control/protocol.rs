@@ -56,6 +56,9 @@ pub enum Request {
         /// What to load.
         source: ReloadSource,
     },
+    /// Read the daemon's config file again and make the maps match it:
+    /// maps added, removed and changed.
+    ReloadConfig,
 }
 
 /// What a reload loads.

@@ -1,9 +1,11 @@
 //! A control request answered ([`handle`]): the read verbs render the
 //! map named, or all ([`crate::view`]); a message goes to one map; a
-//! reload goes to [`reload`]. Requests run one at a time, under the
+//! reload goes to [`reload`], and a reload of the config file to
+//! [`reload_file`]. Requests run one at a time, under the
 //! state's `control` lock; an unknown map's answer lists the maps there
 //! are.
 
+use super::reconfigure::reload_file;
 use super::reload::reload;
 use super::state::State;
 use crate::control::protocol::{Request, Response};
@@ -37,6 +39,7 @@ pub(super) fn handle(state: &State, request: Request) -> Response {
             find(&mut maps, &map).and_then(|running| send_message(running, &message))
         }
         Request::Reload { map, source } => reload(state, &map, source),
+        Request::ReloadConfig => reload_file(state),
     };
     outcome.unwrap_or_else(|message| Response::Error { message })
 }

@@ -10,6 +10,13 @@ use mpio_transport::SetupError;
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
+    /// The config file could not be read or checked.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The service manager's environment (`NOTIFY_SOCKET`,
+    /// `WATCHDOG_USEC`) is not what the notify protocol says.
+    #[error("{0}")]
+    Notify(String),
     /// The config names no map.
     #[error("the config defines no map")]
     NoMaps,

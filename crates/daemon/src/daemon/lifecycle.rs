@@ -1,21 +1,29 @@
-//! A running daemon's life: [`Daemon::start`] builds every map and opens
-//! the control socket, the metrics endpoint and the devices thread;
-//! [`Daemon::shutdown`] drains every export within a deadline;
-//! [`Daemon::stop`] (and a drop) stops everything at once. Whatever a
-//! failed start had started is stopped before it returns.
+//! A running daemon's life: [`Daemon::start`] (or [`Daemon::start_file`],
+//! which remembers the file for [`Daemon::reload_config`]) builds every
+//! map and opens the control socket, the metrics endpoint, the devices
+//! thread and, when the service manager asks for one, the watchdog;
+//! [`Daemon::ready`] tells the service manager it serves;
+//! [`Daemon::shutdown`] says it stops and drains every export within a
+//! deadline; [`Daemon::stop`] (and a drop) stops everything at once.
+//! Whatever a failed start had started is stopped before it returns.
 
 use super::dispatch::handle;
 use super::error::DaemonError;
+use super::health::Watchdog;
+use super::reconfigure::reload_file;
 use super::report::{ExportReport, ExportShutdown};
 use super::rescan::{device_round, Rescans};
 use super::scrape::render_metrics;
+use super::service_status::service_status;
 use super::settings::ServerSettings;
 use super::start::start_map;
 use super::state::State;
 use crate::config::DaemonConfig;
+use crate::control::protocol::Response;
 use crate::control::server::ControlServer;
 use crate::devices::Rounds;
 use crate::metrics::http::MetricsServer;
+use crate::notify::Notifier;
 use crate::running::RunningMap;
 use crate::ublk::UblkExports;
 use mpio_server::Server;
@@ -36,6 +44,7 @@ pub struct Daemon {
     control: Option<ControlServer>,
     metrics: Option<MetricsServer>,
     devices: Option<Rounds>,
+    watchdog: Option<Rounds>,
 }
 
 impl Daemon {
@@ -51,6 +60,30 @@ impl Daemon {
         control_socket: Option<&Path>,
         settings: ServerSettings,
     ) -> Result<Daemon, DaemonError> {
+        Daemon::start_with(config, None, control_socket, settings)
+    }
+
+    /// As [`Daemon::start`], with the maps of the config file at `path`,
+    /// which [`Daemon::reload_config`] reads again.
+    ///
+    /// # Errors
+    /// The file cannot be read or checked; else as [`Daemon::start`].
+    pub fn start_file(
+        path: &Path,
+        control_socket: Option<&Path>,
+        settings: ServerSettings,
+    ) -> Result<Daemon, DaemonError> {
+        let config = DaemonConfig::load(path)?;
+        Daemon::start_with(config, Some(path.to_path_buf()), control_socket, settings)
+    }
+
+    fn start_with(
+        config: DaemonConfig,
+        config_file: Option<PathBuf>,
+        control_socket: Option<&Path>,
+        settings: ServerSettings,
+    ) -> Result<Daemon, DaemonError> {
+        let notifier = Notifier::from_env().map_err(DaemonError::Notify)?;
         if config.maps.is_empty() {
             return Err(DaemonError::NoMaps);
         }
@@ -65,10 +98,14 @@ impl Daemon {
                 nbd: Mutex::new(None),
                 ublk: UblkExports::default(),
                 checkers: CheckerPool::start(Arc::new(mpio_transport::clock::now_ns), PROBE_POLL)?,
+                notifier,
+                settings,
+                config_file,
             }),
             control: None,
             metrics: None,
             devices: None,
+            watchdog: None,
         };
         let state = &daemon.state;
         let interval_ns = config
@@ -93,6 +130,7 @@ impl Daemon {
         let round_state = Arc::clone(state);
         let mut rescans = Rescans::default();
         daemon.devices = Some(Rounds::spawn(
+            "mpio-devices",
             Duration::from_nanos(interval_ns),
             move || device_round(&round_state, &mut rescans),
         )?);
@@ -113,7 +151,36 @@ impl Daemon {
             tracing::info!(address = %server.local_addr(), "metrics served at /metrics");
             daemon.metrics = Some(server);
         }
+        if let Some(interval) = state.notifier.watchdog_interval() {
+            let watchdog_state = Arc::clone(state);
+            let mut watchdog = Watchdog::default();
+            daemon.watchdog = Some(Rounds::spawn("mpio-watchdog", interval, move || {
+                watchdog.round(&watchdog_state)
+            })?);
+            tracing::info!(every = ?interval, "watchdog: WATCHDOG=1 while every loop turns");
+        }
         Ok(daemon)
+    }
+
+    /// Tells the service manager (`READY=1`, with a `STATUS=` of the
+    /// maps, paths and exports) that every map's devices and exports are
+    /// up; nothing without one.
+    pub fn ready(&self) {
+        self.state.notifier.ready(&service_status(&self.state));
+    }
+
+    /// Reads the config file again and makes the maps match it (maps
+    /// added, removed and changed; see `reconfigure.rs`), one control
+    /// request at a time. Returns what changed.
+    ///
+    /// # Errors
+    /// Why the file was refused, or which map could not follow it.
+    pub fn reload_config(&self) -> Result<String, String> {
+        let _control = lock(&self.state.control);
+        match reload_file(&self.state) {
+            Ok(Response::Ok { text, .. }) => Ok(text),
+            Ok(Response::Error { message }) | Err(message) => Err(message),
+        }
     }
 
     /// Where Prometheus metrics are served, if they are.
@@ -142,13 +209,16 @@ impl Daemon {
             .collect()
     }
 
-    /// Shuts the daemon down cleanly within `deadline`: closes the control
+    /// Shuts the daemon down cleanly within `deadline`: tells the service
+    /// manager (`STOPPING=1`), stops the watchdog, closes the control
     /// socket, drains every export at once ([`Server::shutdown`]: no new
     /// connection or request, every request read answered, a FLUSH through
     /// the map; a ublk device is removed once the block layer has its
     /// answers, then the map flushed), then stops the checkers. Returns
     /// each export's report, with its map's name and the export's.
     pub fn shutdown(mut self, deadline: Duration) -> Vec<ExportShutdown> {
+        self.state.notifier.stopping();
+        self.watchdog = None;
         self.stop_control();
         self.devices = None;
         let maps: Vec<RunningMap> = lock(&self.state.maps).drain(..).collect();
@@ -209,6 +279,7 @@ impl Daemon {
     }
 
     fn stop_all(&mut self) {
+        self.watchdog = None;
         self.stop_control();
         self.devices = None;
         for running in lock(&self.state.maps).drain(..) {

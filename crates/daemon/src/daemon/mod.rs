@@ -21,6 +21,10 @@
 //! - `start.rs`: one map built and its checker and exports started.
 //! - `dispatch.rs`: a control request answered.
 //! - `reload.rs`: a map reloaded from a table or a config.
+//! - `reconfigure.rs`: the config file read again, maps added, removed
+//!   and changed to match it.
+//! - `health.rs`: the watchdog (`WATCHDOG=1` while every loop turns).
+//! - `service_status.rs`: the service manager's one-line `STATUS=`.
 //! - `rescan.rs`: the devices thread's round (access states, maps by WWID).
 //! - `scrape.rs`: the metrics endpoint's text.
 //! - `settings.rs`, `error.rs`, `report.rs`: [`ServerSettings`],
@@ -31,11 +35,14 @@
 
 mod dispatch;
 mod error;
+mod health;
 mod lifecycle;
+mod reconfigure;
 mod reload;
 mod report;
 mod rescan;
 mod scrape;
+mod service_status;
 mod settings;
 mod start;
 mod state;

@@ -22,27 +22,36 @@ use mpio_transport::limits::Limits;
 use mpio_transport::lock;
 use std::sync::Arc;
 
-/// Reloads map `name` from `source`. The caller holds `control`; `maps`
-/// is taken to read the map's config and slot, released while the new
-/// map is built and installed, and taken again to record it.
+/// Reloads map `name` from `source`. The caller holds `control`.
 pub(super) fn reload(state: &State, name: &str, source: ReloadSource) -> Result<Response, String> {
-    let (new_config, kind, slot, notes, served_as) = {
+    let (new_config, kind) = {
+        let mut maps = lock(&state.maps);
+        reload_config(find(&mut maps, name)?, source)?
+    };
+    install(state, name, new_config, kind)
+}
+
+/// Gives map `name` the table, paths and options of `new_config`, which
+/// came from a source of `kind` (`table`, `config`). The caller holds
+/// `control`; `maps` is taken to read the map's config and slot, released
+/// while the new map is built and installed, and taken again to record
+/// it.
+pub(super) fn install(
+    state: &State,
+    name: &str,
+    new_config: MapConfig,
+    kind: &'static str,
+) -> Result<Response, String> {
+    let (slot, notes, served_as) = {
         let mut maps = lock(&state.maps);
         let running = find(&mut maps, name)?;
-        let (new_config, kind) = reload_config(running, source)?;
         let notes = reload_notes(running, &new_config)?;
         let served_as: Vec<Limits> = running
             .ublk_devices
             .iter()
             .map(|ublk| ublk.device.limits())
             .collect();
-        (
-            new_config,
-            kind,
-            Arc::clone(&running.slot),
-            notes,
-            served_as,
-        )
+        (Arc::clone(&running.slot), notes, served_as)
     };
     let old = state
         .transports
@@ -116,7 +125,10 @@ fn reload_config(
 
 /// Refuses a reload of `running` to `new_config` that would move a path
 /// word or resize the export; else the notes for what it leaves as is.
-fn reload_notes(running: &RunningMap, new_config: &MapConfig) -> Result<Vec<&'static str>, String> {
+pub(super) fn reload_notes(
+    running: &RunningMap,
+    new_config: &MapConfig,
+) -> Result<Vec<&'static str>, String> {
     let name = &running.config.name;
     // Path state, counters and the checker's records follow the path word
     // across a reload: a word must keep leading where it led.

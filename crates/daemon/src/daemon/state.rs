@@ -9,11 +9,13 @@
 //! before `maps`.
 
 use super::settings::ServerSettings;
+use crate::notify::Notifier;
 use crate::running::RunningMap;
 use crate::ublk::UblkExports;
 use mpio_server::{Engine, EngineConfig};
 use mpio_transport::probe::CheckerPool;
 use mpio_transport::{lock, Transports};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// The daemon's shared state. See the module docs.
@@ -30,6 +32,12 @@ pub(super) struct State {
     pub(super) ublk: UblkExports,
     /// Every map's checker, on one thread.
     pub(super) checkers: CheckerPool,
+    /// The service manager's notify socket (silent without one).
+    pub(super) notifier: Notifier,
+    /// What maps started later (by a reload of the config file) run with.
+    pub(super) settings: ServerSettings,
+    /// The config file the maps came from, read again by a reload of it.
+    pub(super) config_file: Option<PathBuf>,
 }
 
 impl State {

@@ -14,12 +14,16 @@
 //! - [`PooledChecker::stop`] (and its drop) returns once the checker is
 //!   dropped: a checker being polled is dropped by the pool thread as the
 //!   poll ends, before `stop` returns.
+//! - The pool thread beats its [`Heartbeat`] once per round and marks it
+//!   idle before it waits for the next checker due, for the daemon's
+//!   watchdog ([`CheckerPool::heartbeat`]).
 //! - Waking leaves stale entries in the heap; an entry counts only if it
 //!   carries its checker's current generation.
 
 use super::{Clock, SlotChecker};
 use crate::lock;
 use mpio_core::checker::PathCheck;
+use mpio_io_loop::Heartbeat;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Condvar, Mutex};
@@ -67,6 +71,8 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled on every change the pool thread or a stopper waits for.
     changed: Condvar,
+    /// The pool thread's heartbeat.
+    heartbeat: Arc<Heartbeat>,
 }
 
 /// The pool thread and the checkers it runs; dropping it stops the
@@ -102,6 +108,12 @@ impl CheckerPool {
             shared,
             handle: Some(handle),
         })
+    }
+
+    /// The pool thread's heartbeat: beaten once per round, idle while it
+    /// waits for the next checker due.
+    pub fn heartbeat(&self) -> Arc<Heartbeat> {
+        Arc::clone(&self.shared.heartbeat)
     }
 
     /// Runs `checker` in the pool from now on, polled at once.
@@ -145,11 +157,13 @@ impl Drop for CheckerPool {
 fn run(shared: &Shared, clock: &Clock, probe_poll: Duration) {
     let mut state = lock(&shared.state);
     loop {
+        shared.heartbeat.beat();
         if state.stop {
             return;
         }
         let now_ns = clock();
         let Some(&Reverse((due_ns, id, generation))) = state.due.peek() else {
+            shared.heartbeat.idle();
             state = shared
                 .changed
                 .wait(state)
@@ -157,6 +171,7 @@ fn run(shared: &Shared, clock: &Clock, probe_poll: Duration) {
             continue;
         };
         if due_ns > now_ns {
+            shared.heartbeat.idle();
             state = shared
                 .changed
                 .wait_timeout(state, Duration::from_nanos(due_ns - now_ns))

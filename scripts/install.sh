@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs mpio as a system service: the binary, the systemd unit and an
+# example config (never over an existing one). Run as root from the
+# repository after `cargo build --release -p mpio` (built here if absent):
+#
+#   scripts/install.sh
+#   systemctl daemon-reload && systemctl enable --now mpio
+#
+# Variables (defaults in brackets):
+#   PREFIX      [/usr]          the binary goes to $PREFIX/sbin
+#   SYSCONFDIR  [/etc]          the config is $SYSCONFDIR/mpio/mpio.toml
+#   UNITDIR     [$PREFIX/lib/systemd/system]
+#   DESTDIR     []              staged install: every path above under it
+#   MPIO_BIN    [target/release/mpio]
+# The unit is written with the binary's and the config's installed paths.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PREFIX=${PREFIX:-/usr}
+SYSCONFDIR=${SYSCONFDIR:-/etc}
+UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
+DESTDIR=${DESTDIR:-}
+MPIO_BIN=${MPIO_BIN:-target/release/mpio}
+
+sbin=$PREFIX/sbin
+config=$SYSCONFDIR/mpio/mpio.toml
+
+if [[ ! -x "$MPIO_BIN" ]]; then
+  echo "install: building $MPIO_BIN"
+  cargo build --release -p mpio --locked
+fi
+
+install -d "$DESTDIR$sbin" "$DESTDIR$UNITDIR" "$DESTDIR$SYSCONFDIR/mpio"
+install -m 0755 "$MPIO_BIN" "$DESTDIR$sbin/mpio"
+echo "install: $DESTDIR$sbin/mpio"
+
+unit=$(mktemp)
+trap 'rm -f "$unit"' EXIT
+sed -e "s|/usr/sbin/mpio|$sbin/mpio|g" \
+  -e "s|/etc/mpio/mpio.toml|$config|g" \
+  dist/systemd/mpio.service >"$unit"
+install -m 0644 "$unit" "$DESTDIR$UNITDIR/mpio.service"
+echo "install: $DESTDIR$UNITDIR/mpio.service"
+
+if [[ -e "$DESTDIR$config" ]]; then
+  echo "install: $DESTDIR$config exists: kept as it is"
+else
+  install -m 0644 dist/mpio.toml "$DESTDIR$config"
+  echo "install: $DESTDIR$config (an example: edit it, then systemctl reload mpio)"
+fi
