@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs mpio as a system service: the binary, the systemd unit and an
-# example config (never over an existing one). Run as root from the
+# Installs mpio as a system service: the binary, the systemd unit, an
+# example config (never over an existing one), the manual pages and the
+# bash, zsh and fish completions (both made by the binary itself). Run as root from the
 # repository after `cargo build --release -p mpio` (built here if absent):
 #
 #   scripts/install.sh
@@ -10,6 +11,9 @@
 #   PREFIX      [/usr]          the binary goes to $PREFIX/sbin
 #   SYSCONFDIR  [/etc]          the config is $SYSCONFDIR/mpio/mpio.toml
 #   UNITDIR     [$PREFIX/lib/systemd/system]
+#   MANDIR      [$PREFIX/share/man]  mpio.8, mpio-VERB.8 in man8, mpio.toml.5 in man5
+#   DATADIR     [$PREFIX/share]      completions where bash-completion, zsh and
+#                                    fish look for packaged ones
 #   DESTDIR     []              staged install: every path above under it
 #   MPIO_BIN    [target/release/mpio]
 # The unit is written with the binary's and the config's installed paths.
@@ -19,6 +23,8 @@ cd "$(dirname "$0")/.."
 PREFIX=${PREFIX:-/usr}
 SYSCONFDIR=${SYSCONFDIR:-/etc}
 UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
+MANDIR=${MANDIR:-$PREFIX/share/man}
+DATADIR=${DATADIR:-$PREFIX/share}
 DESTDIR=${DESTDIR:-}
 MPIO_BIN=${MPIO_BIN:-target/release/mpio}
 
@@ -48,3 +54,23 @@ else
   install -m 0644 dist/mpio.toml "$DESTDIR$config"
   echo "install: $DESTDIR$config (an example: edit it, then systemctl reload mpio)"
 fi
+
+pages=$(mktemp -d)
+trap 'rm -f "$unit"; rm -rf "$pages"' EXIT
+"$MPIO_BIN" generate man "$pages"
+install -d "$DESTDIR$MANDIR/man8" "$DESTDIR$MANDIR/man5"
+install -m 0644 "$pages"/*.8 "$DESTDIR$MANDIR/man8/"
+install -m 0644 "$pages/mpio.toml.5" "$DESTDIR$MANDIR/man5/"
+echo "install: $DESTDIR$MANDIR/man8/mpio.8 and $(($(ls "$pages"/*.8 | wc -l) - 1)) mpio-VERB.8, man5/mpio.toml.5"
+
+for shell in bash zsh fish; do
+  case $shell in
+    bash) file=$DATADIR/bash-completion/completions/mpio ;;
+    zsh) file=$DATADIR/zsh/vendor-completions/_mpio ;;
+    fish) file=$DATADIR/fish/vendor_completions.d/mpio.fish ;;
+  esac
+  install -d "$DESTDIR$(dirname "$file")"
+  "$MPIO_BIN" generate completion "$shell" >"$DESTDIR$file"
+  chmod 0644 "$DESTDIR$file"
+  echo "install: $DESTDIR$file"
+done

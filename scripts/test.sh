@@ -88,6 +88,13 @@ if ! verify_output=$(systemd-analyze verify "$unit_root/unit/mpio.service" 2>&1)
   rm -rf "$unit_root"
   exit 1
 fi
+# The same install put the manual pages where man finds them.
+if ! MANPATH="$unit_root/usr/share/man" man -w mpio.toml >/dev/null ||
+  [[ ! -s "$unit_root/usr/share/bash-completion/completions/mpio" ]]; then
+  echo "install.sh: no mpio.toml(5) under MANDIR or no bash completion"
+  rm -rf "$unit_root"
+  exit 1
+fi
 rm -rf "$unit_root"
 
 # The kernel tests (crates/mpio/tests/kernel/) need root and modules the
