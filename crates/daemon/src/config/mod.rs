@@ -116,6 +116,7 @@ mod check;
 mod error;
 pub mod fuzz;
 mod grouping;
+pub mod import;
 mod listen;
 mod raw;
 mod settings;
