@@ -6,11 +6,13 @@
 //! `reload`), `bench` (measure a map against the raw path), `table check`
 //! (validate a dm table and print its canonical form), `sim` (the
 //! deterministic simulator: run seeds, replay one), `discover` (the
-//! host's block devices by WWID, or a config for them).
+//! host's block devices by WWID, or a config for them),
+//! `import-multipath-conf` (a multipath.conf as an mpio config).
 
 mod bench;
 mod control_cmd;
 mod discover_cmd;
+mod import_cmd;
 mod serve_cmd;
 mod signals;
 mod sim_cmd;
@@ -51,6 +53,9 @@ enum Command {
     /// The host's block devices grouped by WWID (`multipath -d -v3`), or
     /// a config for them (`--config`).
     Discover(discover_cmd::DiscoverArgs),
+    /// Print a multipath.conf as an mpio config, listing what does not
+    /// carry over.
+    ImportMultipathConf(import_cmd::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +70,7 @@ fn main() -> ExitCode {
         Command::Reload(args) => control_cmd::reload(args),
         Command::Sim(args) => sim_cmd::main(args),
         Command::Discover(args) => discover_cmd::main(args),
+        Command::ImportMultipathConf(args) => import_cmd::main(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -22,6 +22,7 @@
 //! no `[[map]]`, which the loader asks for.
 
 mod emit;
+pub mod fuzz;
 pub mod lexer;
 pub mod model;
 pub mod parser;

@@ -604,3 +604,29 @@ fn every_keyword_of_the_man_page_is_known_in_its_section() {
     }
     assert_eq!(checked, 167);
 }
+
+proptest::proptest! {
+    /// Files made of multipath.conf's own words in any order — sections,
+    /// braces, keywords, values good and bad, quotes, comments, newlines —
+    /// keep the fuzz target's promises (an error with a line, or a config
+    /// the loader reads).
+    #[test]
+    fn any_arrangement_of_its_words_keeps_the_promises(
+        words in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "defaults", "blacklist", "blacklist_exceptions", "multipaths", "devices",
+                "overrides", "multipath", "device", "protocol", "{", "}", "\n", "\n", "\n",
+                "wwid", "alias", "3600a0980", "naa.600a0980", "data", "devnode", "\"^sd\"",
+                "\"(\"", "\"!^sd\"", "path_selector", "\"round-robin 0\"", "\"service-time 2 1\"",
+                "failback", "immediate", "100000", "0", "-1", "no_path_retry", "queue",
+                "polling_interval", "features", "\"1 queue_if_no_path\"", "prio", "alua",
+                "marginal_path_double_failed_time", "marginal_path_err_sample_time",
+                "marginal_path_err_rate_threshold", "marginal_path_err_recheck_gap_time",
+                "60", "# note", "! note", "\"", "\"\"", "vendor", "property", "x y",
+            ]),
+            0..80,
+        )
+    ) {
+        super::fuzz::check(words.join(" ").as_bytes());
+    }
+}
