@@ -8,55 +8,47 @@ mod common;
 use common::{mpio, stderr, stdout};
 use mpio_daemon::config::import::import;
 
-const CONF: &str = "defaults {\n\
-                    \tpolling_interval 2\n\
-                    \tpath_selector \"round-robin 0\"\n\
-                    \tno_path_retry 6\n\
-                    \trr_weight priorities\n\
-                    }\n\
-                    blacklist {\n\
-                    \twwid \"^3600508b1\"\n\
-                    }\n\
-                    multipaths {\n\
-                    \tmultipath {\n\
-                    \t\twwid 3600a098038303053\n\
-                    \t\talias data\n\
-                    \t\tfailback immediate\n\
-                    \t}\n\
-                    }\n";
+/// A multipath.conf in the repository: the fuzz target's seed of
+/// blacklist, exceptions, multipaths and devices entries.
+const SECTIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../fuzz/corpus/multipath_conf/seed-sections"
+);
 
 #[test]
 fn a_multipath_conf_prints_as_an_mpio_config() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("multipath.conf");
-    std::fs::write(&file, CONF).unwrap();
-    let output = mpio(&["import-multipath-conf", file.to_str().unwrap()]);
+    let output = mpio(&["import-multipath-conf", SECTIONS]);
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     assert!(
-        text.contains("#   line 5: defaults: rr_weight priorities: no equivalent: "),
+        text.contains("#   line 8: blacklist: property (SCSI_IDENT_|ID_WWN): no equivalent: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("#   line 28: device \"NETAPP LUN.*\": prio alua: as mpio does: "),
         "{text}"
     );
     for key in [
-        "checker_interval_ms = 2000  # line 2\n",
-        "selector = \"round-robin\"  # line 3\n",
-        "no_path_retry = 6  # line 4\n",
-        "    \"^3600508b1\",  # line 8\n",
-        "name = \"data\"\nwwid = \"3600a098038303053\"\n",
-        "failback = \"immediate\"  # line 14\n",
-        "[[map.export]]\nublk = true",
+        "    \"^sda$\",  # line 2\n",
+        "    \"3600508b1001c\",  # line 3\n",
+        "[blacklist_exceptions]\nwwid = [\n    \"^3600a0980\",  # line 11\n",
+        "name = \"data\"  # line 16\nwwid = \"3600a098038303053\"  # line 15\n",
+        "queue_if_no_path = true  # line 17\n",
+        "selector = \"service-time\"  # line 18\n[[map.export]]\nublk = true",
+        "name = \"naa.600a098038303054\"\nwwid = \"naa.600a098038303054\"  # line 21\n",
     ] {
         assert!(text.contains(key), "{key:?} in\n{text}");
     }
     assert!(
-        stderr(&output).contains("1 map(s), 7 keyword(s) carried over, 1 not carried over"),
+        stderr(&output).contains("2 map(s), 8 keyword(s) carried over, 6 not carried over"),
         "{}",
         stderr(&output)
     );
-    // The binary prints what the library imports, whatever it is run on.
-    assert_eq!(text, import(CONF.as_bytes()).unwrap().toml);
-    // And the daemon's loader reads the text (its map needs devices: the
-    // refusal is about the WWID, not the text).
+    // The binary prints what the library imports.
+    let data = std::fs::read(SECTIONS).unwrap();
+    assert_eq!(text, import(&data).unwrap().toml);
+    // And the daemon's loader reads the text: its maps need devices, so
+    // the refusal is about the WWID, not the text.
     let error = mpio_daemon::config::DaemonConfig::parse(&text).unwrap_err();
     assert!(
         error.reason.starts_with("no block device has this WWID"),

@@ -55,11 +55,19 @@ pub(super) fn toml(mapped: &Mapped, notes: &[Note]) -> String {
         );
     }
     for map in &mapped.maps {
+        let from = |index: usize| {
+            map.lines
+                .get(index)
+                .map(|line| format!("  # line {line}"))
+                .unwrap_or_default()
+        };
         let _ = writeln!(
             out,
-            "\n[[map]]\nname = {}\nwwid = {}",
+            "\n[[map]]\nname = {}{}\nwwid = {}{}",
             quote(&map.name),
-            quote(&map.wwid)
+            from(1),
+            quote(&map.wwid),
+            from(0),
         );
         settings(&mut out, &map.settings, "map");
         out.push_str("[[map.export]]\nublk = true  # the block device, as /dev/mapper/NAME\n");

@@ -30,7 +30,7 @@ pub(super) struct Entry {
 pub(super) struct MapOut {
     pub name: String,
     pub wwid: String,
-    /// The lines of its `wwid` and `alias`.
+    /// The line of its `wwid`, then of its `alias` if it has one.
     pub lines: Vec<usize>,
     pub settings: Vec<Entry>,
 }

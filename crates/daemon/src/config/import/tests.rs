@@ -6,10 +6,9 @@ use super::model::Section;
 use super::report::{Outcome, Why};
 use super::settings::{setting, Scope};
 use super::*;
-use crate::config::wwid::{FoundPath, PathSource};
+use crate::config::wwid_tests::Fake;
 use crate::config::NoPathRetry;
 use mpio_core::failback::Failback;
-use mpio_transport::blockdev::blacklist::Blacklist;
 use mpio_transport::blockdev::wwid_forms::same_lun;
 
 /// Imports `text`, which must be read.
@@ -39,30 +38,9 @@ fn note_on(imported: &Imported, line: usize) -> &Note {
         .unwrap_or_else(|| panic!("no note on line {line}:\n{}", imported.toml))
 }
 
-/// Two devices, `sdx` and `sdy`, for every WWID: the loader finds paths
-/// for whatever a multipath.conf names.
-struct EveryWwid;
-
-impl PathSource for EveryWwid {
-    fn paths_of(&self, _wwid: &str, _blacklist: &Blacklist) -> Vec<FoundPath> {
-        ["sdx", "sdy"]
-            .into_iter()
-            .map(|name| FoundPath {
-                name: name.into(),
-                size_bytes: 1 << 30,
-                prio: 50,
-            })
-            .collect()
-    }
-
-    fn device_bytes(&self, _name: &str) -> Option<u64> {
-        None
-    }
-}
-
 /// The imported text loaded by the daemon's own loader.
 fn loaded(imported: &Imported) -> DaemonConfig {
-    DaemonConfig::parse_with(&imported.toml, &EveryWwid)
+    DaemonConfig::parse_with(&imported.toml, &Fake)
         .unwrap_or_else(|error| panic!("{error}\n{}", imported.toml))
 }
 
@@ -421,8 +399,8 @@ fn sections_map_with_multipath_tools_precedence() {
     assert_eq!(db.table.groups[0].selector, "round-robin");
     assert_eq!(
         db.table.groups.len(),
-        1,
-        "group_by_prio: both fake paths prio 50"
+        2,
+        "group_by_prio: sde at 50, sdf at 10"
     );
     let marginal = db.checker.marginal.expect("all four marginal keywords");
     assert_eq!(marginal.failures, 2);
@@ -508,7 +486,7 @@ fn multipath_t_output_is_accounted_for_keyword_by_keyword() {
         "{}\n[[map]]\nname = \"m\"\nwwid = \"3600a0980\"\n",
         out.toml
     );
-    let config = DaemonConfig::parse_with(&with_map, &EveryWwid).unwrap();
+    let config = DaemonConfig::parse_with(&with_map, &Fake).unwrap();
     assert_eq!(config.maps[0].checker.interval_ns, 5_000_000_000);
     assert_eq!(
         config.maps[0].table.groups.len(),
