@@ -5,14 +5,16 @@
 //!
 //! Precedence is multipath-tools': a `multipaths` entry over `overrides`
 //! over `defaults` (mpio's map keys over its `[defaults]` say the same);
-//! a keyword given twice in one block counts once, the later; in one
-//! block `no_path_retry` over a `features` `queue_if_no_path`; and the
+//! a keyword given twice in one block counts once, the later; a
+//! `no_path_retry` anywhere over a `features` `queue_if_no_path`; the
+//! first entry for a WWID over later ones (in either WWID form); and the
 //! `marginal_path_*` keywords count only all four together. Every value
 //! that becomes a key is first checked by mpio's own config loader.
 
 use super::model::{Keyword, Section};
 use super::report::{Note, Outcome, Value, Why};
 use super::settings::{setting, Scope};
+use mpio_transport::blockdev::wwid_forms::same_lun;
 
 /// A keyword that became mpio keys.
 #[derive(Clone, Debug)]
@@ -89,6 +91,12 @@ pub(super) fn map(sections: &[Section], probe: Probe<'_>) -> Mapped {
         }
     }
     merge(&mut mapped.notes, &mut defaults, overrides, "overrides");
+    if let Some(line) = no_path_retry_line(&defaults) {
+        features_yield(&mut mapped.notes, &mut defaults, line);
+        for map in &mut mapped.maps {
+            features_yield(&mut mapped.notes, &mut map.settings, line);
+        }
+    }
     mapped.defaults = defaults;
     mapped
 }
@@ -226,19 +234,8 @@ fn merge(notes: &mut Vec<Note>, entries: &mut Vec<Entry>, later: Vec<Entry>, by:
 /// `no_path_retry` over `features "1 queue_if_no_path"`; `marginal_path_*`
 /// only all four together.
 fn precedence(notes: &mut Vec<Note>, entries: &mut Vec<Entry>, section: &Section) {
-    let line_of = |entries: &[Entry], name: &str| {
-        entries
-            .iter()
-            .find(|entry| entry.name == name)
-            .map(|entry| entry.line)
-    };
-    if let Some(line) = line_of(entries, "no_path_retry") {
-        drop_where(
-            notes,
-            entries,
-            |entry| entry.name == "features",
-            || format!("no_path_retry at line {line} takes precedence over it"),
-        );
+    if let Some(line) = no_path_retry_line(entries) {
+        features_yield(notes, entries, line);
     }
     let numeric = |name: &str| {
         section
@@ -261,6 +258,25 @@ fn precedence(notes: &mut Vec<Note>, entries: &mut Vec<Entry>, section: &Section
             },
         );
     }
+}
+
+/// The line of the `no_path_retry` among `entries`, if there is one.
+fn no_path_retry_line(entries: &[Entry]) -> Option<usize> {
+    entries
+        .iter()
+        .find(|entry| entry.name == "no_path_retry")
+        .map(|entry| entry.line)
+}
+
+/// Drops a `features` `queue_if_no_path` for the `no_path_retry` at
+/// `line`, which multipath-tools lets win wherever either is set.
+fn features_yield(notes: &mut Vec<Note>, entries: &mut Vec<Entry>, line: usize) {
+    drop_where(
+        notes,
+        entries,
+        |entry| entry.name == "features",
+        || format!("no_path_retry at line {line} takes precedence over it"),
+    );
 }
 
 /// The four keywords of marginal-path detection.
@@ -415,6 +431,17 @@ fn multipaths(mapped: &mut Mapped, section: &Section, probe: Probe<'_>) {
                 "multipaths multipath",
                 Why::DifferentMeaning,
                 &format!("mpio refuses the map's name {name:?}: {reason}"),
+            );
+            continue;
+        }
+        if let Some(other) = mapped.maps.iter().find(|map| same_lun(&map.wwid, &wwid)) {
+            let reason = format!("the map {:?} has this WWID already", other.name);
+            whole(
+                &mut mapped.notes,
+                entry,
+                "multipaths multipath",
+                Why::IgnoredByMultipathTools,
+                &reason,
             );
             continue;
         }

@@ -286,6 +286,44 @@ fn keywords_without_an_equivalent_say_why() {
     }
 }
 
+/// A `no_path_retry` anywhere wins over a `features` `queue_if_no_path`
+/// (the loader would refuse the two disagreeing at one level); a second
+/// entry for a WWID, in its other form, is reported.
+#[test]
+fn no_path_retry_wins_across_sections_and_a_wwid_maps_once() {
+    let text = "defaults {\n\
+                \tfeatures \"1 queue_if_no_path\"\n\
+                }\n\
+                overrides {\n\
+                \tno_path_retry fail\n\
+                }\n\
+                multipaths {\n\
+                \tmultipath {\n\
+                \t\twwid 3600a098038303053\n\
+                \t\tfeatures \"1 queue_if_no_path\"\n\
+                \t}\n\
+                \tmultipath {\n\
+                \t\twwid naa.600A098038303053\n\
+                \t\talias again\n\
+                \t}\n\
+                }\n";
+    let out = imported(text);
+    for line in [2, 10] {
+        assert!(
+            note_on(&out, line)
+                .reason
+                .contains("no_path_retry at line 5"),
+            "{}",
+            out.toml
+        );
+    }
+    assert!(note_on(&out, 13).reason.contains("has this WWID already"));
+    assert_eq!(out.maps, 1);
+    let config = loaded(&out);
+    assert_eq!(config.maps[0].no_path_retry, NoPathRetry::Fail);
+    assert!(!config.maps[0].table.features.queue_if_no_path);
+}
+
 #[test]
 fn sections_map_with_multipath_tools_precedence() {
     let text = "defaults {\n\
