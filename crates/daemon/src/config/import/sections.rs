@@ -424,37 +424,37 @@ fn multipaths(mapped: &mut Mapped, section: &Section, probe: Probe<'_>) {
                 });
             }
         }
-        if let Err(reason) = probe("map", &[("name", Value::Text(name.clone()))]) {
+        let refused = probe("map", &[("name", Value::Text(name.clone()))])
+            .err()
+            .map(|reason| {
+                (
+                    Why::DifferentMeaning,
+                    format!("mpio refuses the map's name {name:?}: {reason}"),
+                )
+            })
+            .or_else(|| {
+                let other = mapped.maps.iter().find(|map| same_lun(&map.wwid, &wwid))?;
+                Some((
+                    Why::IgnoredByMultipathTools,
+                    format!("the map {:?} has this WWID already", other.name),
+                ))
+            })
+            .or_else(|| {
+                let other = mapped.maps.iter().find(|map| map.name == name)?;
+                Some((
+                    Why::IgnoredByMultipathTools,
+                    format!(
+                        "a map named {:?} (wwid {}) comes earlier",
+                        other.name, other.wwid
+                    ),
+                ))
+            });
+        if let Some((why, reason)) = refused {
             whole(
                 &mut mapped.notes,
                 entry,
                 "multipaths multipath",
-                Why::DifferentMeaning,
-                &format!("mpio refuses the map's name {name:?}: {reason}"),
-            );
-            continue;
-        }
-        if let Some(other) = mapped.maps.iter().find(|map| same_lun(&map.wwid, &wwid)) {
-            let reason = format!("the map {:?} has this WWID already", other.name);
-            whole(
-                &mut mapped.notes,
-                entry,
-                "multipaths multipath",
-                Why::IgnoredByMultipathTools,
-                &reason,
-            );
-            continue;
-        }
-        if let Some(other) = mapped.maps.iter().find(|map| map.name == name) {
-            let reason = format!(
-                "a map named {:?} (wwid {}) comes earlier",
-                other.name, other.wwid
-            );
-            whole(
-                &mut mapped.notes,
-                entry,
-                "multipaths multipath",
-                Why::IgnoredByMultipathTools,
+                why,
                 &reason,
             );
             continue;

@@ -646,3 +646,22 @@ proptest::proptest! {
         super::fuzz::check(words.join(" ").as_bytes());
     }
 }
+
+/// An alias mpio cannot take as a map's name is reported on each of the
+/// entry's keywords, with the loader's reason; the entry makes no map.
+#[test]
+fn an_alias_mpio_refuses_is_reported() {
+    let out = imported(
+        "multipaths {\n\tmultipath {\n\t\twwid 3600a0980\n\t\talias \"two words\"\n\t}\n}\n",
+    );
+    assert_eq!(out.maps, 0);
+    for line in [3, 4] {
+        let note = note_on(&out, line);
+        assert_eq!(note.why, Some(Why::DifferentMeaning));
+        assert!(
+            note.reason
+                .starts_with("mpio refuses the map's name \"two words\": "),
+            "{note}"
+        );
+    }
+}
