@@ -1,16 +1,31 @@
-//! Replays the config and control fuzzers' corpora (`fuzz/corpus/config`,
-//! `fuzz/corpus/control`) through each fuzz target's own check, and every
+//! Replays the config, control and multipath.conf fuzzers' corpora
+//! (`fuzz/corpus/config`, `fuzz/corpus/control`,
+//! `fuzz/corpus/multipath_conf`) through each fuzz target's own check, and every
 //! truncation of each committed seed, so what the corpora hold stays
 //! covered on stable.
 
 #[test]
 fn config_corpus_replays() {
-    replay("config", mpio_daemon::config::fuzz::check);
+    replay("config", mpio_daemon::config::fuzz::check, 4);
+}
+
+#[test]
+fn multipath_conf_corpus_replays() {
+    replay(
+        "multipath_conf",
+        mpio_daemon::config::import::fuzz::check,
+        2,
+    );
+    // Past the line bound, binary junk, and unbalanced braces.
+    let long = [b"defaults {\n\tverbosity ".as_slice(), &[b'9'; 5000]].concat();
+    mpio_daemon::config::import::fuzz::check(&long);
+    mpio_daemon::config::import::fuzz::check(b"defaults {\n\x00\xff\x01\n}\n");
+    mpio_daemon::config::import::fuzz::check(b"}}}{{{\n");
 }
 
 #[test]
 fn control_corpus_replays() {
-    replay("control", mpio_daemon::control::fuzz::check);
+    replay("control", mpio_daemon::control::fuzz::check, 4);
     // Past the size bound, with and without a newline after it.
     let mut long = br#"{"verb":"status","map":""#.to_vec();
     long.resize(
@@ -22,8 +37,9 @@ fn control_corpus_replays() {
     mpio_daemon::control::fuzz::check(&long);
 }
 
-/// Runs `check` over fuzzer `name`'s corpus (see the module docs).
-fn replay(name: &str, check: fn(&[u8])) {
+/// Runs `check` over fuzzer `name`'s corpus (see the module docs), which
+/// holds at least `seeds` inputs.
+fn replay(name: &str, check: fn(&[u8]), seeds: usize) {
     let corpus = format!("{}/../../fuzz/corpus/{name}", env!("CARGO_MANIFEST_DIR"));
     let mut inputs = 0;
     for entry in std::fs::read_dir(corpus).expect("the corpus is in the repo") {
@@ -44,5 +60,5 @@ fn replay(name: &str, check: fn(&[u8])) {
         }
         inputs += 1;
     }
-    assert!(inputs >= 4, "the corpus holds its seeds");
+    assert!(inputs >= seeds, "the corpus holds its seeds");
 }

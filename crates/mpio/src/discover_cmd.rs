@@ -1,4 +1,6 @@
-//! `mpio discover`: the host's block devices grouped by WWID, each path
+//! `mpio discover`: the host's block devices grouped by WWID (the
+//! kernel's form, then udev's and multipath-tools' in brackets for SCSI:
+//! `naa.600a… (3600a…)`), each path
 //! with its transport, access state, NUMA node, size and holders (as
 //! `multipath -d -v3` lists them), as text or JSON; or, with `--config`,
 //! a config with a map by WWID for each LUN that has a path.
@@ -68,9 +70,14 @@ fn text(found: &Discovery) -> String {
     let mut out = String::new();
     for lun in &found.luns {
         let size = lun.paths.first().map_or(0, |path| path.size_bytes);
+        let udev = lun
+            .udev_wwid
+            .as_ref()
+            .map(|udev| format!(" ({udev})"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{} size={} paths={}",
+            "{}{udev} size={} paths={}",
             lun.wwid,
             size_word(size),
             lun.paths.len()

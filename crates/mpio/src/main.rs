@@ -7,14 +7,16 @@
 //! (validate a dm table and print its canonical form), `sim` (the
 //! deterministic simulator: run seeds, replay one), `discover` (the
 //! host's block devices by WWID, or a config for them), `top` (the maps
-//! and paths live), `generate` (the
-//! manual pages and shell completions, from these definitions).
+//! and paths live), `generate` (the manual pages and shell completions,
+//! from these definitions), `import-multipath-conf` (a multipath.conf as
+//! an mpio config).
 
 mod bench;
 mod config_man;
 mod control_cmd;
 mod discover_cmd;
 mod generate_cmd;
+mod import_cmd;
 mod serve_cmd;
 mod signals;
 mod sim_cmd;
@@ -64,6 +66,9 @@ enum Command {
     /// states per interval, like top or iostat -x 1 (`--once`: one
     /// interval as text).
     Top(top::TopArgs),
+    /// Print a multipath.conf as an mpio config, listing what does not
+    /// carry over.
+    ImportMultipathConf(import_cmd::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +85,7 @@ fn main() -> ExitCode {
         Command::Discover(args) => discover_cmd::main(args),
         Command::Generate(args) => generate_cmd::main(args, Cli::command()),
         Command::Top(args) => top::main(args),
+        Command::ImportMultipathConf(args) => import_cmd::main(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -159,3 +159,35 @@ fn discover_writes_a_config_that_checks() {
         Some(Path::new("/run/x/mpatha.sock"))
     );
 }
+
+/// A SCSI disk's WWID is listed in the kernel's form and, in brackets,
+/// in the form multipath.conf and udev write it; JSON has both.
+#[test]
+fn discover_shows_both_forms_of_a_scsi_wwid() {
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path();
+    let target = "devices/pci0000:00/0000:00:02.0/host2/target2:0:0/2:0:0:0";
+    put(root_path, &format!("{target}/scsi_level"), "7\n");
+    put(
+        root_path,
+        &format!("{target}/wwid"),
+        "naa.600a098038303053\n",
+    );
+    let block = format!("{target}/block/sdb");
+    put(root_path, &format!("{block}/dev"), "8:16\n");
+    put(root_path, &format!("{block}/size"), "2048\n");
+    link(root_path, &format!("{block}/device"), "../..");
+    link(root_path, "block/sdb", &format!("../{block}"));
+    let root = root_path.to_str().unwrap();
+    let output = mpio(&["discover", "--sysfs", root]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with("naa.600a098038303053 (3600a098038303053) size=1M paths=1\n"),
+        "{text}"
+    );
+    let output = mpio(&["discover", "--sysfs", root, "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json["luns"][0]["wwid"], "naa.600a098038303053");
+    assert_eq!(json["luns"][0]["udev_wwid"], "3600a098038303053");
+}

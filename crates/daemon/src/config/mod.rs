@@ -6,6 +6,7 @@
 //!
 //! `docs/CONFIG.md` is the admin's reference (every key, its type, default
 //! and meaning); this page is the contract for the code.
+//! [`import`] writes this format from a multipath.conf.
 //!
 //! # Format
 //!
@@ -116,6 +117,7 @@ mod check;
 mod error;
 pub mod fuzz;
 mod grouping;
+pub mod import;
 mod listen;
 mod raw;
 mod settings;

@@ -4,13 +4,16 @@
 use super::wwid::{FoundPath, PathSource};
 use super::*;
 use mpio_transport::blockdev::blacklist::Blacklist;
+use mpio_transport::blockdev::wwid_forms::{same_lun, WwidForms};
 
 /// Devices `sdb` (optimized, 1 GiB) and `sdc` (non-optimized, 1 GiB + 1
 /// sector) with WWID `naa.1`, and `sdd` with `naa.2`; `naa.3` has `sdg`
 /// (1 GiB) and `sdh`, which reports 0 bytes (an ALUA-unavailable LUN
 /// after a rescan), and `naa.4` has only `sdi`, which reports 0; any
-/// other WWID starting `naa.6` has `sde` and `sdf`. The block device
-/// `ublkb5` holds 2 GiB.
+/// other WWID starting `naa.6` has `sde` and `sdf`; `sdj` has the T10
+/// vendor id WWID `t10.DEC     321816758474`. A WWID may be asked for in
+/// either form (`36…` is `naa.6…`), as the host's lookup takes it. The
+/// block device `ublkb5` holds 2 GiB.
 pub(super) struct Fake;
 
 impl PathSource for Fake {
@@ -22,12 +25,15 @@ impl PathSource for Fake {
             ("sdg", "naa.3", 1 << 30, 50),
             ("sdh", "naa.3", 0, 1),
             ("sdi", "naa.4", 0, 1),
+            ("sdj", "t10.DEC     321816758474", 1 << 30, 50),
         ];
         devices
             .into_iter()
-            .filter(|device| device.1 == wwid)
+            .filter(|device| same_lun(device.1, wwid))
             .chain(
-                wwid.starts_with("naa.6")
+                WwidForms::of(wwid)
+                    .kernel
+                    .starts_with("naa.6")
                     .then_some([("sde", "", 1 << 30, 50), ("sdf", "", 1 << 30, 10)])
                     .into_iter()
                     .flatten(),

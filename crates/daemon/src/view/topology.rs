@@ -8,11 +8,15 @@
 //! `-+- policy='round-robin 0' status=enabled
 //!   `- c memory:demo#c active ready optimized in_flight=0 ios=0 errors=0 fails=0
 //! ```
+//!
+//! A map by WWID names it after its block devices in both forms:
+//! `wwid=naa.600a0980… (3600a0980…)`, the kernel's and multipath-tools'.
 
 use super::facts::{path_facts, PathFacts};
 use crate::control::protocol::Response;
 use crate::running::RunningMap;
 use mpio_core::status::GroupState;
+use mpio_transport::blockdev::wwid_forms::WwidForms;
 use std::fmt::Write;
 
 /// The tree of `maps`, with the same facts as JSON.
@@ -32,15 +36,17 @@ pub fn topology(maps: &[&RunningMap]) -> Response {
             .iter()
             .map(|ublk| ublk.device.path())
             .collect();
+        let wwid = running.config.wwid.as_deref().map(WwidForms::of);
         // `write!` to a String cannot fail.
         let _ = writeln!(
             text,
-            "{}{} size={} features='{features}' hwhandler='0' wp={}{}",
+            "{}{}{} size={} features='{features}' hwhandler='0' wp={}{}",
             running.config.name,
             block_devices
                 .iter()
                 .map(|device| format!(" {device}"))
                 .collect::<String>(),
+            wwid.as_ref().map(wwid_words).unwrap_or_default(),
             mpio_transport::uri::size_word(status.size_bytes),
             if read_only { "ro" } else { "rw" },
             if status.queueing { " queueing" } else { "" },
@@ -103,6 +109,7 @@ pub fn topology(maps: &[&RunningMap]) -> Response {
         }
         json.push(serde_json::json!({
             "name": running.config.name,
+            "wwid": wwid,
             "size_bytes": status.size_bytes,
             "features": features,
             "queue_if_no_path": status.queue_if_no_path,
@@ -117,5 +124,27 @@ pub fn topology(maps: &[&RunningMap]) -> Response {
     Response::Ok {
         text,
         json: serde_json::Value::Array(json),
+    }
+}
+
+/// ` wwid=KERNEL (UDEV)`, or ` wwid=KERNEL` where there is one form.
+fn wwid_words(forms: &WwidForms) -> String {
+    match &forms.udev {
+        Some(udev) => format!(" wwid={} ({udev})", forms.kernel),
+        None => format!(" wwid={}", forms.kernel),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_map_by_wwid_shows_both_forms() {
+        assert_eq!(
+            wwid_words(&WwidForms::of("3600a098038303053")),
+            " wwid=naa.600a098038303053 (3600a098038303053)"
+        );
+        assert_eq!(wwid_words(&WwidForms::of("uuid.1")), " wwid=uuid.1");
     }
 }

@@ -8,8 +8,11 @@
 //! two kinds that take a device back: a device whose name or WWID matches
 //! an exception is excluded by no pattern, built-in or configured. A
 //! device without a WWID is never a path, exception or not: nothing
-//! could tell its paths apart from another device's.
+//! could tell its paths apart from another device's. A `wwid` pattern
+//! matches a WWID in either of its forms (the kernel's `naa.600a…` or
+//! udev's `3600a…`, see [`super::wwid_forms`]).
 
+use super::wwid_forms::WwidForms;
 use super::BlockDevice;
 use regex_automata::meta::Regex;
 
@@ -46,6 +49,17 @@ fn first_match<'a>(patterns: &'a [(String, Regex)], text: &str) -> Option<&'a st
     patterns
         .iter()
         .find(|(_, regex)| regex.is_match(text))
+        .map(|(pattern, _)| pattern.as_str())
+}
+
+/// The first pattern of `patterns` that matches `wwid` in either of its
+/// forms (a multipath.conf pattern is written for udev's `3600a…`, the
+/// device reports the kernel's `naa.600a…`).
+fn wwid_match<'a>(patterns: &'a [(String, Regex)], wwid: &str) -> Option<&'a str> {
+    let forms = WwidForms::of(wwid);
+    patterns
+        .iter()
+        .find(|(_, regex)| regex.is_match(wwid) || forms.any(|form| regex.is_match(form)))
         .map(|(pattern, _)| pattern.as_str())
 }
 
@@ -93,7 +107,7 @@ impl Blacklist {
             || device
                 .wwid
                 .as_deref()
-                .is_some_and(|wwid| first_match(&self.except_wwid, wwid).is_some());
+                .is_some_and(|wwid| wwid_match(&self.except_wwid, wwid).is_some());
         if !excepted {
             if let Some(pattern) = first_match(&self.devnode, &device.name) {
                 return Some(format!("blacklisted: devnode {pattern:?}"));
@@ -105,6 +119,6 @@ impl Blacklist {
         if excepted {
             return None;
         }
-        first_match(&self.wwid, wwid).map(|pattern| format!("blacklisted: wwid {pattern:?}"))
+        wwid_match(&self.wwid, wwid).map(|pattern| format!("blacklisted: wwid {pattern:?}"))
     }
 }

@@ -2,6 +2,7 @@
 //! of, each with its paths, as `multipath -d -v3` lists them.
 
 use super::blacklist::Blacklist;
+use super::wwid_forms::{same_lun, WwidForms};
 use super::{BlockDevice, Sysfs};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -9,8 +10,11 @@ use std::collections::BTreeMap;
 /// One LUN and the devices that reach it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Lun {
-    /// Its WWID.
+    /// Its WWID, as the kernel reports it.
     pub wwid: String,
+    /// The same WWID as udev and multipath-tools write it (`3600a…` for
+    /// `naa.600a…`), where SCSI has a second form.
+    pub udev_wwid: Option<String>,
     /// The devices with that WWID, by name.
     pub paths: Vec<BlockDevice>,
 }
@@ -55,18 +59,23 @@ pub fn group(devices: Vec<BlockDevice>, blacklist: &Blacklist) -> Discovery {
     Discovery {
         luns: luns
             .into_iter()
-            .map(|(wwid, paths)| Lun { wwid, paths })
+            .map(|(wwid, paths)| Lun {
+                udev_wwid: WwidForms::of(&wwid).udev.filter(|udev| *udev != wwid),
+                wwid,
+                paths,
+            })
             .collect(),
         excluded,
     }
 }
 
-/// The devices of `sysfs` with WWID `wwid` that `blacklist` allows.
+/// The devices of `sysfs` with WWID `wwid` (in either form: `naa.600a…`
+/// or `3600a…`) that `blacklist` allows.
 pub fn paths_of(sysfs: &Sysfs, blacklist: &Blacklist, wwid: &str) -> Vec<BlockDevice> {
     discover(sysfs, blacklist)
         .luns
         .into_iter()
-        .find(|lun| lun.wwid == wwid)
+        .find(|lun| same_lun(&lun.wwid, wwid))
         .map(|lun| lun.paths)
         .unwrap_or_default()
 }

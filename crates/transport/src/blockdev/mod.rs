@@ -25,6 +25,7 @@ pub mod ana;
 pub mod blacklist;
 pub mod discover;
 pub mod wwid;
+pub mod wwid_forms;
 
 use mpio_core::map::PathInfo;
 use mpio_core::path::AccessState;

@@ -223,3 +223,37 @@ fn blacklist_exceptions_take_devices_back() {
         .unwrap_err();
     assert!(error.starts_with("pattern \"[\""), "{error}");
 }
+
+/// multipath-tools' form of a WWID (`3` and the NAA's hex, as udev's
+/// `scsi_id` writes it) finds the devices whose sysfs WWID is the
+/// kernel's `naa.` form, in a lookup and in blacklist patterns and
+/// exceptions; discovery shows both forms.
+#[test]
+fn udev_and_kernel_forms_find_the_same_devices() {
+    let fake = FakeSysfs::new();
+    fake.scsi_disk("sdb", "8:16", "2:0:0:0", Some(NAA), "active/optimized");
+    fake.scsi_disk("sdc", "8:32", "3:0:0:0", Some(NAA), "active/non-optimized");
+    fake.nvme_namespace("nvme1n1", "nvme1", &[("wwid", "uuid.1234\n")]);
+    let udev = "36001405abcdef0123456789abcdef012";
+    let names = |wwid: &str, blacklist: &Blacklist| -> Vec<String> {
+        paths_of(&fake.sysfs(), blacklist, wwid)
+            .into_iter()
+            .map(|device| device.name)
+            .collect()
+    };
+    let open = Blacklist::default();
+    assert_eq!(names(NAA, &open), ["sdb", "sdc"]);
+    assert_eq!(names(udev, &open), ["sdb", "sdc"]);
+    assert_eq!(names(&udev.to_ascii_uppercase(), &open), ["sdb", "sdc"]);
+    assert!(names("36001405abcdef0123456789abcdef013", &open).is_empty());
+    let found = discover(&fake.sysfs(), &open);
+    assert_eq!(found.luns[0].udev_wwid.as_deref(), Some(udev));
+    assert_eq!(found.luns[1].udev_wwid, None, "NVMe has one form");
+    let by_udev = Blacklist::new(&[], &["^36001405".into()]).unwrap();
+    assert!(names(NAA, &by_udev).is_empty());
+    let taken_back = Blacklist::new(&[], &[".*".into()])
+        .unwrap()
+        .with_exceptions(&[], &[format!("^{udev}$")])
+        .unwrap();
+    assert_eq!(names(NAA, &taken_back), ["sdb", "sdc"]);
+}
