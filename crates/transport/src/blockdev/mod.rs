@@ -6,7 +6,7 @@
 //! # Where each fact comes from
 //! | fact | SCSI (`sdX`) | NVMe namespace (`nvmeXnY`, native multipath off) |
 //! |---|---|---|
-//! | WWID | `device/wwid`, else VPD page 0x83 (`device/vpd_pg83`, [`wwid`]) | `wwid`, else `nguid`, else `eui` |
+//! | WWID | `device/wwid`, else VPD page 0x83 (`device/vpd_pg83`, `wwid`) | `wwid`, else `nguid`, else `eui` |
 //! | transport | `scsi:<host proc_name>` (`tcm_loopback`, `scsi_debug`, an HBA driver) | `nvme:<controller transport>` (`pcie`, `tcp`, `loop`, ...) |
 //! | size | `size` (512-byte sectors) | same |
 //! | NUMA node | `numa_node` of the nearest device above it that has one (the HBA's PCI function); `-1` is none | the controller's `numa_node` |
@@ -24,7 +24,7 @@
 pub mod ana;
 pub mod blacklist;
 pub mod discover;
-pub mod wwid;
+mod wwid;
 
 use mpio_core::map::PathInfo;
 use mpio_core::path::AccessState;

@@ -53,7 +53,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Default bound on a connect and the whole handshake after it.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The transmission flags that change what the client sends.
 const COMMAND_FLAGS: u16 =
@@ -205,7 +205,7 @@ pub struct NbdTarget {
 
 impl NbdTarget {
     /// A path to `address` for a map of `map_bytes`, with the default
-    /// [`CONNECT_TIMEOUT`].
+    /// `CONNECT_TIMEOUT`.
     pub fn new(address: super::address::Address, map_bytes: u64) -> Self {
         NbdTarget {
             address,
@@ -332,7 +332,7 @@ impl NbdTarget {
     /// what the map's paths share.
     ///
     /// # Errors
-    /// An [`NbdError`] naming the server and the step that failed; a
+    /// An `NbdError` naming the server and the step that failed; a
     /// target not settled yet keeps it as its reason.
     pub fn connect(&self) -> Result<(Stream, Export), NbdError> {
         let connected = self.open().and_then(|(stream, export)| {
@@ -443,7 +443,7 @@ fn settled_limits(settled: &Settled) -> Limits {
 }
 
 /// How `now` differs from `then` in what the client relies on, if it does.
-pub fn difference(then: &Export, now: &Export) -> Option<String> {
+pub(crate) fn difference(then: &Export, now: &Export) -> Option<String> {
     if now.size_bytes != then.size_bytes {
         return Some(format!(
             "size {} bytes, was {}",
@@ -469,7 +469,7 @@ pub fn difference(then: &Export, now: &Export) -> Option<String> {
 }
 
 /// The names of the command flags in `flags`.
-pub fn flag_names(flags: u16) -> String {
+pub(crate) fn flag_names(flags: u16) -> String {
     [
         (FLAG_READ_ONLY, "READ_ONLY"),
         (FLAG_SEND_FLUSH, "SEND_FLUSH"),

@@ -48,7 +48,7 @@ impl Connection {
     /// # Errors
     /// The socket failed; `io` is in flight and comes back from
     /// [`Connection::sever`].
-    pub fn send(&mut self, command: u16, io: PathIo) -> Result<(), Broken> {
+    pub(crate) fn send(&mut self, command: u16, io: PathIo) -> Result<(), Broken> {
         let write_like = matches!(command, CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES);
         let flush_after = io.fua
             && write_like
