@@ -25,7 +25,7 @@ use crate::stream::Stream;
 use crate::Shared;
 use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token};
-use mpio_core::slab::Slab;
+use mpio_core::Slab;
 use std::io;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;

@@ -30,7 +30,7 @@
 //! connection bounds what it has at the map
 //! ([`crate::connection::MAX_IN_FLIGHT`]). For a while after a reload the
 //! queue holds more than its depth (the old map's I/O finishing beside up
-//! to `depth` new ones; see [`mpio_core::reload`]); the connections'
+//! to `depth` new ones; see [`mpio_core::ReloadingQueue`]); the connections'
 //! bounds still hold. A connection still in its handshake its export's
 //! [`crate::ServerConfig::handshake_timeout_ms`] after it arrived is
 //! closed (checked every 100 ms while any is), and at an export's maximum
@@ -69,7 +69,7 @@ use crate::stats::Counters;
 use crate::Shared;
 use mio::{Events, Interest, Poll, Token, Waker};
 use mpio_core::io::{Completion, Io, Op};
-use mpio_core::slab::Slab;
+use mpio_core::Slab;
 use mpio_io_loop::{HostedLoop, Pace, Rest, Step};
 use mpio_transport::clock::now_ns;
 use mpio_transport::{device_queue, DeviceQueue};

@@ -76,7 +76,7 @@
 //!
 //! A read held past its hedge delay is abandoned the same way, on the
 //! live connection, when the core sends it down another path (fast read
-//! failover, [`mpio_core::stall`]); its late reply is read and dropped.
+//! failover, `crates/core/src/stall.rs`); its late reply is read and dropped.
 //!
 //! nbdkit 1.32 can abort (`raw_send_socket: Assertion 'sock >= 0'`) when
 //! a worker thread answers a held request after another thread saw the

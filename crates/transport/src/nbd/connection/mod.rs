@@ -35,7 +35,7 @@ use super::stream::Stream;
 use direct::Direct;
 use mpio_core::io::PathOutcome;
 use mpio_core::queue::PathIo;
-use mpio_core::slab::Slab;
+use mpio_core::Slab;
 use mpio_nbd::request::Request;
 use receive::RECV_BUFFER;
 use send::{Part, SEND_BATCH};

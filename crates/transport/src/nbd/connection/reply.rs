@@ -15,7 +15,7 @@
 use super::{Broken, Connection, InFlight};
 use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::PathCompletion;
-use mpio_core::slab::Slab;
+use mpio_core::Slab;
 use mpio_nbd::consts::*;
 use mpio_nbd::reply::{header_len, Chunk, ChunkHeader, SimpleReply, MAX_ERROR_MESSAGE};
 use std::ops::Range;

@@ -13,7 +13,7 @@
 
 use super::{Broken, Connection, InFlight};
 use mpio_core::queue::PathIo;
-use mpio_core::slab::Slab;
+use mpio_core::Slab;
 use mpio_nbd::consts::*;
 use mpio_nbd::request::Request;
 use std::io::{ErrorKind, IoSlice, Write};
