@@ -102,7 +102,7 @@ pub fn name_of_node(sysfs: &Sysfs, node: &Path) -> Option<String> {
 /// What a map is told of a path when it is built: for a `file:` path on
 /// a block device, its NUMA node and access state from the host's sysfs
 /// (and ANA log page); nothing for other paths.
-pub fn path_info(endpoint: &crate::Endpoint) -> PathInfo {
+pub(crate) fn path_info(endpoint: &crate::Endpoint) -> PathInfo {
     let crate::Endpoint::File { path, .. } = endpoint else {
         return PathInfo::default();
     };
@@ -188,7 +188,7 @@ impl Sysfs {
     }
 
     /// The name of the block device numbered `major:minor`, if any.
-    pub fn name_of(&self, major: u32, minor: u32) -> Option<String> {
+    pub(crate) fn name_of(&self, major: u32, minor: u32) -> Option<String> {
         let link = self.root.join("dev/block").join(format!("{major}:{minor}"));
         let target = std::fs::read_link(link).ok()?;
         Some(target.file_name()?.to_str()?.to_string())

@@ -235,7 +235,7 @@ impl Opened {
 
 /// One file path, shared by every thread's queue to it: opened, or (a
 /// path of a map that could not be opened, read or sized when the map
-/// was built) waiting to be (see [`FilePath::open_for`]).
+/// was built) waiting to be (see `FilePath::open_for`).
 #[derive(Debug)]
 pub struct FilePath {
     path: PathBuf,
@@ -290,7 +290,7 @@ impl FilePath {
     /// # Errors
     /// [`FileError::DirectRefused`], [`FileError::NotStorage`],
     /// [`FileError::Ring`].
-    pub fn open_for(
+    pub(crate) fn open_for(
         path: &Path,
         direct: bool,
         map_bytes: u64,
@@ -377,7 +377,7 @@ impl FilePath {
 
     /// Opens one thread's queue to this path, for `depth` I/Os in flight,
     /// signalling `waker` at each completion if given.
-    pub fn open_queue(
+    pub(crate) fn open_queue(
         self: &std::sync::Arc<Self>,
         depth: usize,
         waker: Option<mpio_io_loop::Waker>,

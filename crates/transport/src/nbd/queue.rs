@@ -89,12 +89,6 @@ impl NbdQueue {
             .map_or(0, |connection| connection.in_flight())
     }
 
-    /// Connections cut from our side and not yet fenced (their server may
-    /// still apply a request they carried).
-    pub fn unfenced_connections(&self) -> usize {
-        self.cut.len()
-    }
-
     /// Why the last connection ended or the last connect failed.
     pub fn last_error(&self) -> Option<&str> {
         self.last_error.as_deref()

@@ -173,11 +173,11 @@ impl Shared {
 ///
 /// [`Transports::build`]: crate::Transports::build
 #[derive(Debug, Default)]
-pub struct Agreement(OnceLock<(bool, Shared)>);
+pub(crate) struct Agreement(OnceLock<(bool, Shared)>);
 
 impl Agreement {
     /// Records what the map's paths agreed on; only the first call counts.
-    pub fn set(&self, read_only: bool, shared: Shared) {
+    pub(crate) fn set(&self, read_only: bool, shared: Shared) {
         let _ = self.0.set((read_only, shared));
     }
 }
@@ -221,7 +221,7 @@ impl NbdTarget {
 
     /// Makes the path one of the map whose NBD paths share `agreement`,
     /// served as `served_as` (block devices' limits).
-    pub fn in_map(mut self, agreement: Arc<Agreement>, served_as: &[Limits]) -> Self {
+    pub(crate) fn in_map(mut self, agreement: Arc<Agreement>, served_as: &[Limits]) -> Self {
         self.agreement = agreement;
         self.served_as = ServedAs::new(served_as);
         self
