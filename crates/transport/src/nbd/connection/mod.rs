@@ -24,7 +24,7 @@ mod receive;
 mod reply;
 mod send;
 
-/// What the transport's tests (`nbd/tests.rs`) check directly.
+/// What the transport's tests (`nbd/tests/mod.rs`) check directly.
 #[cfg(test)]
 pub(super) use receive::POLL_BUDGET_REPLIES;
 #[cfg(test)]
