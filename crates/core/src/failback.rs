@@ -34,7 +34,7 @@
 use std::fmt;
 
 /// Longest deferred failback accepted, in seconds (one day).
-pub const MAX_FAILBACK_SECONDS: u32 = 86_400;
+pub(crate) const MAX_FAILBACK_SECONDS: u32 = 86_400;
 
 /// A failback policy, as multipath.conf's `failback` names it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub enum Failback {
     Followover,
     /// Switch back once the preferred group has been usable this long.
     Deferred {
-        /// Seconds, 1 to [`MAX_FAILBACK_SECONDS`].
+        /// Seconds, 1 to `MAX_FAILBACK_SECONDS`.
         seconds: u32,
     },
 }
@@ -144,7 +144,7 @@ pub enum Decision {
 
 /// The preferred group of `round`: the first group in order that is not
 /// disabled and has a usable path.
-pub fn preferred_group(round: &Round<'_>) -> Option<usize> {
+pub(crate) fn preferred_group(round: &Round<'_>) -> Option<usize> {
     round
         .paths
         .iter()

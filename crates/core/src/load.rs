@@ -102,14 +102,14 @@ impl PathLoad {
     /// historical-service-time's estimate of the service time (fixed
     /// point, its scale); 0 until it learnt one.
     #[inline]
-    pub fn service_time_ewma(&self) -> u64 {
+    pub(crate) fn service_time_ewma(&self) -> u64 {
         self.service_time_ewma.load(Relaxed)
     }
 
     /// The caller's clock (ns) at the last completion a selector learnt
     /// from; 0 before the first.
     #[inline]
-    pub fn last_completion_ns(&self) -> u64 {
+    pub(crate) fn last_completion_ns(&self) -> u64 {
         self.last_completion_ns.load(Relaxed)
     }
 
@@ -160,7 +160,7 @@ impl PathLoad {
     /// bucket that reaches that share (`u64::MAX` for the last, unbounded
     /// bucket); `None` before any attempt completed. Reads 24 counters:
     /// for periodic checks, not per I/O.
-    pub fn latency_quantile_upper_ns(&self, per_mille: u64) -> Option<u64> {
+    pub(crate) fn latency_quantile_upper_ns(&self, per_mille: u64) -> Option<u64> {
         let buckets = self.latency_buckets();
         let total: u64 = buckets.iter().sum();
         if total == 0 {

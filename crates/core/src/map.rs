@@ -5,7 +5,7 @@
 //! # Concurrency
 //! Control operations (messages, path failures, access-state changes) take
 //! the map's control lock, change the state, and publish a new immutable
-//! [`Snapshot`]. I/O threads never take that lock on their fast path: they
+//! `Snapshot`. I/O threads never take that lock on their fast path: they
 //! compare [`Map::generation`] with the generation they routed by and only
 //! fetch the new snapshot when it moved. A path error takes the control
 //! lock once per path that is failed; threads that see the path already
@@ -49,7 +49,7 @@ pub struct MapOptions {
     /// before. `None`: wait for the fence however long it takes.
     pub fence_timeout_ns: Option<u64>,
     /// A read its path has not answered within that path's hedge delay
-    /// ([`crate::stall::HEDGE_MULTIPLE`]) is taken back, if the transport
+    /// (`crate::stall::HEDGE_MULTIPLE`) is taken back, if the transport
     /// can let go of it, and sent down another usable path.
     pub hedge_reads: bool,
     /// With `queue_if_no_path`, an I/O that has waited this long for a
@@ -338,7 +338,7 @@ impl Map {
     /// A new queue's load records, one per path, which
     /// [`Map::path_load`] counts for as long as the queue holds them.
     /// Takes the control lock: for building queues, not per I/O.
-    pub fn register_queue_loads(&self) -> std::sync::Arc<[PathLoad]> {
+    pub(crate) fn register_queue_loads(&self) -> std::sync::Arc<[PathLoad]> {
         let loads: std::sync::Arc<[PathLoad]> =
             (0..self.paths.len()).map(|_| PathLoad::default()).collect();
         let mut control = lock(&self.control);
@@ -508,7 +508,7 @@ impl Map {
     /// Fails every path whose word is `word`, as [`Map::fail_path`] does:
     /// for a path error seen on another map of the same device (one that a
     /// reload replaced, while its I/O drains). Returns how many it failed.
-    pub fn fail_path_word(&self, word: &str, error: PathError) -> usize {
+    pub(crate) fn fail_path_word(&self, word: &str, error: PathError) -> usize {
         self.indices_named(word)
             .filter(|&index| self.fail_path(index, error))
             .count()

@@ -4,7 +4,7 @@
 //! probe and failing the next I/O again.
 //!
 //! This module is pure policy: time comes in as `now_ns`. The path
-//! checker keeps one [`MarginalTracker`] per path and tells it what it
+//! checker keeps one `MarginalTracker` per path and tells it what it
 //! sees; the tracker only says whether the path may be reinstated.
 //!
 //! # Rules
@@ -25,7 +25,7 @@
 //!   marginal: its failure history starts afresh.
 //! - **The admin knows best.** A `reinstate_path` message puts a marginal
 //!   path back in use at once; the tracker forgets it was marginal and its
-//!   failures ([`MarginalTracker::admin_reinstated`]). The tracker does
+//!   failures (`MarginalTracker::admin_reinstated`). The tracker does
 //!   not see messages: the checker learns of them from the map's count of
 //!   reinstatements by message ([`crate::map::Map::path_transitions`]) and
 //!   tells it.
@@ -59,7 +59,7 @@
 use std::collections::VecDeque;
 
 /// The most failures a policy may count (bounds a tracker's history).
-pub const MAX_FAILURES: u32 = 1024;
+pub(crate) const MAX_FAILURES: u32 = 1024;
 
 /// When a path counts as marginal and when it is let back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,7 +91,7 @@ impl Default for MarginalPolicy {
 /// `failures_ns` holds at most `policy.failures` times, oldest first;
 /// `healthy_since_ns` is set only while `marginal_since_ns` is.
 #[derive(Clone, Debug)]
-pub struct MarginalTracker {
+pub(crate) struct MarginalTracker {
     policy: MarginalPolicy,
     /// When the latest failures happened, oldest first.
     failures_ns: VecDeque<u64>,
@@ -105,7 +105,7 @@ pub struct MarginalTracker {
 impl MarginalTracker {
     /// A tracker for a path with no failures yet. A policy's `failures` is
     /// taken between 1 and [`MAX_FAILURES`].
-    pub fn new(mut policy: MarginalPolicy) -> Self {
+    pub(crate) fn new(mut policy: MarginalPolicy) -> Self {
         policy.failures = policy.failures.clamp(1, MAX_FAILURES);
         MarginalTracker {
             policy,
@@ -116,31 +116,26 @@ impl MarginalTracker {
     }
 
     /// The policy (with `failures` as clamped by [`MarginalTracker::new`]).
-    pub fn policy(&self) -> MarginalPolicy {
+    pub(crate) fn policy(&self) -> MarginalPolicy {
         self.policy
     }
 
     /// True while the path is held out as marginal.
-    pub fn is_marginal(&self) -> bool {
+    pub(crate) fn is_marginal(&self) -> bool {
         self.marginal_since_ns.is_some()
-    }
-
-    /// When the path became marginal, while it is.
-    pub fn marginal_since_ns(&self) -> Option<u64> {
-        self.marginal_since_ns
     }
 
     /// While marginal and healthy: the earliest time a good probe may
     /// reinstate it (if every probe until then is good). `None` while it
     /// is not marginal, or waits for its first good probe.
-    pub fn returns_at_ns(&self) -> Option<u64> {
+    pub(crate) fn returns_at_ns(&self) -> Option<u64> {
         self.healthy_since_ns
             .map(|since_ns| since_ns.saturating_add(self.policy.recovery_ns))
     }
 
     /// The path went from usable to failed by a path error at `now_ns`.
     /// Returns true if that made it marginal (it was not before).
-    pub fn path_failed(&mut self, now_ns: u64) -> bool {
+    pub(crate) fn path_failed(&mut self, now_ns: u64) -> bool {
         if self.failures_ns.len() == self.policy.failures as usize {
             self.failures_ns.pop_front();
         }
@@ -161,7 +156,7 @@ impl MarginalTracker {
     }
 
     /// A probe of the path ended at `now_ns`: `healthy` if it succeeded.
-    pub fn probe_ended(&mut self, healthy: bool, now_ns: u64) {
+    pub(crate) fn probe_ended(&mut self, healthy: bool, now_ns: u64) {
         if !self.is_marginal() {
             return;
         }
@@ -175,7 +170,7 @@ impl MarginalTracker {
     /// Whether a good probe at `now_ns` may reinstate the path: always if
     /// it is not marginal, else once it has been healthy for the recovery
     /// time.
-    pub fn may_reinstate(&self, now_ns: u64) -> bool {
+    pub(crate) fn may_reinstate(&self, now_ns: u64) -> bool {
         if !self.is_marginal() {
             return true;
         }
@@ -186,7 +181,7 @@ impl MarginalTracker {
     /// The checker reinstated the path (after [`MarginalTracker::may_reinstate`]
     /// said it may). Returns true if it was marginal: it has recovered, and
     /// its failure history starts afresh.
-    pub fn reinstated(&mut self, now_ns: u64) -> bool {
+    pub(crate) fn reinstated(&mut self, now_ns: u64) -> bool {
         debug_assert!(self.may_reinstate(now_ns), "reinstated while held out");
         if self.is_marginal() {
             self.reset();
@@ -198,7 +193,7 @@ impl MarginalTracker {
     /// An admin reinstated the path (a `reinstate_path` message): it is no
     /// longer marginal and its failures are forgotten. Returns true if it
     /// was marginal.
-    pub fn admin_reinstated(&mut self) -> bool {
+    pub(crate) fn admin_reinstated(&mut self) -> bool {
         let was_marginal = self.is_marginal();
         self.reset();
         was_marginal
@@ -239,7 +234,7 @@ mod tests {
     fn failures_within_the_window_make_a_path_marginal() {
         let tracker = marginal();
         assert!(tracker.is_marginal());
-        assert_eq!(tracker.marginal_since_ns(), Some(2 * SECOND));
+        assert_eq!(tracker.marginal_since_ns, Some(2 * SECOND));
         assert!(!tracker.may_reinstate(2 * SECOND));
     }
 

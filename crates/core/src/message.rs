@@ -33,7 +33,7 @@ pub struct MessageError {
 }
 
 /// The verbs, for error messages and help.
-pub const VERBS: &str = "fail_path P, reinstate_path P, switch_group N, enable_group N, \
+pub(crate) const VERBS: &str = "fail_path P, reinstate_path P, switch_group N, enable_group N, \
                          disable_group N, queue_if_no_path, fail_if_no_path";
 
 impl Message {

@@ -11,7 +11,7 @@ pub struct NumaTopology {
 }
 
 /// Distance the kernel reports for a node to itself.
-pub const LOCAL_DISTANCE: u32 = 10;
+pub(crate) const LOCAL_DISTANCE: u32 = 10;
 
 impl Default for NumaTopology {
     /// One node holding every CPU.

@@ -86,21 +86,6 @@ impl AccessState {
         })
     }
 
-    /// The state of an ALUA target port group from the low nibble of its
-    /// REPORT TARGET PORT GROUPS descriptor (SPC-4 asymmetric access
-    /// state); `None` for a reserved code.
-    pub fn from_alua_code(code: u8) -> Option<Self> {
-        Some(match code & 0x0f {
-            0x0 => AccessState::Optimized,
-            0x1 | 0x4 => AccessState::NonOptimized,
-            0x2 => AccessState::Standby,
-            0x3 => AccessState::Unavailable,
-            0xe => AccessState::Inaccessible,
-            0xf => AccessState::Transitioning,
-            _ => return None,
-        })
-    }
-
     /// The state of an NVMe ANA group from its ANA log page descriptor's
     /// state byte (NVMe base spec, ANA state); `None` for a reserved code.
     pub fn from_ana_code(code: u8) -> Option<Self> {
@@ -206,12 +191,6 @@ mod tests {
             Some(AccessState::Standby)
         );
         assert_eq!(AccessState::from_alua("unknown"), None);
-        assert_eq!(
-            AccessState::from_alua_code(0x82),
-            Some(AccessState::Standby),
-            "the preferred bit is not the state"
-        );
-        assert_eq!(AccessState::from_alua_code(0x7), None);
         assert_eq!(AccessState::from_ana_code(1), Some(AccessState::Optimized));
         assert_eq!(
             AccessState::from_ana_code(2),

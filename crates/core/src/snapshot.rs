@@ -41,7 +41,7 @@ pub struct Route {
 
 /// What the rule needs to know about one path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PathHealth {
+pub(crate) struct PathHealth {
     /// Failed and not reinstated.
     pub failed: bool,
     /// ALUA/ANA access state.
@@ -56,7 +56,7 @@ impl PathHealth {
 
 /// The candidates of one group: its usable optimized paths, else its usable
 /// non-optimized paths; `None` if neither exists.
-pub fn group_route(group: usize, paths: &[PathHealth]) -> Option<Route> {
+pub(crate) fn group_route(group: usize, paths: &[PathHealth]) -> Option<Route> {
     [AccessState::Optimized, AccessState::NonOptimized]
         .into_iter()
         .find_map(|access| group_route_as(group, paths, access))
@@ -87,7 +87,7 @@ fn group_route_as(group: usize, paths: &[PathHealth], access: AccessState) -> Op
 /// while no optimized path of the map is usable, whatever the grouping
 /// (multipath-tools gets there by regrouping on a priority change; here
 /// the rule holds between regroupings too).
-pub fn choose_route(
+pub(crate) fn choose_route(
     groups: &[&[PathHealth]],
     bypassed: &[bool],
     current: Option<usize>,

@@ -55,38 +55,28 @@ pub const STALL_FLOOR_NS: u64 = 1_000_000;
 
 /// How many times its p99 latency a busy path may go without progress
 /// before it counts as stalled.
-pub const STALL_MULTIPLE: u64 = 8;
+pub(crate) const STALL_MULTIPLE: u64 = 8;
 
 /// How often a queue re-reads each path's latency histogram for its
 /// limits.
-pub const LIMIT_REFRESH_NS: u64 = 10_000_000;
+pub(crate) const LIMIT_REFRESH_NS: u64 = 10_000_000;
 
 /// How many times its p99 latency a read may wait on a path before the
 /// queue sends it down another (the hedge delay, at least
 /// [`STALL_FLOOR_NS`], at most half the I/O timeout).
-pub const HEDGE_MULTIPLE: u64 = 4;
+pub(crate) const HEDGE_MULTIPLE: u64 = 4;
 
 /// How long a path the queue took a read back from is held out, unless it
 /// answers first: it gets no new I/O (so none waits on it), and after this
 /// it is tried again (a read it holds too long is taken back again).
-pub const HOLD_OUT_NS: u64 = 100_000_000;
+pub(crate) const HOLD_OUT_NS: u64 = 100_000_000;
 
 /// How often a queue looks for reads past their hedge delay.
-pub const HEDGE_SCAN_NS: u64 = STALL_FLOOR_NS / 4;
+pub(crate) const HEDGE_SCAN_NS: u64 = STALL_FLOOR_NS / 4;
 
 /// Generations of views carry this bit, so they never equal a snapshot's
 /// (a map's generation counts changes from 0 and never reaches 2^63).
 const VIEW_GENERATION: u64 = 1 << 63;
-
-/// How old the oldest attempt on a path with `load` may be before the
-/// path counts as stalled (see the module docs).
-pub fn stall_limit_ns(load: &PathLoad, io_timeout_ns: Option<u64>) -> u64 {
-    p99_multiple_ns(
-        load.latency_quantile_upper_ns(990),
-        STALL_MULTIPLE,
-        io_timeout_ns,
-    )
-}
 
 /// `multiple` times a path's p99 latency (none learnt yet: 0), at least
 /// [`STALL_FLOOR_NS`], at most half the I/O timeout.
@@ -117,7 +107,7 @@ pub(crate) struct Stalls {
     /// Per path of the map: when the queue last took a read back from it
     /// for being slow (0: never); stalled until its next progress.
     gave_up_ns: Box<[u64]>,
-    /// Per path of the map: its limit ([`stall_limit_ns`]), as last read.
+    /// Per path of the map: its limit ([`STALL_MULTIPLE`] times its p99), as last read.
     limit_ns: Box<[u64]>,
     /// Per path of the map: its hedge delay ([`HEDGE_MULTIPLE`]), as last
     /// read.
@@ -273,6 +263,16 @@ impl Stalls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How old the oldest attempt on a path with `load` may be before the
+    /// path counts as stalled, as `Stalls` reads it.
+    fn stall_limit_ns(load: &PathLoad, io_timeout_ns: Option<u64>) -> u64 {
+        p99_multiple_ns(
+            load.latency_quantile_upper_ns(990),
+            STALL_MULTIPLE,
+            io_timeout_ns,
+        )
+    }
 
     #[test]
     fn the_limit_scales_with_the_paths_own_latency_between_floor_and_timeout() {

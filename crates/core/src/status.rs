@@ -40,7 +40,7 @@ pub enum PathState {
 
 impl GroupState {
     /// dm's status letter.
-    pub fn letter(self) -> char {
+    pub(crate) fn letter(self) -> char {
         match self {
             GroupState::Active => 'A',
             GroupState::Enabled => 'E',
@@ -51,7 +51,7 @@ impl GroupState {
 
 impl PathState {
     /// dm's status letter.
-    pub fn letter(self) -> char {
+    pub(crate) fn letter(self) -> char {
         match self {
             PathState::Active => 'A',
             PathState::Failed => 'F',

@@ -15,8 +15,8 @@ use mpio_core::failback::Failback;
 use mpio_core::io::{PathError, PathOutcome, TargetError};
 use mpio_core::map::Map;
 use mpio_core::message::Message;
-use mpio_core::reload::MapSlot;
 use mpio_core::status::PathState;
+use mpio_core::MapSlot;
 use std::sync::Arc;
 use support::scripted_path::{map, ScriptedPath};
 

@@ -552,7 +552,7 @@ fn retry_after_path_error_never_returns_to_the_failed_path() {
 /// or a path failed before the reload lost by the new map.
 #[test]
 fn reload_publishes_the_map_before_its_epoch() {
-    use mpio_core::reload::MapSlot;
+    use mpio_core::MapSlot;
     check(|| {
         let old = two_path_map(1);
         old.fail_path(1, PathError::Transport);

@@ -7,8 +7,8 @@
 use mpio_core::io::{Buffer, Completion, Io, PathError};
 use mpio_core::map::{Map, MapOptions, PathInfo};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
-use mpio_core::reload::{MapSlot, ReloadingQueue};
 use mpio_core::table::{Features, GroupSpec, PathSpec, Table};
+use mpio_core::{MapSlot, ReloadingQueue};
 use mpio_test_support::FakePath;
 use std::sync::Arc;
 

@@ -8,8 +8,8 @@
 use mpio_core::io::{Buffer, Io, Op};
 use mpio_core::map::{Map, MapOptions, PathInfo};
 use mpio_core::queue::Queue;
-use mpio_core::stall::STALL_FLOOR_NS;
 use mpio_core::table::Table;
+use mpio_core::STALL_FLOOR_NS;
 use mpio_test_support::FakePath;
 use std::sync::Arc;
 

@@ -4,17 +4,17 @@
 //! (without the `NBD_` prefix).
 
 /// `NBDMAGIC`: the first eight bytes a newstyle server sends.
-pub const INIT_MAGIC: u64 = 0x4e42_444d_4147_4943;
+pub(crate) const INIT_MAGIC: u64 = 0x4e42_444d_4147_4943;
 /// `IHAVEOPT`: follows [`INIT_MAGIC`], and starts every option request.
-pub const OPTION_MAGIC: u64 = 0x4948_4156_454f_5054;
+pub(crate) const OPTION_MAGIC: u64 = 0x4948_4156_454f_5054;
 /// Starts every option reply.
-pub const OPTION_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
+pub(crate) const OPTION_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 /// Starts every transmission request.
-pub const REQUEST_MAGIC: u32 = 0x2560_9513;
+pub(crate) const REQUEST_MAGIC: u32 = 0x2560_9513;
 /// Starts every simple reply.
-pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+pub(crate) const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
 /// Starts every structured reply chunk.
-pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
+pub(crate) const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
 
 /// Handshake flag: the server speaks fixed newstyle.
 pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
@@ -34,14 +34,10 @@ pub const FLAG_READ_ONLY: u16 = 1 << 1;
 pub const FLAG_SEND_FLUSH: u16 = 1 << 2;
 /// Transmission flag: the server accepts `CMD_FLAG_FUA`.
 pub const FLAG_SEND_FUA: u16 = 1 << 3;
-/// Transmission flag: the export is a rotational medium.
-pub const FLAG_ROTATIONAL: u16 = 1 << 4;
 /// Transmission flag: the server accepts `CMD_TRIM`.
 pub const FLAG_SEND_TRIM: u16 = 1 << 5;
 /// Transmission flag: the server accepts `CMD_WRITE_ZEROES`.
 pub const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
-/// Transmission flag: the server accepts `CMD_FLAG_DF`.
-pub const FLAG_SEND_DF: u16 = 1 << 7;
 /// Transmission flag: connections share one consistent view, flush
 /// included.
 pub const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
@@ -66,25 +62,25 @@ pub const REP_SERVER: u32 = 2;
 /// Option reply: one piece of information about the export.
 pub const REP_INFO: u32 = 3;
 /// Bit set in every option error reply.
-pub const REP_FLAG_ERROR: u32 = 1 << 31;
+pub(crate) const REP_FLAG_ERROR: u32 = 1 << 31;
 /// Option error: the option is not supported.
 pub const REP_ERR_UNSUP: u32 = REP_FLAG_ERROR | 1;
 /// Option error: forbidden by policy.
-pub const REP_ERR_POLICY: u32 = REP_FLAG_ERROR | 2;
+pub(crate) const REP_ERR_POLICY: u32 = REP_FLAG_ERROR | 2;
 /// Option error: syntactically or semantically invalid.
 pub const REP_ERR_INVALID: u32 = REP_FLAG_ERROR | 3;
 /// Option error: not supported on this platform.
-pub const REP_ERR_PLATFORM: u32 = REP_FLAG_ERROR | 4;
+pub(crate) const REP_ERR_PLATFORM: u32 = REP_FLAG_ERROR | 4;
 /// Option error: TLS required.
-pub const REP_ERR_TLS_REQD: u32 = REP_FLAG_ERROR | 5;
+pub(crate) const REP_ERR_TLS_REQD: u32 = REP_FLAG_ERROR | 5;
 /// Option error: no such export.
 pub const REP_ERR_UNKNOWN: u32 = REP_FLAG_ERROR | 6;
 /// Option error: the server is shutting down.
-pub const REP_ERR_SHUTDOWN: u32 = REP_FLAG_ERROR | 7;
+pub(crate) const REP_ERR_SHUTDOWN: u32 = REP_FLAG_ERROR | 7;
 /// Option error: the client must ask for block sizes.
-pub const REP_ERR_BLOCK_SIZE_REQD: u32 = REP_FLAG_ERROR | 8;
+pub(crate) const REP_ERR_BLOCK_SIZE_REQD: u32 = REP_FLAG_ERROR | 8;
 /// Option error: the request is too big.
-pub const REP_ERR_TOO_BIG: u32 = REP_FLAG_ERROR | 9;
+pub(crate) const REP_ERR_TOO_BIG: u32 = REP_FLAG_ERROR | 9;
 
 /// Info: size and transmission flags.
 pub const INFO_EXPORT: u16 = 0;
@@ -128,7 +124,7 @@ pub const REPLY_TYPE_FLAG_ERROR: u16 = 1 << 15;
 /// Chunk: an error for the whole request.
 pub const REPLY_TYPE_ERROR: u16 = REPLY_TYPE_FLAG_ERROR | 1;
 /// Chunk: an error at an offset.
-pub const REPLY_TYPE_ERROR_OFFSET: u16 = REPLY_TYPE_FLAG_ERROR | 2;
+pub(crate) const REPLY_TYPE_ERROR_OFFSET: u16 = REPLY_TYPE_FLAG_ERROR | 2;
 
 /// Error: operation not permitted (e.g. a write to a read-only export).
 pub const EPERM: u32 = 1;

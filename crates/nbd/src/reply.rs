@@ -332,21 +332,5 @@ impl<'a> Chunk<'a> {
     }
 }
 
-/// The name of NBD error value `error`, for messages.
-pub fn error_name(error: u32) -> &'static str {
-    match error {
-        0 => "success",
-        EPERM => "EPERM",
-        EIO => "EIO",
-        ENOMEM => "ENOMEM",
-        EINVAL => "EINVAL",
-        ENOSPC => "ENOSPC",
-        EOVERFLOW => "EOVERFLOW",
-        ENOTSUP => "ENOTSUP",
-        ESHUTDOWN => "ESHUTDOWN",
-        _ => "unknown error",
-    }
-}
-
 #[cfg(test)]
 mod tests;

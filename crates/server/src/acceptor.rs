@@ -18,28 +18,28 @@
 //! one such connection per loop and export is in transit beyond the
 //! maximum.
 
-use crate::event_loop::LoopMessage;
 use crate::log_limit::LimitedLog;
+use crate::loop_message::{Arrival, LoopInbox, LoopMessage};
 use crate::stats::Counters;
 use crate::stream::Stream;
 use crate::Shared;
 use mio::net::{TcpListener, UnixListener};
-use mio::{Events, Interest, Poll, Token, Waker};
-use mpio_core::slab::Slab;
+use mio::{Events, Interest, Poll, Token};
+use mpio_core::Slab;
 use std::io;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The token of the acceptor's waker (messages).
-pub const WAKER: Token = Token(usize::MAX);
+pub(crate) const WAKER: Token = Token(usize::MAX);
 /// How long to wait before accepting again after an error such as
 /// running out of file descriptors.
 const RETRY_AFTER: Duration = Duration::from_millis(100);
 
 /// A listening socket.
 #[derive(Debug)]
-pub enum Listener {
+pub(crate) enum Listener {
     /// TCP.
     Tcp(TcpListener),
     /// A unix socket.
@@ -76,41 +76,6 @@ impl Listener {
             }
             Listener::Unix(listener) => Ok(Stream::Unix(listener.accept()?.0)),
         }
-    }
-}
-
-/// A connection handed to an event loop.
-#[derive(Debug)]
-pub(crate) struct Arrival {
-    /// The export the client connected to.
-    pub(crate) export: Arc<Shared>,
-    /// The client's socket.
-    pub(crate) stream: Stream,
-    /// The export is full: the loop closes its longest-idle connection
-    /// to the export for this one, or this one (see the module docs).
-    pub(crate) make_room: bool,
-}
-
-/// An event loop as the other threads see it.
-#[derive(Clone, Debug)]
-pub(crate) struct LoopInbox {
-    /// Where its messages go.
-    pub(crate) sender: Sender<LoopMessage>,
-    /// Wakes the loop to read them.
-    pub(crate) waker: Arc<Waker>,
-}
-
-impl LoopInbox {
-    /// Sends `message` and wakes the loop; `why` names it in logs.
-    pub(crate) fn send(&self, message: LoopMessage, why: &str) -> bool {
-        if self.sender.send(message).is_err() {
-            tracing::error!("an event loop is gone: cannot {why}");
-            return false;
-        }
-        if let Err(error) = self.waker.wake() {
-            tracing::error!(%error, "cannot wake an event loop to {why}");
-        }
-        true
     }
 }
 

@@ -6,27 +6,27 @@
 //! # Rule
 //! A READ or WRITE's buffer is reserved before its header is consumed.
 //! A connection holding nothing may always take one request of at most
-//! [`FIRST_REQUEST_BYTES`] outside the budget (so no set of other
+//! `FIRST_REQUEST_BYTES` outside the budget (so no set of other
 //! connections can stop a client that waits for each reply, as most
 //! do); every other buffer comes from the shared budget of
 //! [`crate::ServerConfig::max_buffered_bytes`], and a request that does
 //! not fit waits, unparsed and with nothing behind it read, until replies
 //! going out free room (its connection tries again every
-//! [`crate::event_loop::STARVED_RETRY`]).
-//! The bytes a request took from the budget travel with it ([`Hold`])
+//! `crate::event_loop::STARVED_RETRY`).
+//! The bytes a request took from the budget travel with it (`Hold`)
 //! and go back when its reply has left, or when it is dropped.
 //!
 //! # Bound
-//! Buffers held ≤ `max_connections` × [`FIRST_REQUEST_BYTES`] +
+//! Buffers held ≤ `max_connections` × `FIRST_REQUEST_BYTES` +
 //! `max_buffered_bytes`, plus each connection's input buffer
 //! ([`crate::connection::INPUT_LEN`]) and each loop's spare buffers
-//! ([`crate::pool::MAX_POOL_TOTAL_BYTES`]).
+//! (`crate::pool::MAX_POOL_TOTAL_BYTES`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Largest request a connection holding nothing may take outside the
 /// budget (1 MiB).
-pub const FIRST_REQUEST_BYTES: usize = 1 << 20;
+pub(crate) const FIRST_REQUEST_BYTES: usize = 1 << 20;
 
 /// The budget's default: an eighth of the host's memory, between 256 MiB
 /// and 16 GiB (256 MiB where the host's memory is unknown).
@@ -39,7 +39,7 @@ pub fn default_max_buffered_bytes() -> usize {
 /// What one request holds: its buffer's bytes, and how many of them came
 /// from the shared budget.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Hold {
+pub(crate) struct Hold {
     /// The request's buffer bytes (counted against its connection's
     /// bound).
     pub bytes: usize,
@@ -49,14 +49,14 @@ pub struct Hold {
 
 /// The shared budget of buffered bytes. See the module docs.
 #[derive(Debug)]
-pub struct Budget {
+pub(crate) struct Budget {
     used: AtomicUsize,
     limit: usize,
 }
 
 impl Budget {
     /// A budget of `limit` bytes.
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Budget {
             used: AtomicUsize::new(0),
             limit,
@@ -66,7 +66,7 @@ impl Budget {
     /// The [`Hold`] of a `bytes` buffer for a connection holding
     /// `held` bytes now, its budgeted part taken; `None` if the budget
     /// lacks room (nothing taken).
-    pub fn reserve(&self, held: usize, bytes: usize) -> Option<Hold> {
+    pub(crate) fn reserve(&self, held: usize, bytes: usize) -> Option<Hold> {
         if held == 0 && bytes <= FIRST_REQUEST_BYTES {
             return Some(Hold { bytes, budgeted: 0 });
         }
@@ -84,7 +84,7 @@ impl Budget {
     }
 
     /// Gives back what `hold` took.
-    pub fn release(&self, hold: Hold) {
+    pub(crate) fn release(&self, hold: Hold) {
         if hold.budgeted > 0 {
             // Relaxed: as in `reserve`.
             self.used.fetch_sub(hold.budgeted, Ordering::Relaxed);
@@ -92,7 +92,7 @@ impl Budget {
     }
 
     /// Bytes taken from the budget now.
-    pub fn used(&self) -> usize {
+    pub(crate) fn used(&self) -> usize {
         // Relaxed: a gauge.
         self.used.load(Ordering::Relaxed)
     }

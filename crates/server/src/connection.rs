@@ -44,22 +44,22 @@ use std::io::{self, IoSlice, Read, Write};
 use std::sync::Arc;
 
 /// Most requests one connection may have at the map.
-pub const MAX_IN_FLIGHT: usize = 512;
+pub(crate) const MAX_IN_FLIGHT: usize = 512;
 /// Most buffer bytes one connection may have at the map (64 MiB).
-pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
+pub(crate) const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 /// Bytes of input buffered ahead of parsing: an option header with the
 /// largest payload fits, and so do many request headers at once.
 pub const INPUT_LEN: usize = 2 * MAX_OPTION_LEN as usize;
 /// A WRITE's buffer starts this large (or at its length, if smaller)
 /// and doubles as its payload arrives (1 MiB: what the buffer pool
 /// keeps).
-pub const PAYLOAD_STEP: usize = crate::pool::MAX_POOLED_BYTES;
+pub(crate) const PAYLOAD_STEP: usize = crate::pool::MAX_POOLED_BYTES;
 /// Most slices gathered into one vectored write.
 const MAX_SLICES: usize = 64;
 
 /// A request ready for the map.
 #[derive(Debug)]
-pub struct Incoming {
+pub(crate) struct Incoming {
     /// The map's operation.
     pub op: Op,
     /// Flush after it, before replying.
@@ -78,7 +78,7 @@ pub struct Incoming {
 
 /// Why a connection stops reading.
 #[derive(Debug, thiserror::Error)]
-pub enum Ending {
+pub(crate) enum Ending {
     /// The client sent `CMD_DISC` or `OPT_ABORT`, or closed its side:
     /// answer what is in flight, then close.
     #[error("client finished")]
@@ -146,7 +146,7 @@ impl Outgoing {
 
 /// One client connection. See the module docs.
 #[derive(Debug)]
-pub struct Connection {
+pub(crate) struct Connection {
     /// The socket.
     pub stream: Stream,
     /// Readable since the last `WouldBlock` (the poller is edge-triggered).
@@ -175,7 +175,7 @@ pub struct Connection {
 impl Connection {
     /// A new connection drawing on `budget`; the greeting is queued to
     /// send.
-    pub fn new(stream: Stream, budget: Arc<Budget>) -> Self {
+    pub(crate) fn new(stream: Stream, budget: Arc<Budget>) -> Self {
         let mut greeting = Vec::new();
         let handshake = Handshake::new(&mut greeting);
         let mut output = VecDeque::with_capacity(64);
@@ -208,18 +208,18 @@ impl Connection {
     /// True while a request header waits for room in the server's
     /// budget: the loop tries it again later, as no event of this
     /// connection's will announce the room.
-    pub fn is_starved(&self) -> bool {
+    pub(crate) fn is_starved(&self) -> bool {
         self.starved
     }
 
     /// True until the client chose the export.
-    pub fn in_handshake(&self) -> bool {
+    pub(crate) fn in_handshake(&self) -> bool {
         matches!(self.phase, Phase::Handshake(_))
     }
 
     /// Ends a handshake that took too long (the connection is then
     /// broken: the loop closes it).
-    pub fn time_out(&mut self, limit_ms: u64) {
+    pub(crate) fn time_out(&mut self, limit_ms: u64) {
         if self.ending.is_none() {
             self.ending = Some(Ending::Protocol(format!(
                 "handshake not finished within {limit_ms} ms"
@@ -228,24 +228,24 @@ impl Connection {
     }
 
     /// True once the client negotiated structured replies.
-    pub fn is_structured(&self) -> bool {
+    pub(crate) fn is_structured(&self) -> bool {
         matches!(self.phase, Phase::Transmission { structured: true })
     }
 
     /// Why reading ended, once it has.
-    pub fn ending(&self) -> Option<&Ending> {
+    pub(crate) fn ending(&self) -> Option<&Ending> {
         self.ending.as_ref()
     }
 
     /// True when the connection has nothing left to do: reading ended,
     /// nothing is at the map and every reply went out.
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.ending.is_some() && self.in_flight == 0 && self.output.is_empty()
     }
 
     /// True when the connection must close at once, dropping what is in
     /// flight: its socket or its client's bytes failed.
-    pub fn is_broken(&self) -> bool {
+    pub(crate) fn is_broken(&self) -> bool {
         matches!(
             self.ending,
             Some(Ending::Socket(_) | Ending::Protocol(_) | Ending::Handshake(_))
@@ -257,7 +257,7 @@ impl Connection {
     /// bounds are reached, or reading ends (see [`Connection::ending`]).
     /// Refused requests are answered here (`refused` counts them, for
     /// the log).
-    pub fn receive(
+    pub(crate) fn receive(
         &mut self,
         export: &Export,
         pool: &mut BufferPool,
@@ -524,7 +524,7 @@ impl Connection {
     /// Queues the reply to a request handed out by `receive` (which held
     /// `hold`); `data` is sent after the header (a read's), or given back
     /// to `pool`.
-    pub fn reply(
+    pub(crate) fn reply(
         &mut self,
         header: ReplyHeader,
         data: Option<Buffer>,
@@ -549,7 +549,7 @@ impl Connection {
     /// unparsed bytes in its buffer, or a socket not yet drained, and room
     /// under its bounds to take them. The loop comes back to it when a
     /// reply going out made that room.
-    pub fn wants_to_read(&self) -> bool {
+    pub(crate) fn wants_to_read(&self) -> bool {
         let buffered = self.tail - self.head;
         // Only what can progress: a partial header waits for bytes, which
         // raise an event of their own.
@@ -566,18 +566,18 @@ impl Connection {
 
     /// Requests read and not yet answered in full: at the map, or their
     /// replies waiting to be sent (refusals included).
-    pub fn unanswered(&self) -> usize {
+    pub(crate) fn unanswered(&self) -> usize {
         self.in_flight
     }
 
     /// True when replies wait to be sent.
-    pub fn has_output(&self) -> bool {
+    pub(crate) fn has_output(&self) -> bool {
         !self.output.is_empty()
     }
 
     /// Sends queued replies, many per system call, until none is left or
     /// the socket would block; buffers sent go back to `pool`.
-    pub fn send(&mut self, pool: &mut BufferPool) {
+    pub(crate) fn send(&mut self, pool: &mut BufferPool) {
         while !self.output.is_empty() && self.writable && !self.is_broken() {
             let mut slices = [IoSlice::new(&[]); MAX_SLICES];
             let mut count = 0;
@@ -629,7 +629,7 @@ impl Connection {
     /// Gives every buffer the connection still holds back to `pool`, and
     /// its bytes back to the budget. (Requests at the map give theirs
     /// back as they complete.)
-    pub fn recycle(self, pool: &mut BufferPool) {
+    pub(crate) fn recycle(self, pool: &mut BufferPool) {
         for item in self.output {
             if let Outgoing::Reply { data, hold, .. } = item {
                 self.budget.release(hold);

@@ -28,8 +28,9 @@
 //! that panics is reported when the engine joins it; the daemon's panic
 //! policy stops the process at the panic itself.
 
-use crate::acceptor::{self, AcceptorMessage, Listener, LoopInbox};
-use crate::event_loop::{self, EventLoop, LoopMessage, LoopSettings};
+use crate::acceptor::{self, AcceptorMessage, Listener};
+use crate::event_loop::{self, EventLoop, LoopSettings};
+use crate::loop_message::{LoopInbox, LoopMessage};
 use crate::shutdown::LoopExit;
 use crate::Shared;
 use mio::{Poll, Waker};
@@ -46,7 +47,7 @@ pub struct EngineConfig {
     /// Event loops; 0 means one per available CPU.
     pub loops: usize,
     /// After work, how long (µs) an event loop polls before sleeping;
-    /// 0: sleep at once. See [`crate::event_loop`].
+    /// 0: sleep at once. See `crate::event_loop`.
     pub idle_spin_us: u64,
 }
 

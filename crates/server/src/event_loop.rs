@@ -30,7 +30,7 @@
 //! connection bounds what it has at the map
 //! ([`crate::connection::MAX_IN_FLIGHT`]). For a while after a reload the
 //! queue holds more than its depth (the old map's I/O finishing beside up
-//! to `depth` new ones; see [`mpio_core::reload`]); the connections'
+//! to `depth` new ones; see [`mpio_core::ReloadingQueue`]); the connections'
 //! bounds still hold. A connection still in its handshake its export's
 //! [`crate::ServerConfig::handshake_timeout_ms`] after it arrived is
 //! closed (checked every 100 ms while any is). That time is the loop's
@@ -61,11 +61,11 @@
 //! flight carries finds no connection, and those completions are dropped
 //! (their buffers reused).
 
-use crate::acceptor::Arrival;
 use crate::budget::Hold;
 use crate::connection::{Connection, Ending, Incoming};
 use crate::export::nbd_error;
 use crate::log_limit::LimitedLog;
+use crate::loop_message::{Arrival, LoopMessage};
 use crate::pool::BufferPool;
 use crate::reply::ReplyHeader;
 use crate::shutdown::LoopExit;
@@ -73,14 +73,14 @@ use crate::stats::Counters;
 use crate::Shared;
 use mio::{Events, Interest, Poll, Token, Waker};
 use mpio_core::io::{Completion, Io, Op};
-use mpio_core::slab::Slab;
+use mpio_core::Slab;
 use mpio_io_loop::{Heartbeat, HostedLoop, Pace, Rest, Step};
 use mpio_transport::clock::now_ns;
 use mpio_transport::{device_queue, DeviceQueue};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,7 +88,7 @@ mod ending;
 use ending::Stopping;
 
 /// The token of the loop's waker (messages).
-pub const WAKER: Token = Token(usize::MAX);
+pub(crate) const WAKER: Token = Token(usize::MAX);
 /// How often a loop with connections in their handshake checks their age.
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
 /// The most one gap between two handshake scans adds to a connection's
@@ -98,28 +98,7 @@ const SCAN_INTERVAL: Duration = Duration::from_millis(100);
 const MAX_SCAN_GAP_NS: u64 = 2 * SCAN_INTERVAL.as_nanos() as u64;
 /// How often a connection whose next request waits for room in its
 /// export's budget ([`crate::budget`]) tries again.
-pub const STARVED_RETRY: Duration = Duration::from_millis(1);
-
-/// What a loop is told.
-#[derive(Debug)]
-pub(crate) enum LoopMessage {
-    /// A new connection, from the acceptor.
-    Arrival(Arrival),
-    /// The export with this id reloaded: its queue moves to the new map
-    /// now, not at its next request.
-    Follow(u64),
-    /// The export shuts down: take no more work for it.
-    Drain(Arc<Shared>),
-    /// The export with this id stops: close its connections, wait for its
-    /// I/O at the map until `exit_by_ns`, then say what was left.
-    Stop {
-        export: u64,
-        exit_by_ns: u64,
-        done: Sender<LoopExit>,
-    },
-    /// End the thread.
-    Quit,
-}
+pub(crate) const STARVED_RETRY: Duration = Duration::from_millis(1);
 
 /// A connection of the loop, under its key in the loop's slab (also its
 /// poller token).
@@ -206,7 +185,7 @@ pub(crate) struct LoopSettings {
 /// ([`crate::Engine::start_hosted`]) as a [`HostedLoop`]: the host waits
 /// on the loop's poller beside its own work and takes the loop's turns
 /// when it is readable or its wait hint has passed.
-pub struct EventLoop {
+pub(crate) struct EventLoop {
     poll: Poll,
     /// Its waker (the engine holds it too), kept open for as long as the
     /// loop lives: the poller drops a closed eventfd together with any

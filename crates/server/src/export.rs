@@ -7,16 +7,16 @@
 //! `SEND_WRITE_ZEROES` and `CAN_MULTI_CONN` (plus `READ_ONLY` when asked).
 //! Multi-conn is honest because a flush goes through the map like any
 //! I/O and reaches the storage's cache, which every path and every
-//! connection share: see [`crate::request`] for the flush contract.
+//! connection share: see `crate::request` for the flush contract.
 
 use mpio_core::io::IoError;
 use mpio_nbd::consts::*;
 
 /// Smallest block the server accepts: any byte range works (the map has
 /// no alignment rule of its own; a path that needs one answers EINVAL).
-pub const MIN_BLOCK_SIZE: u32 = 1;
+pub(crate) const MIN_BLOCK_SIZE: u32 = 1;
 /// The block size clients should use: the map's buffers are 4 KiB aligned.
-pub const PREFERRED_BLOCK_SIZE: u32 = 4096;
+pub(crate) const PREFERRED_BLOCK_SIZE: u32 = 4096;
 /// Largest payload of one READ or WRITE (32 MiB, the protocol's default
 /// limit). A larger WRITE closes the connection: its payload is not
 /// read. A larger READ is refused with `EINVAL`.
@@ -39,7 +39,7 @@ pub struct Export {
 impl Export {
     /// The transmission flags sent in `INFO_EXPORT` and after
     /// `EXPORT_NAME`.
-    pub fn transmission_flags(&self) -> u16 {
+    pub(crate) fn transmission_flags(&self) -> u16 {
         let mut flags = FLAG_HAS_FLAGS
             | FLAG_SEND_FLUSH
             | FLAG_SEND_FUA
@@ -53,13 +53,13 @@ impl Export {
     }
 
     /// True when `name` chooses this export.
-    pub fn answers_to(&self, name: &str) -> bool {
+    pub(crate) fn answers_to(&self, name: &str) -> bool {
         name.is_empty() || name == self.name
     }
 }
 
 /// The NBD error value for a failed map I/O.
-pub fn nbd_error(error: IoError) -> u32 {
+pub(crate) fn nbd_error(error: IoError) -> u32 {
     match error.errno() {
         1 => EPERM,
         12 => ENOMEM,

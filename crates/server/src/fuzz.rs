@@ -1,7 +1,7 @@
 //! The body of the `serve` fuzz target, here so that the corpus replay
 //! test runs exactly what the fuzzer runs, on the stable toolchain.
 //!
-//! [`session`] feeds arbitrary client bytes to a real [`Connection`]
+//! [`session`] feeds arbitrary client bytes to a real `Connection`
 //! through a socket pair (handshake, request headers, write payloads,
 //! refused payloads, truncation at any point) and answers every request
 //! the connection hands out at once. It panics if the connection breaks
@@ -20,9 +20,9 @@ use mpio_core::io::Op;
 use std::io::{self, Read, Write};
 
 /// Most input bytes used: what fits in a unix socket's buffer at once.
-pub const MAX_INPUT: usize = 64 * 1024;
+pub(crate) const MAX_INPUT: usize = 64 * 1024;
 /// Size of the export the session talks to (1 MiB).
-pub const EXPORT_BYTES: u64 = 1 << 20;
+pub(crate) const EXPORT_BYTES: u64 = 1 << 20;
 /// The session's budget of buffered bytes: room for a few requests past
 /// the first, so that sessions also wait for room.
 const BUDGET_BYTES: usize = 4 * MAX_PAYLOAD as usize;

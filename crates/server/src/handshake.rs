@@ -31,11 +31,11 @@ use mpio_nbd::WireError;
 
 /// Most options one client may send before it must choose an export: a
 /// bound on how long a client can keep a connection in the handshake.
-pub const MAX_OPTIONS: u32 = 256;
+pub(crate) const MAX_OPTIONS: u32 = 256;
 
 /// Why a handshake ended without an export.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum HandshakeError {
+pub(crate) enum HandshakeError {
     /// The client's bytes are not valid NBD (magic, lengths, flags).
     #[error("handshake: {0}")]
     Wire(#[from] WireError),
@@ -54,7 +54,7 @@ pub enum HandshakeError {
 
 /// What the session does after [`Handshake::feed`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// The handshake goes on: more bytes are needed.
     NeedMore,
     /// The export was chosen; the bytes after the consumed ones are
@@ -76,7 +76,7 @@ enum State {
 
 /// One connection's handshake.
 #[derive(Debug)]
-pub struct Handshake {
+pub(crate) struct Handshake {
     state: State,
     structured: bool,
     no_zeroes: bool,
@@ -85,7 +85,7 @@ pub struct Handshake {
 
 impl Handshake {
     /// Starts a handshake: appends the server's greeting to `out`.
-    pub fn new(out: &mut Vec<u8>) -> Self {
+    pub(crate) fn new(out: &mut Vec<u8>) -> Self {
         let greeting = Greeting {
             handshake_flags: FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES,
         };
@@ -105,7 +105,7 @@ impl Handshake {
     ///
     /// # Errors
     /// See the module docs; after an error the connection must close.
-    pub fn feed(
+    pub(crate) fn feed(
         &mut self,
         export: &Export,
         input: &[u8],

@@ -6,10 +6,10 @@
 //! TCP, loopback unless another address is given) and serves the export
 //! on an [`Engine`]: one acceptor thread and a fixed set of event loops
 //! (one per CPU by default) that serve every export started on it, so a
-//! thousand exports run on as many threads as one ([`engine`]).
+//! thousand exports run on as many threads as one (`src/engine.rs`).
 //! [`Server::start`] does the same on an engine of its own, sized by
 //! [`ServerConfig::loops`]. [`Server::shutdown`] drains and flushes the
-//! export before it stops serving it ([`shutdown`]), [`Server::stop`] (or
+//! export before it stops serving it (`src/shutdown.rs`), [`Server::stop`] (or
 //! dropping the handle) stops at once; the engine's threads end with the
 //! engine's last holder.
 //!
@@ -22,19 +22,19 @@
 //! - The acceptor hands connections to the loops round-robin; at an
 //!   export's [`ServerConfig::max_connections`] a new one takes the place
 //!   of the longest-idle connection to that export on its loop, or is
-//!   refused (see [`acceptor`]).
-//! - Each loop ([`event_loop`]) is one thread, pinned to its CPU, with its
+//!   refused (see `src/acceptor.rs`).
+//! - Each loop (`src/event_loop.rs`) is one thread, pinned to its CPU, with its
 //!   own `mio` poller (epoll), its own connections and, per export it
 //!   serves, its own [`mpio_core::queue::Queue`] over the export's map:
 //!   loops share nothing on the I/O path.
-//! - The handshake ([`handshake`]) and the judgement of each request
-//!   ([`request`]) are pure functions of bytes, fuzzed in `fuzz/`.
+//! - The handshake (`src/handshake.rs`) and the judgement of each request
+//!   (`src/request.rs`) are pure functions of bytes, fuzzed in `fuzz/`.
 //! - Buffers are bounded over the whole server: each connection's, and
 //!   all of them together by [`ServerConfig::max_buffered_bytes`]
 //!   ([`budget`]).
 //! - Many requests per connection are in flight at once and are answered
 //!   as they complete, in any order; replies are batched into vectored
-//!   writes and buffers are pooled per loop ([`pool`]).
+//!   writes and buffers are pooled per loop (`src/pool.rs`).
 //!
 //! # Concurrency
 //! Each export's `Shared` is its state as the threads see it:
@@ -42,31 +42,33 @@
 //! (claimed by the acceptor, released by the loops); `Shared::draining`
 //! tells a loop to serve no connection that arrives after the export
 //! began to shut down. Everything else reaches the threads by message
-//! ([`engine`]). See each field for its ordering.
+//! (`src/engine.rs`). See each field for its ordering.
 
 #![warn(unreachable_pub)]
 
-pub mod acceptor;
+mod acceptor;
 pub mod budget;
-pub mod connection;
-pub mod engine;
-pub mod event_loop;
+mod connection;
+mod engine;
+mod event_loop;
 pub mod export;
 pub mod fuzz;
-pub mod handshake;
+mod handshake;
 pub mod log_limit;
-pub mod pool;
-pub mod reply;
-pub mod request;
-pub mod shutdown;
-pub mod stats;
-pub mod stream;
+mod loop_message;
+mod pool;
+mod reply;
+mod request;
+mod shutdown;
+mod stats;
+mod stream;
 pub mod unix_socket;
 
 use acceptor::Listener;
+pub use connection::INPUT_LEN;
 pub use engine::{Engine, EngineConfig, HostedLoops};
-use event_loop::LoopMessage;
 pub use export::Export;
+use loop_message::LoopMessage;
 use mpio_core::map::Map;
 use mpio_core::table::Table;
 use mpio_transport::clock::now_ns;
@@ -107,18 +109,18 @@ pub struct ServerConfig {
     /// Depth of each loop's queue over the map.
     pub queue_depth: usize,
     /// Most connections open at once; at the maximum a new one replaces
-    /// an idle one, or is closed (see [`acceptor`]).
+    /// an idle one, or is closed (see `acceptor`).
     pub max_connections: usize,
     /// After work, how long (µs) an event loop of the engine
     /// [`Server::start`] makes polls before sleeping; 0: sleep at once.
-    /// See [`event_loop`].
+    /// See `event_loop`.
     pub idle_spin_us: u64,
     /// A client that has not chosen the export this long (ms) after it
     /// connected is disconnected.
     pub handshake_timeout_ms: u64,
     /// How long (ms) a connection must have been idle (nothing in flight,
     /// nothing to send, no byte from its client) to be closed for a new
-    /// one at the maximum ([`acceptor`]): long enough that a client
+    /// one at the maximum (`acceptor`): long enough that a client
     /// between two requests is never taken for idle.
     pub evict_idle_ms: u64,
     /// Most request and reply buffer bytes held at once over every
@@ -469,7 +471,7 @@ impl Server {
         self.shared.connections.load(Ordering::Relaxed)
     }
 
-    /// Shuts down cleanly within `deadline` (see [`shutdown`] for the
+    /// Shuts down cleanly within `deadline` (see `shutdown` for the
     /// steps): stops accepting (the listeners close, the unix socket file
     /// goes), reads no new request, completes and answers every request
     /// already read, sends a FLUSH through the map and waits for it, then

@@ -2,7 +2,7 @@
 //! client sending bad requests (or connections) as fast as it can must
 //! not flood the log, nor stall an event loop on a full stderr. What is
 //! not logged is counted and said with the next event (its `held_back`
-//! field); the server's counters ([`crate::stats`]) count everything.
+//! field); the server's counters (`crate::stats`) count everything.
 //! Events go through `tracing` at `warn`.
 
 use mpio_transport::clock::now_ns;

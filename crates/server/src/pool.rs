@@ -9,15 +9,15 @@
 use mpio_core::io::Buffer;
 
 /// Most spare buffers kept.
-pub const MAX_POOLED: usize = 1024;
+pub(crate) const MAX_POOLED: usize = 1024;
 /// Largest buffer kept (1 MiB); bigger ones are freed on return.
-pub const MAX_POOLED_BYTES: usize = 1 << 20;
+pub(crate) const MAX_POOLED_BYTES: usize = 1 << 20;
 /// Most bytes kept over all spare buffers (64 MiB per event loop).
-pub const MAX_POOL_TOTAL_BYTES: usize = 64 << 20;
+pub(crate) const MAX_POOL_TOTAL_BYTES: usize = 64 << 20;
 
 /// A stack of spare buffers.
 #[derive(Debug, Default)]
-pub struct BufferPool {
+pub(crate) struct BufferPool {
     spare: Vec<Buffer>,
     /// Capacity of the buffers in `spare`.
     spare_bytes: usize,
@@ -26,7 +26,7 @@ pub struct BufferPool {
 impl BufferPool {
     /// A buffer of `len` bytes: a spare one resized (which allocates only
     /// if it must grow), or a new one. Its contents are unspecified.
-    pub fn take(&mut self, len: usize) -> Buffer {
+    pub(crate) fn take(&mut self, len: usize) -> Buffer {
         match self.spare.pop() {
             Some(mut buffer) => {
                 self.spare_bytes -= buffer.capacity();
@@ -38,7 +38,7 @@ impl BufferPool {
     }
 
     /// Gives `buffer` back for reuse (or frees it, past the bounds).
-    pub fn give(&mut self, buffer: Buffer) {
+    pub(crate) fn give(&mut self, buffer: Buffer) {
         let capacity = buffer.capacity();
         if capacity > 0
             && capacity <= MAX_POOLED_BYTES

@@ -14,7 +14,7 @@ const MAX_LEN: usize = ChunkHeader::LEN + 8;
 
 /// The header of one reply.
 #[derive(Clone, Copy, Debug)]
-pub struct ReplyHeader {
+pub(crate) struct ReplyHeader {
     bytes: [u8; MAX_LEN],
     len: u8,
 }
@@ -34,13 +34,13 @@ impl ReplyHeader {
     }
 
     /// A successful reply to a command other than READ.
-    pub fn done(cookie: u64) -> Self {
+    pub(crate) fn done(cookie: u64) -> Self {
         Self::new(&[&SimpleReply { error: 0, cookie }.encode()])
     }
 
     /// A successful reply to a READ of `length` bytes at `offset`; the
     /// data follows.
-    pub fn read(cookie: u64, structured: bool, offset: u64, length: u32) -> Self {
+    pub(crate) fn read(cookie: u64, structured: bool, offset: u64, length: u32) -> Self {
         if !structured {
             return Self::done(cookie);
         }
@@ -65,7 +65,7 @@ impl ReplyHeader {
 
     /// A failed command; `structured_read` when it was a READ on a
     /// connection with structured replies (which must get a chunk).
-    pub fn error(cookie: u64, structured_read: bool, error: u32) -> Self {
+    pub(crate) fn error(cookie: u64, structured_read: bool, error: u32) -> Self {
         if !structured_read {
             return Self::new(&[&SimpleReply { error, cookie }.encode()]);
         }
@@ -80,7 +80,7 @@ impl ReplyHeader {
     }
 
     /// The bytes to send.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
     }
 }

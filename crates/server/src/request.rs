@@ -28,7 +28,7 @@ use mpio_nbd::request::Request;
 
 /// The server's judgement of one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Send `op` to the map and reply.
     Io {
         /// The map's operation.
@@ -54,7 +54,7 @@ pub enum Verdict {
 }
 
 /// Judges `request` against `export`.
-pub fn judge(request: &Request, export: &Export) -> Verdict {
+pub(crate) fn judge(request: &Request, export: &Export) -> Verdict {
     let refuse = |error, reason| Verdict::Refuse { error, reason };
     // FUA on every command: proto.md says a server that advertises
     // SEND_FUA must accept it anywhere (clients set it on reads and

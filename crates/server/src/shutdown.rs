@@ -47,7 +47,7 @@ const WAIT_STEP: Duration = Duration::from_micros(200);
 /// in full, and I/Os at the map (those of vanished clients too). Not
 /// started until the loop publishes first.
 #[derive(Debug)]
-pub struct DrainProgress {
+pub(crate) struct DrainProgress {
     unanswered: AtomicUsize,
     at_map: AtomicUsize,
 }
@@ -100,7 +100,7 @@ impl DrainProgress {
 
 /// What one event loop left behind when it ended.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct LoopExit {
+pub(crate) struct LoopExit {
     /// Requests read from live connections and not answered in full when
     /// the connections closed.
     pub unanswered: usize,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The live counters, shared by the acceptor and every event loop.
 #[derive(Debug, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     pub(crate) accepted: AtomicU64,
     pub(crate) refused: AtomicU64,
     pub(crate) evicted: AtomicU64,
@@ -30,7 +30,7 @@ impl Counters {
     }
 
     /// A snapshot of every counter.
-    pub fn snapshot(&self) -> ServerStats {
+    pub(crate) fn snapshot(&self) -> ServerStats {
         let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         ServerStats {
             connections_accepted: read(&self.accepted),
@@ -54,7 +54,7 @@ pub struct ServerStats {
     /// and no connection was idle enough to make room.
     pub connections_refused: u64,
     /// Idle connections closed to make room for a new one at the maximum
-    /// ([`crate::acceptor`]).
+    /// (`crate::acceptor`).
     pub connections_evicted: u64,
     /// Accepted connections that have since closed.
     pub connections_closed: u64,

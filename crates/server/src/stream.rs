@@ -8,7 +8,7 @@ use std::io::{self, IoSlice, Read, Write};
 
 /// A non-blocking client stream.
 #[derive(Debug)]
-pub enum Stream {
+pub(crate) enum Stream {
     /// A TCP connection (Nagle off: replies are small and latency-bound).
     Tcp(TcpStream),
     /// A unix socket connection.

@@ -11,8 +11,8 @@ mod support;
 
 use mpio_nbd::consts::*;
 use mpio_nbd::request::Request;
-use mpio_server::connection::INPUT_LEN;
 use mpio_server::ServerConfig;
+use mpio_server::INPUT_LEN;
 use std::io::Write;
 use std::time::{Duration, Instant};
 use support::*;

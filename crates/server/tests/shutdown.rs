@@ -9,7 +9,7 @@ mod support;
 use mpio_core::io::{IoError, PathError, PathOutcome};
 use mpio_nbd::consts::CMD_WRITE;
 use mpio_server::{FlushOutcome, Server, ServerConfig, ShutdownReport};
-use mpio_transport::memory::PortControl;
+use mpio_transport::PortControl;
 use mpio_transport::{DeviceSlot, Transports};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;

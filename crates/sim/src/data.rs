@@ -9,11 +9,11 @@
 //! that matches no value (a torn or misplaced block) decodes to `None`.
 
 /// Bytes per simulated block: one sector, the smallest unit mpio addresses.
-pub const BLOCK_BYTES: usize = 512;
+pub(crate) const BLOCK_BYTES: usize = 512;
 
 /// Fills `block` (one block's bytes) with the content of value `value` at
 /// block index `block_index`.
-pub fn fill(block: &mut [u8], value: u64, block_index: u64) {
+pub(crate) fn fill(block: &mut [u8], value: u64, block_index: u64) {
     debug_assert_eq!(block.len(), BLOCK_BYTES);
     if value == 0 {
         block.fill(0);
@@ -26,7 +26,7 @@ pub fn fill(block: &mut [u8], value: u64, block_index: u64) {
 
 /// The value whose content `block` holds at `block_index`, or `None` if
 /// it holds something no write wrote there.
-pub fn decode(block: &[u8], block_index: u64) -> Option<u64> {
+pub(crate) fn decode(block: &[u8], block_index: u64) -> Option<u64> {
     let value = u64::from_le_bytes(block[..8].try_into().ok()?);
     let intact = if value == 0 {
         block.iter().all(|&byte| byte == 0)
@@ -46,37 +46,32 @@ fn filler(value: u64, block_index: u64) -> u8 {
 /// The simulated disk behind every path: plain bytes. The transport checks
 /// ranges before it calls in.
 #[derive(Debug)]
-pub struct Disk {
+pub(crate) struct Disk {
     bytes: Vec<u8>,
 }
 
 impl Disk {
     /// A zero-filled disk of `block_count` blocks.
-    pub fn new(block_count: u64) -> Self {
+    pub(crate) fn new(block_count: u64) -> Self {
         Disk {
             bytes: vec![0; block_count as usize * BLOCK_BYTES],
         }
     }
 
-    /// Size in bytes.
-    pub fn size_bytes(&self) -> u64 {
-        self.bytes.len() as u64
-    }
-
     /// Copies `buf.len()` bytes at `offset` into `buf`.
-    pub fn read(&self, offset: u64, buf: &mut [u8]) {
+    pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) {
         let start = offset as usize;
         buf.copy_from_slice(&self.bytes[start..start + buf.len()]);
     }
 
     /// Writes `data` at `offset`.
-    pub fn write(&mut self, offset: u64, data: &[u8]) {
+    pub(crate) fn write(&mut self, offset: u64, data: &[u8]) {
         let start = offset as usize;
         self.bytes[start..start + data.len()].copy_from_slice(data);
     }
 
     /// Writes `len` zero bytes at `offset`.
-    pub fn zero(&mut self, offset: u64, len: usize) {
+    pub(crate) fn zero(&mut self, offset: u64, len: usize) {
         let start = offset as usize;
         self.bytes[start..start + len].fill(0);
     }

@@ -4,15 +4,15 @@
 //! simulated paths, by one seeded schedule of workload and faults, and
 //! checked against a reference disk.
 //!
-//! One seed fixes everything: the map drawn ([`scenario`]), the fault
-//! schedule ([`schedule`]), the interleaving of the simulated I/O threads
+//! One seed fixes everything: the map drawn (`src/scenario.rs`), the fault
+//! schedule (`src/schedule.rs`), the interleaving of the simulated I/O threads
 //! and every latency and write landing in the simulated paths
-//! ([`transport`]). A failing seed replays exactly, event for event.
+//! (`src/transport.rs`). A failing seed replays exactly, event for event.
 //!
 //! # Fault model
 //! What mpio promises to survive, and what it does not, is written out in
-//! `docs/SIMULATION.md`; [`invariants::Invariant`] lists the promises checked,
-//! [`model`] the write semantics, [`completion`] when an I/O may fail.
+//! `docs/SIMULATION.md`; [`Invariant`] lists the promises checked,
+//! `src/model.rs` the write semantics, `src/completion.rs` when an I/O may fail.
 //!
 //! # Entry points
 //! [`run_seed`] runs one seed; [`run_seeds`] runs a range of seeds on
@@ -20,20 +20,23 @@
 
 #![warn(unreachable_pub)]
 
-pub mod batch;
-pub mod completion;
-pub mod data;
-pub mod invariants;
-pub mod model;
+mod batch;
+mod completion;
+mod data;
+mod invariants;
+mod model;
 mod owner;
 mod path_checker;
-pub mod rng;
+mod rng;
 mod runner;
-pub mod scenario;
-pub mod schedule;
-pub mod seed;
-pub mod trace;
-pub mod transport;
+mod scenario;
+mod schedule;
+mod seed;
+mod trace;
+mod transport;
 
 pub use batch::{run_seeds, BatchReport};
+pub use invariants::Invariant;
 pub use seed::{run_seed, SeedReport};
+pub use trace::Trace;
+pub use transport::{Mode, SimPathQueue, World, WorldSetup};

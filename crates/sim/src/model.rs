@@ -58,14 +58,14 @@ struct ReadRecord {
 
 /// The history of every block. See the module docs.
 #[derive(Debug)]
-pub struct ReferenceDisk {
+pub(crate) struct ReferenceDisk {
     writes: Vec<Vec<WriteRecord>>,
     last_read: Vec<Option<ReadRecord>>,
 }
 
 impl ReferenceDisk {
     /// `block_count` blocks of zeros.
-    pub fn new(block_count: u64) -> Self {
+    pub(crate) fn new(block_count: u64) -> Self {
         let initial = WriteRecord {
             io: u64::MAX,
             value: 0,
@@ -80,7 +80,13 @@ impl ReferenceDisk {
     }
 
     /// Write `io` of `value` to `blocks` was submitted at `seq`.
-    pub fn write_submitted(&mut self, io: u64, blocks: std::ops::Range<u64>, value: u64, seq: u64) {
+    pub(crate) fn write_submitted(
+        &mut self,
+        io: u64,
+        blocks: std::ops::Range<u64>,
+        value: u64,
+        seq: u64,
+    ) {
         for block in blocks {
             self.writes[block as usize].push(WriteRecord {
                 io,
@@ -93,7 +99,7 @@ impl ReferenceDisk {
     }
 
     /// Write `io` to `blocks` completed at `seq`, acknowledged or failed.
-    pub fn write_completed(
+    pub(crate) fn write_completed(
         &mut self,
         io: u64,
         blocks: std::ops::Range<u64>,
@@ -117,7 +123,7 @@ impl ReferenceDisk {
     /// caller was never told ended may (in flight, or failed as unfenced,
     /// which the caller was told may still land). A copy landing after
     /// its write completed is the stale overwrite fencing prevents.
-    pub fn check_landing(&self, block: u64, value: u64, seq: u64) -> Result<(), String> {
+    pub(crate) fn check_landing(&self, block: u64, value: u64, seq: u64) -> Result<(), String> {
         let history = &self.writes[block as usize];
         if history
             .iter()
@@ -150,7 +156,7 @@ impl ReferenceDisk {
     /// Checks that block `block`, read by a read submitted at `start_seq`
     /// and completed at `end_seq`, may hold `found` (`None`: content no
     /// write wrote). Returns what is wrong otherwise.
-    pub fn check_read(
+    pub(crate) fn check_read(
         &mut self,
         block: u64,
         found: Option<u64>,

@@ -19,7 +19,7 @@ use crate::scenario::Scenario;
 use crate::transport::{SimPathQueue, World};
 use mpio_core::checker::{Checker, CheckerOptions, MapSource, ProbePath};
 use mpio_core::map::Map;
-use mpio_core::reload::MapSlot;
+use mpio_core::MapSlot;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;

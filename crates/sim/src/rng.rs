@@ -6,18 +6,18 @@
 /// A SplitMix64 generator (Steele, Lea and Flood, 2014): 64 bits of state,
 /// passes BigCrush, and is a few instructions per draw.
 #[derive(Clone, Debug)]
-pub struct Rng {
+pub(crate) struct Rng {
     state: u64,
 }
 
 impl Rng {
     /// A generator for `seed`.
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Rng { state: seed }
     }
 
     /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -27,34 +27,34 @@ impl Rng {
 
     /// A value in `0..bound` (`bound` > 0). Lemire's multiply-shift: the
     /// bias is below 2^-32 for the small bounds the simulator uses.
-    pub fn below(&mut self, bound: u64) -> u64 {
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
         debug_assert!(bound > 0);
         ((u128::from(self.next_u64()) * u128::from(bound)) >> 64) as u64
     }
 
     /// A value in `low..=high`.
-    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+    pub(crate) fn range(&mut self, low: u64, high: u64) -> u64 {
         debug_assert!(low <= high);
         low + self.below(high - low + 1)
     }
 
     /// A `usize` in `0..bound` (`bound` > 0).
-    pub fn index(&mut self, bound: usize) -> usize {
+    pub(crate) fn index(&mut self, bound: usize) -> usize {
         self.below(bound as u64) as usize
     }
 
     /// True with probability `per_mille` / 1000.
-    pub fn chance(&mut self, per_mille: u32) -> bool {
+    pub(crate) fn chance(&mut self, per_mille: u32) -> bool {
         self.below(1000) < u64::from(per_mille)
     }
 
     /// One element of a non-empty slice.
-    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+    pub(crate) fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[self.index(items.len())]
     }
 
     /// Shuffles `items` in place (Fisher–Yates).
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
         for last in (1..items.len()).rev() {
             let other = self.index(last + 1);
             items.swap(last, other);

@@ -14,16 +14,16 @@ use mpio_core::table::Table;
 use std::fmt::Write;
 
 /// Most paths a drawn map has.
-pub const MAX_PATHS: usize = 8;
+pub(crate) const MAX_PATHS: usize = 8;
 /// Most priority groups a drawn map has.
-pub const MAX_GROUPS: usize = 4;
+pub(crate) const MAX_GROUPS: usize = 4;
 /// CPUs of the simulated host.
 const CPUS: u32 = 8;
 
 /// The fault kinds a seed may enable, and their rates. A rate is a mean
 /// gap between two faults of the kind (ns); `None` disables the kind.
 #[derive(Clone, Debug, Default)]
-pub struct FaultMix {
+pub(crate) struct FaultMix {
     /// A path returns path errors for a while.
     pub error_every_ns: Option<u64>,
     /// A path hangs (attempts never complete until it ends).
@@ -56,7 +56,7 @@ pub struct FaultMix {
 
 /// One simulated I/O thread.
 #[derive(Clone, Copy, Debug)]
-pub struct QueueSpec {
+pub(crate) struct QueueSpec {
     /// Queue depth (I/Os in flight at most).
     pub depth: usize,
     /// CPU the thread claims to run on (for io-affinity and numa).
@@ -65,7 +65,7 @@ pub struct QueueSpec {
 
 /// Everything a seed simulates. See the module docs.
 #[derive(Clone, Debug)]
-pub struct Scenario {
+pub(crate) struct Scenario {
     /// The seed it was drawn from.
     pub seed: u64,
     /// The map's table, in dm's syntax.
@@ -107,7 +107,7 @@ pub struct Scenario {
 
 impl Scenario {
     /// The scenario of `seed`.
-    pub fn draw(seed: u64) -> Scenario {
+    pub(crate) fn draw(seed: u64) -> Scenario {
         let mut rng = Rng::new(seed);
         let path_count = rng.range(1, MAX_PATHS as u64) as usize;
         let group_count = rng.range(1, path_count.min(MAX_GROUPS) as u64) as usize;
@@ -220,7 +220,7 @@ impl Scenario {
     /// A table for a reload: the scenario's paths in the same groups, with
     /// selectors, their arguments, the initial group and
     /// `queue_if_no_path` drawn anew.
-    pub fn draw_reload_table(&self, rng: &mut Rng) -> String {
+    pub(crate) fn draw_reload_table(&self, rng: &mut Rng) -> String {
         draw_table(rng, self.block_count, &self.group_sizes)
     }
 
@@ -228,30 +228,30 @@ impl Scenario {
     ///
     /// # Errors
     /// The table or map error, which means the scenario drawer is wrong.
-    pub fn build_map(&self) -> Result<Map, String> {
+    pub(crate) fn build_map(&self) -> Result<Map, String> {
         let table = Table::parse(&self.table).map_err(|error| format!("table: {error}"))?;
         Map::new(&table, &self.path_infos, self.options.clone())
             .map_err(|error| format!("map: {error}"))
     }
 
     /// Path `index`'s name in the table.
-    pub fn path_name(index: usize) -> String {
+    pub(crate) fn path_name(index: usize) -> String {
         format!("p{index}")
     }
 
     /// Number of paths.
-    pub fn path_count(&self) -> usize {
+    pub(crate) fn path_count(&self) -> usize {
         self.path_infos.len()
     }
 
     /// Longest a healthy or slow path takes to complete an attempt, ns.
-    pub fn max_latency_ns(&self) -> u64 {
+    pub(crate) fn max_latency_ns(&self) -> u64 {
         let base = self.base_latency_ns.iter().copied().max().unwrap_or(0);
         base * self.max_slow_factor + base / 2 + 1
     }
 
     /// A one-paragraph description, for replay output.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut text = format!("table: {}\n", self.table);
         let _ = writeln!(
             text,

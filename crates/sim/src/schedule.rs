@@ -17,7 +17,7 @@ use mpio_core::path::AccessState;
 
 /// One scheduled disturbance.
 #[derive(Clone, Debug)]
-pub enum Event {
+pub(crate) enum Event {
     /// A path's ground truth changes.
     PathMode {
         /// Path index.
@@ -75,14 +75,14 @@ fn episodes(
 
 /// The fault phase's events, in time order.
 #[derive(Debug)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     events: Events,
     next: usize,
 }
 
 impl Schedule {
     /// Draws the schedule of `scenario` from `rng`.
-    pub fn draw(scenario: &Scenario, rng: &mut Rng) -> Schedule {
+    pub(crate) fn draw(scenario: &Scenario, rng: &mut Rng) -> Schedule {
         let mut events = Vec::new();
         let end_ns = scenario.fault_phase_ns;
         let paths = scenario.path_count();
@@ -289,7 +289,7 @@ impl Schedule {
     }
 
     /// The next event due at or before `now_ns`, if any.
-    pub fn next_due(&mut self, now_ns: u64) -> Option<Event> {
+    pub(crate) fn next_due(&mut self, now_ns: u64) -> Option<Event> {
         let (at_ns, event) = self.events.get(self.next)?;
         if *at_ns > now_ns {
             return None;
@@ -299,12 +299,7 @@ impl Schedule {
     }
 
     /// Number of events drawn.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.events.len()
-    }
-
-    /// True if nothing was drawn.
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
     }
 }

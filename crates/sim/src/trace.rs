@@ -12,7 +12,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 
 /// How many of the last events a failure report shows.
-pub const TAIL_EVENTS: usize = 30;
+pub(crate) const TAIL_EVENTS: usize = 30;
 
 /// One thing that happened in a run.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -133,7 +133,7 @@ pub enum TraceEvent {
 }
 
 /// The name of an I/O result, for the trace.
-pub fn result_word(result: &Result<(), IoError>) -> &'static str {
+pub(crate) fn result_word(result: &Result<(), IoError>) -> &'static str {
     match result {
         Ok(()) => "ok",
         Err(IoError::Target(_)) => "target-error",
@@ -146,7 +146,7 @@ pub fn result_word(result: &Result<(), IoError>) -> &'static str {
 }
 
 /// The name of an attempt's outcome, for the trace.
-pub fn outcome_word(outcome: PathOutcome) -> &'static str {
+pub(crate) fn outcome_word(outcome: PathOutcome) -> &'static str {
     use mpio_core::io::{PathError, TargetError};
     match outcome {
         PathOutcome::Ok => "ok",
@@ -166,7 +166,7 @@ pub fn outcome_word(outcome: PathOutcome) -> &'static str {
 
 /// A recorded event with its simulated time.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
-pub struct Stamped {
+pub(crate) struct Stamped {
     /// Simulated time, ns.
     pub now_ns: u64,
     /// What happened.
@@ -314,7 +314,7 @@ impl Trace {
         self.count
     }
 
-    /// The last [`TAIL_EVENTS`] events, printed.
+    /// The last `TAIL_EVENTS` events, printed.
     pub fn tail(&self) -> Vec<String> {
         self.tail.iter().map(ToString::to_string).collect()
     }

@@ -64,7 +64,7 @@ use std::rc::Rc;
 /// What a path did, since the runner last looked, that bears on whether
 /// the map may or must fail it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Evidence {
+pub(crate) struct Evidence {
     /// A path error, an attempt given back, or an attempt past the I/O
     /// timeout: the map may fail the path.
     pub may_fail: bool,
@@ -105,7 +105,7 @@ impl Mode {
 
 /// The storage refusing a block range for a while.
 #[derive(Clone, Copy, Debug)]
-pub struct TargetFault {
+pub(crate) struct TargetFault {
     /// First block.
     pub first_block: u64,
     /// Blocks covered.
@@ -250,7 +250,7 @@ impl World {
     }
 
     /// Starts a target fault.
-    pub fn add_target_fault(&mut self, fault: TargetFault) {
+    pub(crate) fn add_target_fault(&mut self, fault: TargetFault) {
         self.trace.record(
             fault.from_ns,
             TraceEvent::TargetFault {
@@ -264,7 +264,7 @@ impl World {
     }
 
     /// Ends every fault at `now_ns`: every path healthy, no target fault.
-    pub fn heal_all(&mut self, now_ns: u64) {
+    pub(crate) fn heal_all(&mut self, now_ns: u64) {
         for path in 0..self.paths.len() {
             if self.paths[path].mode != Mode::Healthy {
                 self.set_mode(path, Mode::Healthy, now_ns);
@@ -277,7 +277,7 @@ impl World {
 
     /// True if a target fault answering `error` covered part of `blocks`
     /// at some time in `from_ns..=until_ns`.
-    pub fn target_fault_explains(
+    pub(crate) fn target_fault_explains(
         &self,
         error: TargetError,
         blocks: std::ops::Range<u64>,
@@ -294,7 +294,7 @@ impl World {
     }
 
     /// Total time any path spent hung within `from_ns..until_ns`.
-    pub fn hang_overlap_ns(&self, from_ns: u64, until_ns: u64) -> u64 {
+    pub(crate) fn hang_overlap_ns(&self, from_ns: u64, until_ns: u64) -> u64 {
         let open = self
             .paths
             .iter()
@@ -321,7 +321,7 @@ impl World {
     /// health: whether it may be failed (it reported a path error, gave
     /// back an attempt, or holds an attempt older than the I/O timeout) and
     /// whether it must be (it reported a path error).
-    pub fn take_failure_evidence(&mut self, path: usize, now_ns: u64) -> Evidence {
+    pub(crate) fn take_failure_evidence(&mut self, path: usize, now_ns: u64) -> Evidence {
         let truth = &mut self.paths[path];
         let reported = std::mem::take(&mut truth.failure_evidence) > 0;
         let overdue = truth
@@ -335,24 +335,24 @@ impl World {
     }
 
     /// Path errors reported to queue `queue` plus attempts it got back.
-    pub fn queue_failure_evidence(&self, queue: usize) -> u64 {
+    pub(crate) fn queue_failure_evidence(&self, queue: usize) -> u64 {
         self.queue_failure_evidence[queue]
     }
 
     /// I/O attempts path `path` completed successfully so far (probes
     /// left out).
-    pub fn completed_ok(&self, path: usize) -> u64 {
+    pub(crate) fn completed_ok(&self, path: usize) -> u64 {
         self.paths[path].completed_ok
     }
 
     /// The first breach of the `PathQueue` contract the core made, if any.
-    pub fn contract_breach(&self) -> Option<&str> {
+    pub(crate) fn contract_breach(&self) -> Option<&str> {
         self.contract_breach.as_deref()
     }
 
     /// Takes the ghost writes that landed since the last call: (offset,
     /// bytes) of each, for the reference disk's landing check.
-    pub fn take_ghost_landings(&mut self) -> Vec<(u64, Vec<u8>)> {
+    pub(crate) fn take_ghost_landings(&mut self) -> Vec<(u64, Vec<u8>)> {
         std::mem::take(&mut self.ghost_landings)
     }
 
@@ -522,7 +522,7 @@ impl SimPathQueue {
     }
 
     /// The same, for the queue's `incarnation`-th map (after reloads).
-    pub fn for_incarnation(mut self, incarnation: usize) -> Self {
+    pub(crate) fn for_incarnation(mut self, incarnation: usize) -> Self {
         self.incarnation = incarnation;
         self
     }

@@ -17,7 +17,7 @@
 
 mod canary_support;
 
-use mpio_sim::invariants::Invariant;
+use mpio_sim::Invariant;
 
 /// Seeds within which the canary must be caught.
 const SEEDS: u64 = 50;

@@ -19,7 +19,7 @@
 
 mod canary_support;
 
-use mpio_sim::invariants::Invariant;
+use mpio_sim::Invariant;
 
 /// Seeds within which the canary must be caught. Seed 47 does now; about
 /// 2 % of seeds do (21 of the first 1000), so a change that moves every

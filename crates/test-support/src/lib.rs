@@ -17,6 +17,8 @@
 //! naming the package: these tests must not pass by skipping on a machine
 //! that was meant to run them.
 
+#![warn(unreachable_pub)]
+
 mod fake_path;
 mod nbd_server;
 

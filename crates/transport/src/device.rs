@@ -6,7 +6,7 @@ use crate::{open_paths, AnyQueue, DeviceSlot, PathHandle};
 use mpio_core::io::PathError;
 use mpio_core::map::Map;
 use mpio_core::queue::Queue;
-use mpio_core::reload::MapSlot;
+use mpio_core::MapSlot;
 use std::sync::Arc;
 
 /// A map together with what each of its paths leads to.

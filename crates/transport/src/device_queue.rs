@@ -1,18 +1,18 @@
 //! [`DeviceSlot`] and [`DeviceQueue`]: a device that takes new tables
 //! while it serves, and one thread's queue on it, which opens path
 //! queues from the handles of whatever map the slot serves (see
-//! [`mpio_core::reload`]) and answers for them all whether its thread
+//! [`mpio_core::ReloadingQueue`]) and answers for them all whether its thread
 //! may rest before its next poll.
 
 use crate::{open_paths, AnyQueue, PathHandle};
 use mpio_core::map::Map;
-use mpio_core::reload::{MapSlot, ReloadingQueue};
+use mpio_core::{MapSlot, ReloadingQueue};
 use mpio_io_loop::{Rest, Waker};
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 /// A device that takes new tables while it serves: the map now served and
-/// its path handles (see [`mpio_core::reload`]).
+/// its path handles (see [`mpio_core::ReloadingQueue`]).
 pub type DeviceSlot = MapSlot<Vec<PathHandle>>;
 
 /// A thread's queue on a [`DeviceSlot`]: a [`ReloadingQueue`] opening

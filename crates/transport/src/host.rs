@@ -10,7 +10,7 @@ use mpio_core::numa::NumaTopology;
 use std::path::Path;
 
 /// Parses a kernel CPU list (`0-3,8,10-11`).
-pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
+pub(crate) fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|part| !part.is_empty()) {
         let number = |word: &str| {
@@ -33,7 +33,7 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
 
 /// Builds a layout from each node's CPU list and distance row, as sysfs
 /// gives them (`nodes[i] = (cpulist, distance)` for node i).
-pub fn topology_from_text(nodes: &[(String, String)]) -> Result<NumaTopology, String> {
+pub(crate) fn topology_from_text(nodes: &[(String, String)]) -> Result<NumaTopology, String> {
     let mut cpu_node: Vec<u16> = Vec::new();
     let mut distance = Vec::with_capacity(nodes.len());
     for (node, (cpu_list, row)) in nodes.iter().enumerate() {
@@ -58,7 +58,7 @@ pub fn topology_from_text(nodes: &[(String, String)]) -> Result<NumaTopology, St
 
 /// The host's layout from sysfs under `root` (normally
 /// `/sys/devices/system/node`); one node if it is absent or unreadable.
-pub fn read_topology(root: &Path) -> NumaTopology {
+pub(crate) fn read_topology(root: &Path) -> NumaTopology {
     let mut nodes = Vec::new();
     for node in 0.. {
         let directory = root.join(format!("node{node}"));
@@ -89,7 +89,7 @@ pub fn memory_bytes() -> Option<u64> {
 }
 
 /// `MemTotal` (given in KiB) of a `/proc/meminfo` text, in bytes.
-pub fn parse_mem_total(text: &str) -> Option<u64> {
+pub(crate) fn parse_mem_total(text: &str) -> Option<u64> {
     let line = text.lines().find(|line| line.starts_with("MemTotal:"))?;
     let mut words = line["MemTotal:".len()..].split_whitespace();
     let kib: u64 = words.next()?.parse().ok()?;

@@ -72,7 +72,7 @@ impl Limits {
 
     /// What every one of `paths` takes; `None` for no paths (nothing is
     /// known of what they take).
-    pub fn of_all(paths: impl IntoIterator<Item = Limits>) -> Option<Limits> {
+    pub(crate) fn of_all(paths: impl IntoIterator<Item = Limits>) -> Option<Limits> {
         paths.into_iter().reduce(Limits::and)
     }
 
@@ -109,22 +109,22 @@ impl Limits {
 /// when it made each): what a path that opens or settles after the map
 /// was built must take. Devices are added as they start serving.
 #[derive(Debug, Default)]
-pub struct ServedAs(Mutex<Vec<Limits>>);
+pub(crate) struct ServedAs(Mutex<Vec<Limits>>);
 
 impl ServedAs {
     /// Served as `devices` so far.
-    pub fn new(devices: &[Limits]) -> ServedAs {
+    pub(crate) fn new(devices: &[Limits]) -> ServedAs {
         ServedAs(Mutex::new(devices.to_vec()))
     }
 
     /// A device advertising `limits` now serves the map too.
-    pub fn require(&self, limits: Limits) {
+    pub(crate) fn require(&self, limits: Limits) {
         lock(&self.0).push(limits);
     }
 
     /// Why a path taking `path` cannot serve behind the devices, if it
     /// cannot.
-    pub fn refusal(&self, path: &Limits) -> Option<String> {
+    pub(crate) fn refusal(&self, path: &Limits) -> Option<String> {
         lock(&self.0)
             .iter()
             .find_map(|device| device.admits(path).err())

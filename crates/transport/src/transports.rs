@@ -36,7 +36,7 @@ impl Transports {
     /// leads to; memory disks named for the first time are created with
     /// the map's size. NBD paths are probed once each, must agree on
     /// being read-only or writable, and are settled with the capabilities
-    /// they share ([`nbd::target`]).
+    /// they share (`nbd::target`).
     ///
     /// # Errors
     /// A [`SetupError`] naming the table word, path word or size at fault.

@@ -7,7 +7,7 @@
 //!   with `O_DIRECT` unless `direct=0` asks for buffered I/O (the path
 //!   itself may not contain `?`).
 //! - `nbd://host[:port]/export`, `nbd+unix:///export?socket=/path`: an
-//!   NBD server's export (see [`crate::nbd::address`]).
+//!   NBD server's export (see `crate::nbd::address`).
 //!
 //! A path word is in a table once (its word names the path in status,
 //! messages, reloads and metrics), so several paths to one endpoint (the

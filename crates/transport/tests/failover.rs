@@ -55,7 +55,7 @@ impl Rig {
         }
     }
 
-    fn port(&self, port: &str) -> std::sync::Arc<mpio_transport::memory::PortControl> {
+    fn port(&self, port: &str) -> std::sync::Arc<mpio_transport::PortControl> {
         self.transports.port("disk0", port)
     }
 

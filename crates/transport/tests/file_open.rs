@@ -8,7 +8,7 @@ mod file_common;
 use file_common::*;
 use mpio_core::io::Op;
 use mpio_core::map::MapOptions;
-use mpio_transport::file::FileError;
+use mpio_transport::FileError;
 use mpio_transport::{SetupError, Transports};
 
 fn build(bytes: u64, word: &str) -> Result<mpio_transport::Device, SetupError> {

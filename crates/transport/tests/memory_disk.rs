@@ -8,7 +8,7 @@ mod support;
 
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
-use mpio_transport::memory::CHUNK_SIZE;
+use mpio_transport::MEMORY_CHUNK_SIZE as CHUNK_SIZE;
 use mpio_transport::{PathHandle, SetupError, Transports};
 
 /// One group of memory paths `words` over `bytes`.

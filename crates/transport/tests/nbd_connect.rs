@@ -9,9 +9,9 @@
 use mpio_core::io::{Buffer, PathError, PathOutcome};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
 use mpio_test_support::HANG_BOUND;
-use mpio_transport::nbd::address::{Address, Socket};
-use mpio_transport::nbd::queue::FIRST_BACKOFF;
-use mpio_transport::nbd::{NbdQueue, NbdTarget};
+use mpio_transport::NBD_FIRST_BACKOFF as FIRST_BACKOFF;
+use mpio_transport::{NbdAddress as Address, NbdSocket as Socket};
+use mpio_transport::{NbdQueue, NbdTarget};
 use std::net::TcpListener;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};

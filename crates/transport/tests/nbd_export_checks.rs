@@ -11,7 +11,7 @@ use mpio_core::io::{IoError, Op, PathError, TargetError};
 use mpio_core::map::MapOptions;
 use mpio_core::queue::{PathIo, PathQueue};
 use mpio_test_support::{wait_until, HANG_BOUND};
-use mpio_transport::nbd::NbdQueue;
+use mpio_transport::NbdQueue;
 use mpio_transport::{PathHandle, SetupError, Transports};
 use std::sync::Arc;
 use support::{io, one_group_table, run, run_ok, Server, TempDir};

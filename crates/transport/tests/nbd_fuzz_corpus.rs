@@ -3,7 +3,7 @@
 //! the corpus holds stays covered on the stable toolchain: the client's
 //! reply parser never panics, and every I/O comes back exactly once.
 
-use mpio_transport::nbd::replay::replay;
+use mpio_transport::nbd_replay as replay;
 
 #[test]
 fn nbd_replies_corpus_replays() {

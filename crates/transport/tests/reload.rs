@@ -103,7 +103,7 @@ impl Rig {
         self.transports.reload(&self.slot, table).unwrap();
     }
 
-    fn port(&self, port: &str) -> Arc<mpio_transport::memory::PortControl> {
+    fn port(&self, port: &str) -> Arc<mpio_transport::PortControl> {
         self.transports.port("disk0", port)
     }
 

@@ -17,7 +17,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 
 /// The ublk control device.
-pub struct Control {
+pub(crate) struct Control {
     file: File,
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
 }
@@ -34,7 +34,7 @@ impl Control {
     /// # Errors
     /// [`UblkError::NoDriver`] without the driver, [`UblkError::NotPermitted`]
     /// without the right to open it.
-    pub fn open() -> Result<Control, UblkError> {
+    pub(crate) fn open() -> Result<Control, UblkError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -95,7 +95,7 @@ impl Control {
     ///
     /// # Errors
     /// [`UblkError::IdTaken`] for a number in use; any refusal.
-    pub fn add(&mut self, mut info: DevInfo) -> Result<DevInfo, UblkError> {
+    pub(crate) fn add(&mut self, mut info: DevInfo) -> Result<DevInfo, UblkError> {
         self.with_buffer("ADD_DEV", uapi::CMD_ADD_DEV, info.dev_id, &mut info)?;
         Ok(info)
     }
@@ -104,7 +104,7 @@ impl Control {
     ///
     /// # Errors
     /// Parameters the kernel refuses.
-    pub fn set_params(&mut self, id: u32, params: &Params) -> Result<(), UblkError> {
+    pub(crate) fn set_params(&mut self, id: u32, params: &Params) -> Result<(), UblkError> {
         let mut params = *params;
         self.with_buffer("SET_PARAMS", uapi::CMD_SET_PARAMS, id, &mut params)
     }
@@ -113,7 +113,7 @@ impl Control {
     ///
     /// # Errors
     /// `ENODEV` (as [`UblkError::Command`]) when there is no such device.
-    pub fn info(&mut self, id: u32) -> Result<DevInfo, UblkError> {
+    pub(crate) fn info(&mut self, id: u32) -> Result<DevInfo, UblkError> {
         let mut info = DevInfo::default();
         self.with_buffer("GET_DEV_INFO", uapi::CMD_GET_DEV_INFO, id, &mut info)?;
         Ok(info)
@@ -123,7 +123,7 @@ impl Control {
     ///
     /// # Errors
     /// Any refusal.
-    pub fn params(&mut self, id: u32) -> Result<Params, UblkError> {
+    pub(crate) fn params(&mut self, id: u32) -> Result<Params, UblkError> {
         let mut params = Params {
             len: std::mem::size_of::<Params>() as u32,
             ..Params::default()
@@ -155,7 +155,7 @@ impl Control {
     ///
     /// # Errors
     /// `EBUSY` while the dead server's files are still open.
-    pub fn start_recovery(&mut self, id: u32) -> Result<(), UblkError> {
+    pub(crate) fn start_recovery(&mut self, id: u32) -> Result<(), UblkError> {
         self.simple("START_USER_RECOVERY", uapi::CMD_START_USER_RECOVERY, id, 0)
     }
 
@@ -164,7 +164,7 @@ impl Control {
     ///
     /// # Errors
     /// Any refusal.
-    pub fn end_recovery(&mut self, id: u32) -> Result<(), UblkError> {
+    pub(crate) fn end_recovery(&mut self, id: u32) -> Result<(), UblkError> {
         self.simple(
             "END_USER_RECOVERY",
             uapi::CMD_END_USER_RECOVERY,
@@ -178,7 +178,7 @@ impl Control {
     ///
     /// # Errors
     /// Any refusal.
-    pub fn start(&mut self, id: u32) -> Result<(), UblkError> {
+    pub(crate) fn start(&mut self, id: u32) -> Result<(), UblkError> {
         self.simple(
             "START_DEV",
             uapi::CMD_START_DEV,
@@ -192,7 +192,7 @@ impl Control {
     ///
     /// # Errors
     /// Any refusal.
-    pub fn stop(&mut self, id: u32) -> Result<(), UblkError> {
+    pub(crate) fn stop(&mut self, id: u32) -> Result<(), UblkError> {
         self.simple("STOP_DEV", uapi::CMD_STOP_DEV, id, 0)
     }
 
@@ -201,7 +201,7 @@ impl Control {
     ///
     /// # Errors
     /// Any refusal.
-    pub fn delete(&mut self, id: u32) -> Result<(), UblkError> {
+    pub(crate) fn delete(&mut self, id: u32) -> Result<(), UblkError> {
         self.simple("DEL_DEV", uapi::CMD_DEL_DEV, id, 0)
     }
 

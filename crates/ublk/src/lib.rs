@@ -1,11 +1,11 @@
 //! mpio's ublk frontend: a map served as a Linux block device,
 //! `/dev/ublkbN`, through the kernel's ublk driver (`ublk_drv`).
 //!
-//! - [`uapi`]: the driver's ABI, written out by hand (no bindgen or
+//! - `uapi`: the driver's ABI, written out by hand (no bindgen or
 //!   libclang to build), checked against the kernel header by a test.
-//! - [`control`]: `/dev/ublk-control` — add, set parameters, start, stop,
+//! - `control`: `/dev/ublk-control` — add, set parameters, start, stop,
 //!   delete.
-//! - [`engine`]: the engine and its devices' life cycle (add, recover,
+//! - `engine`: the engine and its devices' life cycle (add, recover,
 //!   remove); its I/O threads, one per CPU, each serve one CPU's hardware
 //!   queue of every device through the map's per-thread core queue, told
 //!   that CPU (so `io-affinity` and `numa` pick by the submitting CPU).
@@ -24,8 +24,8 @@
 
 #![warn(unreachable_pub)]
 
-pub mod control;
-pub mod engine;
+mod control;
+mod engine;
 mod error;
 mod hosted;
 mod params;
@@ -33,7 +33,8 @@ mod placement;
 mod queue;
 mod ring;
 mod thread;
-pub mod uapi;
+mod uapi;
 
 pub use engine::{DeviceOptions, Engine, EngineConfig, UblkDevice};
 pub use error::UblkError;
+pub use uapi::{CtrlCmd, DevInfo, IoCmd, IoDesc, ParamBasic, ParamDiscard, Params};

@@ -9,87 +9,85 @@
 //! whatever `CONFIG_BLKDEV_UBLK_LEGACY_OPCODES` says.
 
 /// Control commands, sent to `/dev/ublk-control` (`_IOC_NR` values).
-pub const CMD_GET_DEV_INFO: u8 = 0x02;
+pub(crate) const CMD_GET_DEV_INFO: u8 = 0x02;
 /// Adds a device (`ublksrv_ctrl_dev_info` in, and back with its id).
-pub const CMD_ADD_DEV: u8 = 0x04;
+pub(crate) const CMD_ADD_DEV: u8 = 0x04;
 /// Deletes a stopped device; waits until its char device is closed.
-pub const CMD_DEL_DEV: u8 = 0x05;
+pub(crate) const CMD_DEL_DEV: u8 = 0x05;
 /// Starts the disk once every queue fetched all its tags.
-pub const CMD_START_DEV: u8 = 0x06;
+pub(crate) const CMD_START_DEV: u8 = 0x06;
 /// Removes the disk; pending fetches end with [`IO_RES_ABORT`].
-pub const CMD_STOP_DEV: u8 = 0x07;
+pub(crate) const CMD_STOP_DEV: u8 = 0x07;
 /// Sets the device's parameters (`ublk_params`).
-pub const CMD_SET_PARAMS: u8 = 0x08;
+pub(crate) const CMD_SET_PARAMS: u8 = 0x08;
 /// Reads the device's parameters (`ublk_params`).
-pub const CMD_GET_PARAMS: u8 = 0x09;
+pub(crate) const CMD_GET_PARAMS: u8 = 0x09;
 /// Readies a quiesced device (its server died) for a new server.
-pub const CMD_START_USER_RECOVERY: u8 = 0x10;
+pub(crate) const CMD_START_USER_RECOVERY: u8 = 0x10;
 /// Hands a recovered device to the new server once every queue fetched
 /// all its tags; the waiting requests flow again.
-pub const CMD_END_USER_RECOVERY: u8 = 0x11;
+pub(crate) const CMD_END_USER_RECOVERY: u8 = 0x11;
 
 /// Device state (`ublksrv_ctrl_dev_info::state`): no disk.
-pub const S_DEV_DEAD: u16 = 0;
-/// Served.
-pub const S_DEV_LIVE: u16 = 1;
+pub(crate) const S_DEV_DEAD: u16 = 0;
 /// Its server died; its requests wait for a new one (user recovery).
-pub const S_DEV_QUIESCED: u16 = 2;
+pub(crate) const S_DEV_QUIESCED: u16 = 2;
 
 /// Queue commands, sent to `/dev/ublkcN`.
-pub const IO_FETCH_REQ: u8 = 0x20;
+pub(crate) const IO_FETCH_REQ: u8 = 0x20;
 /// Completes a request and fetches the tag's next one.
-pub const IO_COMMIT_AND_FETCH_REQ: u8 = 0x21;
+pub(crate) const IO_COMMIT_AND_FETCH_REQ: u8 = 0x21;
 /// Gives a write's buffer, into which the kernel then copies its data.
-pub const IO_NEED_GET_DATA: u8 = 0x22;
+pub(crate) const IO_NEED_GET_DATA: u8 = 0x22;
 
 /// A fetch completed with a request to serve.
-pub const IO_RES_OK: i32 = 0;
+pub(crate) const IO_RES_OK: i32 = 0;
 /// A fetch completed with a write whose buffer the kernel asks for
 /// (with [`F_NEED_GET_DATA`]).
-pub const IO_RES_NEED_GET_DATA: i32 = 1;
+pub(crate) const IO_RES_NEED_GET_DATA: i32 = 1;
 /// The queue is going away (device stopped or deleted): stop using it.
-pub const IO_RES_ABORT: i32 = -libc::ENODEV;
+pub(crate) const IO_RES_ABORT: i32 = -libc::ENODEV;
 
 /// Offset of the request descriptors in `/dev/ublkcN` for `mmap`.
-pub const CMD_BUF_OFFSET: i64 = 0;
+pub(crate) const CMD_BUF_OFFSET: i64 = 0;
 /// Most tags a queue may have; queue `q`'s descriptors start at
 /// `q * MAX_QUEUE_DEPTH * size_of::<IoDesc>()`, rounded up to a page.
-pub const MAX_QUEUE_DEPTH: usize = 4096;
+pub(crate) const MAX_QUEUE_DEPTH: usize = 4096;
 
 /// Device flags (`ublksrv_ctrl_dev_info::flags`): a write's buffer is
 /// asked for when the write arrives, not given in advance at fetch.
-pub const F_NEED_GET_DATA: u64 = 1 << 2;
+pub(crate) const F_NEED_GET_DATA: u64 = 1 << 2;
 /// Keep the disk when the server dies, its I/O waiting for a new one.
-pub const F_USER_RECOVERY: u64 = 1 << 3;
+pub(crate) const F_USER_RECOVERY: u64 = 1 << 3;
 /// With recovery: I/O the dead server held is re-issued to the new one.
-pub const F_USER_RECOVERY_REISSUE: u64 = 1 << 4;
+pub(crate) const F_USER_RECOVERY_REISSUE: u64 = 1 << 4;
 /// The kernel accepts the ioctl-encoded commands.
-pub const F_CMD_IOCTL_ENCODE: u64 = 1 << 6;
+pub(crate) const F_CMD_IOCTL_ENCODE: u64 = 1 << 6;
 
 /// Request operations (`op_flags & 0xff`).
-pub const IO_OP_READ: u8 = 0;
+pub(crate) const IO_OP_READ: u8 = 0;
 /// A write.
-pub const IO_OP_WRITE: u8 = 1;
+pub(crate) const IO_OP_WRITE: u8 = 1;
 /// A flush.
-pub const IO_OP_FLUSH: u8 = 2;
+pub(crate) const IO_OP_FLUSH: u8 = 2;
 /// A discard.
-pub const IO_OP_DISCARD: u8 = 3;
+pub(crate) const IO_OP_DISCARD: u8 = 3;
 /// A write of zeroes.
-pub const IO_OP_WRITE_ZEROES: u8 = 5;
+pub(crate) const IO_OP_WRITE_ZEROES: u8 = 5;
 /// Request flag: force unit access.
-pub const IO_F_FUA: u32 = 1 << 13;
+pub(crate) const IO_F_FUA: u32 = 1 << 13;
 
 /// Device attributes (`ublk_param_basic::attrs`).
-pub const ATTR_READ_ONLY: u32 = 1 << 0;
+pub(crate) const ATTR_READ_ONLY: u32 = 1 << 0;
 /// The device has a volatile write cache: flushes matter.
-pub const ATTR_VOLATILE_CACHE: u32 = 1 << 2;
+pub(crate) const ATTR_VOLATILE_CACHE: u32 = 1 << 2;
 /// The device honours FUA.
-pub const ATTR_FUA: u32 = 1 << 3;
+pub(crate) const ATTR_FUA: u32 = 1 << 3;
 
 /// Parameter types (`ublk_params::types`).
-pub const PARAM_TYPE_BASIC: u32 = 1 << 0;
+pub(crate) const PARAM_TYPE_BASIC: u32 = 1 << 0;
 /// Discard and write-zeroes limits.
-pub const PARAM_TYPE_DISCARD: u32 = 1 << 1;
+pub(crate) const PARAM_TYPE_DISCARD: u32 = 1 << 1;
 
 /// A control command's payload (the 80-byte command area of a 128-byte
 /// submission entry holds it).
@@ -235,7 +233,7 @@ const IOC_READ: u32 = 2;
 const IOC_READ_WRITE: u32 = 3;
 
 /// The ioctl-encoded control command `UBLK_U_CMD_<nr>`.
-pub const fn ctrl_op(nr: u8) -> u32 {
+pub(crate) const fn ctrl_op(nr: u8) -> u32 {
     let direction = if matches!(nr, CMD_GET_DEV_INFO | CMD_GET_PARAMS) {
         IOC_READ
     } else {
@@ -245,18 +243,18 @@ pub const fn ctrl_op(nr: u8) -> u32 {
 }
 
 /// The ioctl-encoded queue command `UBLK_U_IO_<nr>`.
-pub const fn io_op(nr: u8) -> u32 {
+pub(crate) const fn io_op(nr: u8) -> u32 {
     ioctl(IOC_READ_WRITE, nr, std::mem::size_of::<IoCmd>())
 }
 
 /// Bytes of queue `queue`'s descriptor array to map: its depth's worth,
 /// rounded up to a page.
-pub fn descriptors_len(depth: usize, page: usize) -> usize {
+pub(crate) fn descriptors_len(depth: usize, page: usize) -> usize {
     (depth * std::mem::size_of::<IoDesc>()).div_ceil(page) * page
 }
 
 /// Where queue `queue`'s descriptors start in `/dev/ublkcN`.
-pub fn descriptors_offset(queue: u16, page: usize) -> i64 {
+pub(crate) fn descriptors_offset(queue: u16, page: usize) -> i64 {
     let per_queue = descriptors_len(MAX_QUEUE_DEPTH, page);
     CMD_BUF_OFFSET + (usize::from(queue) * per_queue) as i64
 }

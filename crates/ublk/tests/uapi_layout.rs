@@ -5,7 +5,7 @@
 //! Debian's linux-libc-dev (pulled in by gcc, which builds the -sys
 //! crates anyway).
 
-use mpio_ublk::uapi::{CtrlCmd, DevInfo, IoCmd, IoDesc, ParamBasic, ParamDiscard, Params};
+use mpio_ublk::{CtrlCmd, DevInfo, IoCmd, IoDesc, ParamBasic, ParamDiscard, Params};
 use std::mem::{offset_of, size_of};
 use std::process::Command;
 

@@ -36,15 +36,15 @@
 //!
 //! # Marginal paths
 //! With [`CheckerOptions::marginal`], each path has a
-//! [`MarginalTracker`] (the rules are in [`crate::marginal`]). The
+//! `MarginalTracker` (the rules are in [`crate::marginal`]). The
 //! checker tells it of the path's failures by path error (its own failed
 //! probes, and the I/O failures it reads from the map's counts,
 //! [`Map::path_transitions`], at each poll), of every probe result, and of
 //! `reinstate_path` messages (the map counts those too); a good probe
 //! reinstates a marginal path only once the tracker lets it. A path whose
 //! reads keep needing hedges (sent down another path past its hedge delay,
-//! [`crate::stall`]) counts too: a poll that finds the path's hedged
-//! reads grown since the last by at least [`HEDGED_SHARE_PER_MILLE`] (10 %) of
+//! `crate::stall`) counts too: a poll that finds the path's hedged
+//! reads grown since the last by at least `observe::HEDGED_SHARE_PER_MILLE` (10 %) of
 //! the I/O sent to it meanwhile is one failure for its tracker, however
 //! many reads it hedged (one stall is one event; a read or two hedged on
 //! a loaded machine is noise, not a stall).
@@ -110,8 +110,6 @@ use std::collections::{BTreeMap, VecDeque};
 mod observe;
 mod probe;
 
-pub use observe::HEDGED_SHARE_PER_MILLE;
-
 /// A path as the checker probes it: the transport's handle to it.
 pub trait ProbePath: Clone + std::fmt::Debug {
     /// The transport's queue to the path.
@@ -156,17 +154,17 @@ impl<P: ProbePath> MapSource for Arc<MapSlot<Vec<P>>> {
 }
 
 /// The shortest probe interval and timeout: a checker must not spin.
-pub const MIN_INTERVAL_NS: u64 = 1_000_000;
+pub(crate) const MIN_INTERVAL_NS: u64 = 1_000_000;
 
 /// How the checker runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckerOptions {
     /// Time from the start of one round to the start of the next
     /// (multipathd's `polling_interval`, 5 s by default); at least
-    /// [`MIN_INTERVAL_NS`], a smaller value is raised to it.
+    /// `MIN_INTERVAL_NS`, a smaller value is raised to it.
     pub interval_ns: u64,
     /// A probe not done within this time fails (multipathd's
-    /// `checker_timeout`); at least [`MIN_INTERVAL_NS`], a smaller value is
+    /// `checker_timeout`); at least `MIN_INTERVAL_NS`, a smaller value is
     /// raised to it.
     pub probe_timeout_ns: u64,
     /// When to switch back to the preferred group.

@@ -10,7 +10,7 @@ use crate::marginal::MarginalTracker;
 
 /// The share (per mille) of the I/O sent to a path between two polls that
 /// must have been hedged for the poll to count a failure toward marginal.
-pub const HEDGED_SHARE_PER_MILLE: u64 = 100;
+pub(crate) const HEDGED_SHARE_PER_MILLE: u64 = 100;
 
 /// Path `index`'s hedged reads and dispatched I/O, summed over the map's
 /// queues.

@@ -15,7 +15,7 @@
 //!   [`PathQueue`]), and past [`MapOptions::fence_timeout_ns`] it fails
 //!   with [`IoError::Unfenced`] (EIO); a read so held is retried;
 //! - a path busy without progress gets no new I/O, and a read held past
-//!   its path's hedge delay goes down another path ([`crate::stall`]).
+//!   its path's hedge delay goes down another path (`crate::stall`).
 //!
 //! # Design of the fence
 //! The transport says only what it knows: a path error through `poll`
@@ -178,7 +178,7 @@ pub struct QueueStats {
     /// Completions whose tag matched no I/O in flight (ignored).
     pub stray_completions: u64,
     /// Reads taken back from a path past its hedge delay and sent down
-    /// another ([`crate::stall`]).
+    /// another (`crate::stall`).
     pub hedged_reads: u64,
 }
 
@@ -341,13 +341,6 @@ impl<P: PathQueue> Queue<P> {
         &self.map
     }
 
-    /// Tells the queue its thread now runs on `cpu` (for `io-affinity` and
-    /// `numa`).
-    pub fn set_cpu(&mut self, cpu: u32) {
-        self.cpu = cpu;
-        self.node = self.map.options().numa.node_of_cpu(cpu);
-    }
-
     /// I/Os submitted and not yet finished (finished ones wait in the
     /// queue until [`Queue::poll`] hands them over).
     pub fn in_flight(&self) -> usize {
@@ -358,7 +351,7 @@ impl<P: PathQueue> Queue<P> {
     /// completion waiting to be handed over (an I/O finished inside
     /// `submit` waits in `ready` for the next poll). Only an idle queue may
     /// be dropped.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.in_flight() == 0 && self.ready.is_empty()
     }
 

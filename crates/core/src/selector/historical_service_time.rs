@@ -105,7 +105,7 @@ const FIXED_1: u64 = 1 << FIXED_SHIFT;
 /// Largest `hst`: `FIXED_MAX * FIXED_1` still fits a u64.
 const FIXED_MAX: u64 = u64::MAX >> FIXED_SHIFT;
 /// Default `base_weight`: 0.95 in fixed point.
-pub const DEFAULT_BASE_WEIGHT: u32 = 972;
+pub(crate) const DEFAULT_BASE_WEIGHT: u32 = 972;
 /// A weight bucket spans 2^24 ns (~16.8 ms) of service time.
 const BUCKET_SHIFT: u32 = 24;
 /// Weight buckets; the last has weight 0.

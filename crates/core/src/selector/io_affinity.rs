@@ -40,9 +40,9 @@ use crate::load::PathLoad;
 use crate::sync::{AtomicU64, Ordering::Relaxed};
 
 /// CPUs a mask may name: 0..MAX_CPUS.
-pub const MAX_CPUS: usize = 4096;
+pub(crate) const MAX_CPUS: usize = 4096;
 /// Misses a thread counts before adding them to the shared counter.
-pub const MISS_BATCH: u32 = 64;
+pub(crate) const MISS_BATCH: u32 = 64;
 
 /// Parses a cpumask the way the kernel's `cpumask_parse` does: hex groups
 /// of up to 8 digits, the last group the lowest 32 CPUs; empty groups

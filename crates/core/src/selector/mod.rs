@@ -194,7 +194,7 @@ pub trait PathSelector: Sized + Send + Sync + std::fmt::Debug + 'static {
 /// is perfectly predicted and the callee is monomorphised (no `dyn`).
 macro_rules! selectors {
     ($($variant:ident => $module:ident :: $type:ident,)+) => {
-        $(pub mod $module;)+
+        $(mod $module;)+
         $(pub use $module::$type;)+
 
         /// A built selector of any registered kind.
@@ -241,12 +241,12 @@ macro_rules! selectors {
             }
 
             /// Per-path argument count in the canonical table.
-            pub fn table_path_arg_count(&self) -> usize {
+            pub(crate) fn table_path_arg_count(&self) -> usize {
                 match self { $(Selector::$variant(_) => <$type as PathSelector>::TABLE_PATH_ARGS,)+ }
             }
 
             /// Per-path value count in status output.
-            pub fn status_info_arg_count(&self) -> usize {
+            pub(crate) fn status_info_arg_count(&self) -> usize {
                 match self { $(Selector::$variant(_) => <$type as PathSelector>::STATUS_INFO_ARGS,)+ }
             }
 
@@ -324,17 +324,17 @@ macro_rules! selectors {
             }
 
             /// See [`PathSelector::table_args`].
-            pub fn table_args(&self) -> Vec<String> {
+            pub(crate) fn table_args(&self) -> Vec<String> {
                 match self { $(Selector::$variant(selector) => selector.table_args(),)+ }
             }
 
             /// See [`PathSelector::table_path_args`].
-            pub fn table_path_args(&self, position: usize) -> Vec<String> {
+            pub(crate) fn table_path_args(&self, position: usize) -> Vec<String> {
                 match self { $(Selector::$variant(selector) => selector.table_path_args(position),)+ }
             }
 
             /// See [`PathSelector::status_path_info`].
-            pub fn status_path_info(&self, position: usize, load: &PathLoad) -> Vec<String> {
+            pub(crate) fn status_path_info(&self, position: usize, load: &PathLoad) -> Vec<String> {
                 match self { $(Selector::$variant(selector) => selector.status_path_info(position, load),)+ }
             }
         }
@@ -342,7 +342,7 @@ macro_rules! selectors {
 }
 
 /// Parses a decimal `u32` argument, naming it in the error.
-pub fn parse_u32_arg(word: &str, what: &str, min: u32, max: u32) -> Result<u32, String> {
+pub(crate) fn parse_u32_arg(word: &str, what: &str, min: u32, max: u32) -> Result<u32, String> {
     let value: u32 = word
         .parse()
         .map_err(|_| format!("{what} must be a whole number, not {word:?}"))?;

@@ -18,7 +18,7 @@
 //! per thread: the [`TieCursor`] where the next scan starts.
 
 use super::round_robin::parse_repeat_count;
-pub use super::scan::TieCursor;
+pub(super) use super::scan::TieCursor;
 use super::scan::fewest_in_flight;
 use super::{ArgError, PathSelector, Pick, Setup};
 use crate::load::PathLoad;

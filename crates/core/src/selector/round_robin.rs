@@ -9,7 +9,7 @@
 use super::{parse_u32_arg, ArgError, PathSelector, Pick, Setup};
 
 /// Largest `repeat_count` accepted.
-pub const MAX_REPEAT_COUNT: u32 = 1 << 20;
+pub(crate) const MAX_REPEAT_COUNT: u32 = 1 << 20;
 
 /// Parses the optional `repeat_count` that leads the per-path args of the
 /// dm selectors (default 1); `args_allowed` is how many args the selector

@@ -27,7 +27,7 @@ use crate::load::PathLoad;
 use std::cmp::Ordering;
 
 /// Largest `relative_throughput`.
-pub const MAX_RELATIVE_THROUGHPUT: u32 = 100;
+pub(crate) const MAX_RELATIVE_THROUGHPUT: u32 = 100;
 
 /// `2^SHIFT > MAX_RELATIVE_THROUGHPUT`: see [`compare_load`].
 const RELATIVE_THROUGHPUT_SHIFT: u32 = 7;

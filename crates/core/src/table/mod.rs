@@ -26,7 +26,7 @@ use serde::Serialize;
 /// Most priority groups in one table (dm's limit).
 pub const MAX_GROUPS: usize = 1024;
 /// Most paths in one priority group (dm's limit).
-pub const MAX_PATHS_PER_GROUP: usize = 1024;
+pub(crate) const MAX_PATHS_PER_GROUP: usize = 1024;
 /// Most arguments in any one argument list (dm's limit).
 pub const MAX_ARGS: usize = 1024;
 

@@ -65,7 +65,7 @@ impl fmt::Display for Table {
 impl Features {
     /// How many words the features print as (dm's `<#features>`): 1 per
     /// flag, 2 per feature with a value.
-    pub fn word_count(&self) -> usize {
+    pub(crate) fn word_count(&self) -> usize {
         usize::from(self.queue_if_no_path)
             + 2 * usize::from(self.pg_init_retries.is_some())
             + 2 * usize::from(self.pg_init_delay_msecs.is_some())

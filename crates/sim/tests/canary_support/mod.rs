@@ -2,7 +2,7 @@
 //! core, asserts the simulator caught the break with the invariant meant
 //! to catch it, and that the failing seed replays the same way.
 
-use mpio_sim::invariants::Invariant;
+use mpio_sim::Invariant;
 use mpio_sim::{run_seed, run_seeds, SeedReport};
 
 /// Runs `seeds` seeds against the `canary` core and returns the first

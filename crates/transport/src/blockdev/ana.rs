@@ -7,15 +7,15 @@
 //! `ana_state`.
 //!
 //! # Contract
-//! [`parse_log`] is pure and bounds-checked: a short or inconsistent page
-//! gives `None` for the namespace, never a panic. [`read_state`] asks for
-//! [`LOG_BYTES`] bytes with RGO clear (each group lists its namespaces);
+//! `parse_log` is pure and bounds-checked: a short or inconsistent page
+//! gives `None` for the namespace, never a panic. `read_state` asks for
+//! `LOG_BYTES` bytes with RGO clear (each group lists its namespaces);
 //! a controller with more groups or namespaces than fit reports them
 //! beyond the buffer, and a namespace not found in what was read has no
 //! known state (`None`).
 //!
 //! # Errors
-//! [`read_state`] returns the ioctl's error: the controller gone
+//! `read_state` returns the ioctl's error: the controller gone
 //! (`ENODEV`, `ENOENT` at open), or an NVMe status (`EIO`, with the status
 //! in the message).
 #![allow(unsafe_code)] // one ioctl, below
@@ -26,7 +26,7 @@ use std::path::Path;
 
 /// Bytes asked for: a header and, for example, 32 groups listing 256
 /// namespaces between them.
-pub const LOG_BYTES: usize = 4096;
+pub(crate) const LOG_BYTES: usize = 4096;
 
 /// Log page id of the ANA log.
 const ANA_LOG_ID: u32 = 0x0c;
@@ -73,7 +73,7 @@ const TIMEOUT_MS: u32 = 5_000;
 ///
 /// # Errors
 /// The open or the ioctl failed (see the module docs).
-pub fn read_state(controller: &Path, nsid: u32) -> std::io::Result<Option<AccessState>> {
+pub(crate) fn read_state(controller: &Path, nsid: u32) -> std::io::Result<Option<AccessState>> {
     let page = read_log(controller)?;
     Ok(parse_log(&page, nsid))
 }
@@ -82,7 +82,7 @@ pub fn read_state(controller: &Path, nsid: u32) -> std::io::Result<Option<Access
 ///
 /// # Errors
 /// As [`read_state`].
-pub fn read_log(controller: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_log(controller: &Path) -> std::io::Result<Vec<u8>> {
     let device = std::fs::File::open(controller)?;
     let mut page = vec![0u8; LOG_BYTES];
     let dwords = (LOG_BYTES / 4 - 1) as u32;
@@ -122,7 +122,7 @@ pub fn read_log(controller: &Path) -> std::io::Result<Vec<u8>> {
 /// specification: a 16-byte header whose bytes 8..10 count the group
 /// descriptors; each descriptor 32 bytes — group id, namespace count,
 /// change count, state in byte 16 — followed by its namespace ids).
-pub fn parse_log(page: &[u8], nsid: u32) -> Option<AccessState> {
+pub(crate) fn parse_log(page: &[u8], nsid: u32) -> Option<AccessState> {
     let groups = u16::from_le_bytes(page.get(8..10)?.try_into().ok()?);
     let mut offset = 16usize;
     for _ in 0..groups {

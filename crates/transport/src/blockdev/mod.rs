@@ -6,7 +6,7 @@
 //! # Where each fact comes from
 //! | fact | SCSI (`sdX`) | NVMe namespace (`nvmeXnY`, native multipath off) |
 //! |---|---|---|
-//! | WWID | `device/wwid`, else VPD page 0x83 (`device/vpd_pg83`, [`wwid`]) | `wwid`, else `nguid`, else `eui` |
+//! | WWID | `device/wwid`, else VPD page 0x83 (`device/vpd_pg83`, `wwid`) | `wwid`, else `nguid`, else `eui` |
 //! | transport | `scsi:<host proc_name>` (`tcm_loopback`, `scsi_debug`, an HBA driver) | `nvme:<controller transport>` (`pcie`, `tcp`, `loop`, ...) |
 //! | size | `size` (512-byte sectors) | same |
 //! | NUMA node | `numa_node` of the nearest device above it that has one (the HBA's PCI function); `-1` is none | the controller's `numa_node` |
@@ -24,7 +24,7 @@
 pub mod ana;
 pub mod blacklist;
 pub mod discover;
-pub mod wwid;
+mod wwid;
 pub mod wwid_forms;
 
 use mpio_core::map::PathInfo;
@@ -103,7 +103,7 @@ pub fn name_of_node(sysfs: &Sysfs, node: &Path) -> Option<String> {
 /// What a map is told of a path when it is built: for a `file:` path on
 /// a block device, its NUMA node and access state from the host's sysfs
 /// (and ANA log page); nothing for other paths.
-pub fn path_info(endpoint: &crate::Endpoint) -> PathInfo {
+pub(crate) fn path_info(endpoint: &crate::Endpoint) -> PathInfo {
     let crate::Endpoint::File { path, .. } = endpoint else {
         return PathInfo::default();
     };
@@ -189,7 +189,7 @@ impl Sysfs {
     }
 
     /// The name of the block device numbered `major:minor`, if any.
-    pub fn name_of(&self, major: u32, minor: u32) -> Option<String> {
+    pub(crate) fn name_of(&self, major: u32, minor: u32) -> Option<String> {
         let link = self.root.join("dev/block").join(format!("{major}:{minor}"));
         let target = std::fs::read_link(link).ok()?;
         Some(target.file_name()?.to_str()?.to_string())

@@ -14,7 +14,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 /// A SCSI device's WWID, from its sysfs `device` directory.
-pub fn scsi(device: &Path) -> Option<String> {
+pub(super) fn scsi(device: &Path) -> Option<String> {
     read_word(&device.join("wwid")).or_else(|| {
         let page = std::fs::read(device.join("vpd_pg83")).ok()?;
         from_vpd_page_83(&page)
@@ -22,7 +22,7 @@ pub fn scsi(device: &Path) -> Option<String> {
 }
 
 /// An NVMe namespace's WWID, from its sysfs block directory.
-pub fn nvme(block: &Path) -> Option<String> {
+pub(super) fn nvme(block: &Path) -> Option<String> {
     read_word(&block.join("wwid")).or_else(|| {
         ["nguid", "eui"].iter().find_map(|file| {
             let word = read_word(&block.join(file))?;
@@ -36,7 +36,7 @@ pub fn nvme(block: &Path) -> Option<String> {
 /// The WWID of a VPD page 0x83 (Device Identification), by the kernel's
 /// preference among the designators associated with the LUN; `None` for
 /// a malformed page or one without such a designator.
-pub fn from_vpd_page_83(page: &[u8]) -> Option<String> {
+pub(super) fn from_vpd_page_83(page: &[u8]) -> Option<String> {
     if page.len() < 4 || page[1] != 0x83 {
         return None;
     }

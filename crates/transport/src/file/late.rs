@@ -25,7 +25,7 @@ use std::sync::Arc;
 impl FilePath {
     /// Tries to open the file again in the background, unless it is open
     /// or an attempt already runs (see the module docs).
-    pub fn open_later(self: &Arc<Self>) {
+    pub(crate) fn open_later(self: &Arc<Self>) {
         if self.opened.get().is_some() {
             return;
         }

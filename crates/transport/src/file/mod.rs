@@ -83,7 +83,7 @@ mod ring;
 use crate::limits::{Limits, ServedAs};
 use crate::unready::Unready;
 use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
-pub use ring::FileQueue;
+pub(crate) use ring::FileQueue;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
@@ -93,7 +93,7 @@ use std::sync::OnceLock;
 
 /// What to change when the kernel refuses to set up an io_uring, by the
 /// error it gave: for the user, beside the error itself.
-pub fn ring_setup_hint(error: &std::io::Error) -> &'static str {
+pub(crate) fn ring_setup_hint(error: &std::io::Error) -> &'static str {
     match error.raw_os_error() {
         Some(libc::ENOMEM) => {
             "the locked-memory limit (RLIMIT_MEMLOCK) may be too low for io_uring's rings: \
@@ -140,7 +140,7 @@ pub enum FileError {
     },
     /// io_uring is not available to this process (disabled by the
     /// `kernel.io_uring_disabled` sysctl, seccomp, or an old kernel), or
-    /// a ring cannot be had (RLIMIT_MEMLOCK): see [`ring_setup_hint`].
+    /// a ring cannot be had (RLIMIT_MEMLOCK): see `ring_setup_hint`.
     #[error("{path}: cannot set up io_uring: {source}; {}", ring_setup_hint(.source))]
     Ring {
         /// The file.
@@ -235,7 +235,7 @@ impl Opened {
 
 /// One file path, shared by every thread's queue to it: opened, or (a
 /// path of a map that could not be opened, read or sized when the map
-/// was built) waiting to be (see [`FilePath::open_for`]).
+/// was built) waiting to be (see `FilePath::open_for`).
 #[derive(Debug)]
 pub struct FilePath {
     path: PathBuf,
@@ -290,7 +290,7 @@ impl FilePath {
     /// # Errors
     /// [`FileError::DirectRefused`], [`FileError::NotStorage`],
     /// [`FileError::Ring`].
-    pub fn open_for(
+    pub(crate) fn open_for(
         path: &Path,
         direct: bool,
         map_bytes: u64,
@@ -377,7 +377,7 @@ impl FilePath {
 
     /// Opens one thread's queue to this path, for `depth` I/Os in flight,
     /// signalling `waker` at each completion if given.
-    pub fn open_queue(
+    pub(crate) fn open_queue(
         self: &std::sync::Arc<Self>,
         depth: usize,
         waker: Option<mpio_io_loop::Waker>,
@@ -403,7 +403,7 @@ impl FilePath {
 /// says, except that a discard the storage cannot do (`EOPNOTSUPP`) is the
 /// hint it is, done, and that a block device answering `ENOSPC` has gone
 /// (see the module docs).
-pub fn outcome_of_errno(op: Op, errno: i32, block_device: bool) -> PathOutcome {
+pub(crate) fn outcome_of_errno(op: Op, errno: i32, block_device: bool) -> PathOutcome {
     match (op, errno) {
         (Op::Discard, libc::EOPNOTSUPP) => PathOutcome::Ok,
         (_, libc::ENOSPC) if block_device => vanished(),
@@ -414,7 +414,7 @@ pub fn outcome_of_errno(op: Op, errno: i32, block_device: bool) -> PathOutcome {
 /// A read or write that met the end of the file before the end of the
 /// request: a regular file shrank (every path sees it), a block device
 /// went away (see the module docs).
-pub fn end_of_file(block_device: bool) -> PathOutcome {
+pub(crate) fn end_of_file(block_device: bool) -> PathOutcome {
     if block_device {
         vanished()
     } else {
@@ -429,7 +429,7 @@ fn vanished() -> PathOutcome {
 
 /// How an errno from a file operation is reported: the table in the
 /// module docs.
-pub fn classify_errno(errno: i32) -> PathOutcome {
+pub(crate) fn classify_errno(errno: i32) -> PathOutcome {
     match errno {
         libc::EOPNOTSUPP => PathOutcome::Target(TargetError::NotSupported),
         libc::ENOSPC | libc::EDQUOT => PathOutcome::Target(TargetError::NoSpace),

@@ -75,7 +75,10 @@ fn io_error(context: &'static str) -> impl FnOnce(io::Error) -> HandshakeError {
 ///
 /// # Errors
 /// A [`HandshakeError`] naming the step and what went wrong.
-pub fn handshake(stream: &mut (impl Read + Write), name: &str) -> Result<Export, HandshakeError> {
+pub(crate) fn handshake(
+    stream: &mut (impl Read + Write),
+    name: &str,
+) -> Result<Export, HandshakeError> {
     let mut greeting = [0; Greeting::LEN];
     stream
         .read_exact(&mut greeting)

@@ -10,7 +10,7 @@
 //! connection. The connect and handshake (fixed newstyle,
 //! `OPT_STRUCTURED_REPLY`, `OPT_GO`) run blocking on a short-lived helper
 //! thread, the whole of them bounded by one deadline (the target's
-//! connect timeout, [`CONNECT_TIMEOUT`] by default), so that the I/O
+//! connect timeout, [`target::CONNECT_TIMEOUT`] by default), so that the I/O
 //! thread (and the checker) never wait on a server that accepts and does
 //! not answer. Structured replies are used when the server agrees, simple
 //! replies otherwise. What an export must be, and what every later
@@ -76,7 +76,7 @@
 //!
 //! A read held past its hedge delay is abandoned the same way, on the
 //! live connection, when the core sends it down another path (fast read
-//! failover, [`mpio_core::stall`]); its late reply is read and dropped.
+//! failover, `crates/core/src/stall.rs`); its late reply is read and dropped.
 //!
 //! nbdkit 1.32 can abort (`raw_send_socket: Assertion 'sock >= 0'`) when
 //! a worker thread answers a held request after another thread saw the
@@ -105,16 +105,16 @@
 //! [`TargetError::NotSupported`]: mpio_core::io::TargetError::NotSupported
 //! [`PathError::ConnectionLost`]: mpio_core::io::PathError::ConnectionLost
 
-pub mod address;
-pub mod connection;
-pub mod handshake;
-pub mod queue;
-pub mod replay;
-pub mod stream;
-pub mod target;
+pub(crate) mod address;
+pub(crate) mod connection;
+pub(crate) mod handshake;
+pub(crate) mod queue;
+pub(crate) mod replay;
+pub(crate) mod stream;
+pub(crate) mod target;
 
-pub use queue::NbdQueue;
-pub use target::{Agreement, NbdError, NbdTarget, Shared, CONNECT_TIMEOUT};
+pub(crate) use queue::NbdQueue;
+pub(crate) use target::{Agreement, NbdTarget, Shared};
 
 #[cfg(test)]
 use {

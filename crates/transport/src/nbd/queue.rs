@@ -17,12 +17,12 @@ use std::time::Duration;
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Longest wait between connect attempts.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// A connect running on its helper thread.
 type Connecting = JoinHandle<Result<Connection, NbdError>>;
 
-/// One thread's queue to an NBD path. See the module docs of [`super`].
+/// One thread's queue to an NBD path. See the docs of `src/nbd/mod.rs`.
 #[derive(Debug)]
 pub struct NbdQueue {
     target: Arc<NbdTarget>,
@@ -87,12 +87,6 @@ impl NbdQueue {
         self.connection
             .as_ref()
             .map_or(0, |connection| connection.in_flight())
-    }
-
-    /// Connections cut from our side and not yet fenced (their server may
-    /// still apply a request they carried).
-    pub fn unfenced_connections(&self) -> usize {
-        self.cut.len()
     }
 
     /// Why the last connection ended or the last connect failed.
@@ -237,7 +231,7 @@ impl NbdQueue {
 
 /// The command that carries `io` to `export`, or the outcome it gets
 /// without reaching the server.
-pub fn command_for(io: &PathIo, export: &Export) -> Result<u16, PathOutcome> {
+pub(crate) fn command_for(io: &PathIo, export: &Export) -> Result<u16, PathOutcome> {
     use PathOutcome::{Ok as Done, Target};
     if io.op == Op::Flush {
         return if export.has(FLAG_SEND_FLUSH) {

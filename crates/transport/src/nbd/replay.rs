@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 /// The cookies the four requests travel under, in tag order (a fresh
 /// connection's in-flight table hands them out in this order).
-pub const COOKIES: [u64; 4] = [1 << 32, 1 << 32 | 1, 1 << 32 | 2, 1 << 32 | 3];
+pub(crate) const COOKIES: [u64; 4] = [1 << 32, 1 << 32 | 1, 1 << 32 | 2, 1 << 32 | 3];
 
 /// Bound on one replay: far above what any input needs.
 const REPLAY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,7 +38,7 @@ const REPLAY_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// # Panics
 /// If a socket pair cannot be set up, the replay outlives 30 s, or the
-/// cookies differ from [`COOKIES`] (a harness bug, not the input's).
+/// cookies differ from `COOKIES` (a harness bug, not the input's).
 pub fn replay(input: &[u8]) -> Vec<PathCompletion> {
     let (structured_replies, reply_bytes) = match input.split_first() {
         Some((flags, rest)) => (flags & 1 != 0, rest),

@@ -44,7 +44,7 @@ impl Stream {
     }
 
     /// Bounds each blocking read and write by `timeout` (`None`: no bound).
-    pub fn set_timeouts(&self, timeout: Option<Duration>) -> io::Result<()> {
+    pub(crate) fn set_timeouts(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(stream) => {
                 stream.set_read_timeout(timeout)?;
@@ -79,7 +79,7 @@ impl Stream {
     /// Shuts our sending side down only: the server reads end of file
     /// after what we sent, and we go on reading what it still sends until
     /// it closes its side (the fence, see [`super::queue`]).
-    pub fn shutdown_write(&self) {
+    pub(crate) fn shutdown_write(&self) {
         // An error means the socket is already shut down or disconnected.
         let _ = match self {
             Stream::Tcp(stream) => stream.shutdown(Shutdown::Write),

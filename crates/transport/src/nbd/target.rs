@@ -53,7 +53,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Default bound on a connect and the whole handshake after it.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The transmission flags that change what the client sends.
 const COMMAND_FLAGS: u16 =
@@ -173,11 +173,11 @@ impl Shared {
 ///
 /// [`Transports::build`]: crate::Transports::build
 #[derive(Debug, Default)]
-pub struct Agreement(OnceLock<(bool, Shared)>);
+pub(crate) struct Agreement(OnceLock<(bool, Shared)>);
 
 impl Agreement {
     /// Records what the map's paths agreed on; only the first call counts.
-    pub fn set(&self, read_only: bool, shared: Shared) {
+    pub(crate) fn set(&self, read_only: bool, shared: Shared) {
         let _ = self.0.set((read_only, shared));
     }
 }
@@ -205,7 +205,7 @@ pub struct NbdTarget {
 
 impl NbdTarget {
     /// A path to `address` for a map of `map_bytes`, with the default
-    /// [`CONNECT_TIMEOUT`].
+    /// `CONNECT_TIMEOUT`.
     pub fn new(address: super::address::Address, map_bytes: u64) -> Self {
         NbdTarget {
             address,
@@ -221,7 +221,7 @@ impl NbdTarget {
 
     /// Makes the path one of the map whose NBD paths share `agreement`,
     /// served as `served_as` (block devices' limits).
-    pub fn in_map(mut self, agreement: Arc<Agreement>, served_as: &[Limits]) -> Self {
+    pub(crate) fn in_map(mut self, agreement: Arc<Agreement>, served_as: &[Limits]) -> Self {
         self.agreement = agreement;
         self.served_as = ServedAs::new(served_as);
         self
@@ -332,7 +332,7 @@ impl NbdTarget {
     /// what the map's paths share.
     ///
     /// # Errors
-    /// An [`NbdError`] naming the server and the step that failed; a
+    /// An `NbdError` naming the server and the step that failed; a
     /// target not settled yet keeps it as its reason.
     pub fn connect(&self) -> Result<(Stream, Export), NbdError> {
         let connected = self.open().and_then(|(stream, export)| {
@@ -443,7 +443,7 @@ fn settled_limits(settled: &Settled) -> Limits {
 }
 
 /// How `now` differs from `then` in what the client relies on, if it does.
-pub fn difference(then: &Export, now: &Export) -> Option<String> {
+pub(crate) fn difference(then: &Export, now: &Export) -> Option<String> {
     if now.size_bytes != then.size_bytes {
         return Some(format!(
             "size {} bytes, was {}",
@@ -469,7 +469,7 @@ pub fn difference(then: &Export, now: &Export) -> Option<String> {
 }
 
 /// The names of the command flags in `flags`.
-pub fn flag_names(flags: u16) -> String {
+pub(crate) fn flag_names(flags: u16) -> String {
     [
         (FLAG_READ_ONLY, "READ_ONLY"),
         (FLAG_SEND_FLUSH, "SEND_FLUSH"),

@@ -9,7 +9,7 @@ use mpio_core::io::{Buffer, Completion, Io, Op};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
 use mpio_core::table::Table;
 use mpio_transport::clock::now_ns;
-use mpio_transport::file::FilePath;
+use mpio_transport::FilePath;
 use mpio_transport::{AnyQueue, PathHandle};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};

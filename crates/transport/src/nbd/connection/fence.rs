@@ -21,7 +21,7 @@ impl Connection {
     /// a connection whose server's side is closed ([`Connection::server_closed`]),
     /// or that never carried a write: otherwise a write the server holds
     /// could still land after its retry (see [`Connection::cut`]).
-    pub fn sever(mut self, completions: &mut Vec<PathCompletion>) {
+    pub(crate) fn sever(mut self, completions: &mut Vec<PathCompletion>) {
         self.stream.shutdown();
         self.fail_all(completions);
     }
@@ -49,7 +49,7 @@ impl Connection {
     /// dropped) — and keeps every other request until its reply comes
     /// ([`Connection::poll_cut`] completes it normally) or the server's
     /// side closes (the fence: then it comes back as `ConnectionLost`).
-    pub fn cut(&mut self, completions: &mut Vec<PathCompletion>) {
+    pub(crate) fn cut(&mut self, completions: &mut Vec<PathCompletion>) {
         self.stream.shutdown_write();
         self.cut = true;
         while let Some(cookie) = self.unsent.pop_front() {
@@ -82,7 +82,7 @@ impl Connection {
 
     /// True while the connection holds a request the server may still
     /// apply (in flight and not abandoned).
-    pub fn holds_requests(&self) -> bool {
+    pub(crate) fn holds_requests(&self) -> bool {
         self.in_flight
             .iter()
             .any(|(_, in_flight)| !in_flight.abandoned)
@@ -92,7 +92,7 @@ impl Connection {
     /// complete their I/O normally; once the server's side closes, what is
     /// left comes back as `ConnectionLost`. True when nothing is left to
     /// wait for (the connection can be dropped).
-    pub fn poll_cut(&mut self, completions: &mut Vec<PathCompletion>) -> bool {
+    pub(crate) fn poll_cut(&mut self, completions: &mut Vec<PathCompletion>) -> bool {
         debug_assert!(self.cut);
         let result = if self.discarding {
             self.discard()
@@ -128,7 +128,7 @@ impl Connection {
     /// A write not yet encoded is taken out (the server never sees it); a
     /// write whose payload is partly written is not given back (the
     /// caller may ask again once it is).
-    pub fn abandon(&mut self, tag: u64) -> Option<PathIo> {
+    pub(crate) fn abandon(&mut self, tag: u64) -> Option<PathIo> {
         let (cookie, _) = self
             .in_flight
             .iter()

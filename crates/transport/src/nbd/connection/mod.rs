@@ -24,15 +24,18 @@ mod receive;
 mod reply;
 mod send;
 
-pub use receive::{POLL_BUDGET_BYTES, POLL_BUDGET_REPLIES};
-pub use reply::{classify, cover};
+/// What the transport's tests (`nbd/tests/mod.rs`) check directly.
+#[cfg(test)]
+pub(super) use receive::POLL_BUDGET_REPLIES;
+#[cfg(test)]
+pub(super) use reply::{classify, cover};
 
 use super::handshake::Export;
 use super::stream::Stream;
 use direct::Direct;
 use mpio_core::io::PathOutcome;
 use mpio_core::queue::PathIo;
-use mpio_core::slab::Slab;
+use mpio_core::Slab;
 use mpio_nbd::request::Request;
 use receive::RECV_BUFFER;
 use send::{Part, SEND_BATCH};
@@ -63,11 +66,11 @@ struct InFlight {
 
 /// Why a connection ended.
 #[derive(Debug)]
-pub struct Broken(pub String);
+pub(crate) struct Broken(pub String);
 
 /// An established connection. See the module docs.
 #[derive(Debug)]
-pub struct Connection {
+pub(crate) struct Connection {
     stream: Stream,
     export: Export,
     in_flight: Slab<InFlight>,
@@ -105,7 +108,7 @@ impl Connection {
     ///
     /// # Errors
     /// The socket cannot be made non-blocking.
-    pub fn new(stream: Stream, export: Export, depth: usize) -> std::io::Result<Connection> {
+    pub(crate) fn new(stream: Stream, export: Export, depth: usize) -> std::io::Result<Connection> {
         stream.set_timeouts(None)?;
         stream.set_nonblocking(true)?;
         Ok(Connection {
@@ -132,24 +135,24 @@ impl Connection {
     }
 
     /// What the server said about the export.
-    pub fn export(&self) -> &Export {
+    pub(crate) fn export(&self) -> &Export {
         &self.export
     }
 
     /// I/Os waiting for their reply.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.len()
     }
 
     /// True if `tag` is waiting for its reply (and not abandoned).
-    pub fn is_in_flight(&self, tag: u64) -> bool {
+    pub(crate) fn is_in_flight(&self, tag: u64) -> bool {
         self.in_flight
             .iter()
             .any(|(_, in_flight)| in_flight.io.tag == tag && !in_flight.abandoned)
     }
 
     /// True once the server's side was seen closed.
-    pub fn server_closed(&self) -> bool {
+    pub(crate) fn server_closed(&self) -> bool {
         self.server_closed
     }
 }

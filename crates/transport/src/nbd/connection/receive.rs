@@ -20,10 +20,10 @@ use std::io::{ErrorKind, Read};
 pub(super) const RECV_BUFFER: usize = 256 * 1024;
 
 /// Replies and chunks one poll parses at most.
-pub const POLL_BUDGET_REPLIES: usize = 1024;
+pub(crate) const POLL_BUDGET_REPLIES: usize = 1024;
 
 /// Bytes one poll reads from the socket at most.
-pub const POLL_BUDGET_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const POLL_BUDGET_BYTES: usize = 4 * 1024 * 1024;
 
 impl Connection {
     /// Sends what waits, reads what the server sent (within the poll
@@ -34,7 +34,7 @@ impl Connection {
     /// # Errors
     /// The connection ended or the server broke the protocol; I/O still
     /// in flight comes back from [`Connection::sever`].
-    pub fn poll(&mut self, completions: &mut Vec<PathCompletion>) -> Result<(), Broken> {
+    pub(crate) fn poll(&mut self, completions: &mut Vec<PathCompletion>) -> Result<(), Broken> {
         let sent = self.flush();
         self.receive(completions)?;
         sent?;

@@ -15,7 +15,7 @@
 use super::{Broken, Connection, InFlight};
 use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::PathCompletion;
-use mpio_core::slab::Slab;
+use mpio_core::Slab;
 use mpio_nbd::consts::*;
 use mpio_nbd::reply::{header_len, Chunk, ChunkHeader, SimpleReply, MAX_ERROR_MESSAGE};
 use std::ops::Range;
@@ -24,7 +24,7 @@ use std::ops::Range;
 /// say nothing about the request (ENOMEM, ESHUTDOWN, unknown values) are
 /// path errors, as the kernel's `blk_path_error` treats EIO; the others
 /// describe the request and every path would give them.
-pub fn classify(error: u32) -> PathOutcome {
+pub(crate) fn classify(error: u32) -> PathOutcome {
     match error {
         ENOSPC => PathOutcome::Target(TargetError::NoSpace),
         EINVAL | EOVERFLOW => PathOutcome::Target(TargetError::Invalid),
@@ -273,7 +273,7 @@ fn place(in_flight: &mut InFlight, offset: u64, len: u64) -> Result<Range<usize>
 
 /// Adds `start..end` to the sorted, disjoint, merged `ranges`; false
 /// (and `ranges` unchanged) if it overlaps one of them.
-pub fn cover(ranges: &mut Vec<(u32, u32)>, start: u32, end: u32) -> bool {
+pub(crate) fn cover(ranges: &mut Vec<(u32, u32)>, start: u32, end: u32) -> bool {
     if start >= end {
         return true;
     }

@@ -13,7 +13,7 @@
 
 use super::{Broken, Connection, InFlight};
 use mpio_core::queue::PathIo;
-use mpio_core::slab::Slab;
+use mpio_core::Slab;
 use mpio_nbd::consts::*;
 use mpio_nbd::request::Request;
 use std::io::{ErrorKind, IoSlice, Write};
@@ -48,7 +48,7 @@ impl Connection {
     /// # Errors
     /// The socket failed; `io` is in flight and comes back from
     /// [`Connection::sever`].
-    pub fn send(&mut self, command: u16, io: PathIo) -> Result<(), Broken> {
+    pub(crate) fn send(&mut self, command: u16, io: PathIo) -> Result<(), Broken> {
         let write_like = matches!(command, CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES);
         let flush_after = io.fua
             && write_like
