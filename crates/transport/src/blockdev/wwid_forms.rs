@@ -1,7 +1,7 @@
 //! The two ways a SCSI LUN's WWID is written, and which of them name the
 //! same LUN.
 //!
-//! The kernel's sysfs `device/wwid` (what [`super::wwid`] reads, what
+//! The kernel's sysfs `device/wwid` (what the `wwid` module reads, what
 //! `mpio discover` lists) writes the LUN's preferred VPD page 0x83
 //! designator as `naa.<hex>`, `eui.<hex>` or `t10.<text>`; a SCSI name
 //! string designator as itself (`iqn.…`, or `naa.`/`eui.` then hex).
