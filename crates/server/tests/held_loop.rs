@@ -8,11 +8,8 @@
 
 mod support;
 
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
-use mpio_io_loop::{HostedLoop, Step};
 use mpio_nbd::consts::{CMD_READ, CMD_WRITE, OPT_STRUCTURED_REPLY, REP_ACK};
 use mpio_server::{Engine, EngineConfig, Server, ServerConfig};
 use mpio_transport::Transports;
@@ -26,28 +23,6 @@ use support::*;
 const BLOCK: usize = 4096;
 /// The handshake deadline: the loop is held past it.
 const DEADLINE: Duration = Duration::from_secs(2);
-
-/// Runs `hosted` as a host thread does, taking each turn under `gate`
-/// (whoever holds the gate holds the loop between two turns), until a
-/// turn says it ends.
-fn host(mut hosted: Box<dyn HostedLoop>, gate: Arc<Mutex<()>>) {
-    let mut poll = Poll::new().unwrap();
-    let descriptor = hosted.as_raw_fd();
-    poll.registry()
-        .register(&mut SourceFd(&descriptor), Token(0), Interest::READABLE)
-        .unwrap();
-    let mut events = Events::with_capacity(8);
-    loop {
-        if let Err(error) = poll.poll(&mut events, hosted.wait_hint()) {
-            assert_eq!(error.kind(), std::io::ErrorKind::Interrupted, "{error}");
-        }
-        let _turn = gate.lock().unwrap();
-        if hosted.step(Some(Duration::ZERO)) == Step::Ends {
-            hosted.quit();
-            return;
-        }
-    }
-}
 
 /// How far a client got in its handshake before the loop was held.
 #[derive(Clone, Copy, Debug)]
@@ -106,7 +81,7 @@ fn a_loop_held_past_the_handshake_deadline_while_the_map_reloads_drops_no_handsh
         .into_iter()
         .map(|hosted| {
             let gate = Arc::clone(&gate);
-            std::thread::spawn(move || host(hosted, gate))
+            std::thread::spawn(move || host(hosted, &gate))
         })
         .collect();
 

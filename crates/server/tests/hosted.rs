@@ -6,42 +6,15 @@
 
 mod support;
 
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
-use mpio_io_loop::{HostedLoop, Step};
 use mpio_nbd::consts::{CMD_READ, CMD_WRITE};
 use mpio_server::{Engine, EngineConfig, Server, ServerConfig};
 use mpio_transport::Transports;
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::{mpsc, Mutex};
 use support::*;
 
 const BLOCK: usize = 4096;
-
-/// Runs `hosted` as a host thread does, until a turn says it ends; then
-/// ends it and returns how many turns it took.
-fn host(mut hosted: Box<dyn HostedLoop>) -> u64 {
-    let mut poll = Poll::new().unwrap();
-    let descriptor = hosted.as_raw_fd();
-    poll.registry()
-        .register(&mut SourceFd(&descriptor), Token(0), Interest::READABLE)
-        .unwrap();
-    let mut events = Events::with_capacity(8);
-    let mut turns = 0;
-    loop {
-        let hint = hosted.wait_hint();
-        if let Err(error) = poll.poll(&mut events, hint) {
-            assert_eq!(error.kind(), std::io::ErrorKind::Interrupted, "{error}");
-        }
-        turns += 1;
-        if hosted.step(Some(Duration::ZERO)) == Step::Ends {
-            hosted.quit();
-            return turns;
-        }
-    }
-}
 
 #[test]
 fn hosted_loops_serve_on_their_hosts_threads() {
@@ -55,7 +28,7 @@ fn hosted_loops_serve_on_their_hosts_threads() {
     let (ended, turns) = mpsc::channel();
     for hosted in loops {
         let ended = ended.clone();
-        std::thread::spawn(move || ended.send(host(hosted)).unwrap());
+        std::thread::spawn(move || ended.send(host(hosted, &Mutex::new(()))).unwrap());
     }
 
     let dir = TempDir::new("hosted");

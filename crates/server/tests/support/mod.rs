@@ -28,7 +28,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The bound on any one client run or wait.
@@ -433,4 +433,31 @@ pub fn still_serves(socket: &Path) {
     assert_eq!(read, data);
     client.request(CMD_DISC, 3, 0, 0, &[]);
     assert!(client.closed_by_server());
+}
+
+/// Runs `hosted` as a host thread does (waits on its descriptor, never
+/// longer than its wait hint, then one turn without waiting), each turn
+/// under `gate` so that whoever holds the gate holds the loop between two
+/// turns; when a turn says it ends, ends it and returns the turns taken.
+pub fn host(mut hosted: Box<dyn mpio_io_loop::HostedLoop>, gate: &Mutex<()>) -> u64 {
+    use mio::unix::SourceFd;
+    use mio::{Events, Interest, Poll, Token};
+    let mut poll = Poll::new().unwrap();
+    let descriptor = hosted.as_raw_fd();
+    poll.registry()
+        .register(&mut SourceFd(&descriptor), Token(0), Interest::READABLE)
+        .unwrap();
+    let mut events = Events::with_capacity(8);
+    let mut turns = 0;
+    loop {
+        if let Err(error) = poll.poll(&mut events, hosted.wait_hint()) {
+            assert_eq!(error.kind(), std::io::ErrorKind::Interrupted, "{error}");
+        }
+        turns += 1;
+        let _turn = gate.lock().unwrap();
+        if hosted.step(Some(Duration::ZERO)) == mpio_io_loop::Step::Ends {
+            hosted.quit();
+            return turns;
+        }
+    }
 }
