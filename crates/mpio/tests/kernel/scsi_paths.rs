@@ -27,9 +27,11 @@ fn a_map_by_wwid_of_lio_paths_follows_alua_states_under_fio_verify() {
         Some(wwid.as_str()),
         "two ports, one LUN"
     );
+    // LIO writes an NAA designator; discover shows it in udev's form too.
+    let udev = format!("3{}", wwid.strip_prefix("naa.").expect("an NAA WWID"));
     let listing = stdout(&mpio(&["discover"]));
     assert!(
-        listing.contains(&format!("{wwid} size=256M paths=2")),
+        listing.contains(&format!("{wwid} ({udev}) size=256M paths=2")),
         "{listing}"
     );
     let daemon = serve_by_wwid("kernel-alua", &wwid);
