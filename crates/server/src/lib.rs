@@ -23,11 +23,11 @@
 //!   export's [`ServerConfig::max_connections`] a new one takes the place
 //!   of the longest-idle connection to that export on its loop, or is
 //!   refused (see `src/acceptor.rs`).
-//! - Each loop (`src/event_loop.rs`) is one thread, pinned to its CPU, with its
+//! - Each loop (`src/event_loop/`) is one thread, pinned to its CPU, with its
 //!   own `mio` poller (epoll), its own connections and, per export it
 //!   serves, its own [`mpio_core::queue::Queue`] over the export's map:
 //!   loops share nothing on the I/O path.
-//! - The handshake (`src/handshake.rs`) and the judgement of each request
+//! - The handshake (`src/handshake/`) and the judgement of each request
 //!   (`src/request.rs`) are pure functions of bytes, fuzzed in `fuzz/`.
 //! - Buffers are bounded over the whole server: each connection's, and
 //!   all of them together by [`ServerConfig::max_buffered_bytes`]
