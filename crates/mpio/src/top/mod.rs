@@ -174,24 +174,37 @@ impl View<'_> {
     /// Moves the selection `by` maps in the shown order, wrapping.
     fn step(&mut self, rows: &[Row], by: isize) {
         let names = self.map_order(rows);
+        let at = self.selected_in(&names);
         if names.is_empty() {
             return;
         }
-        let at = self
-            .selected
-            .as_ref()
-            .and_then(|selected| names.iter().position(|name| name == selected))
-            .unwrap_or(0);
         let count = names.len() as isize;
         let to = (at as isize + by).rem_euclid(count) as usize;
         self.selected = Some(names[to].clone());
     }
 
+    /// Each map's total row and its paths' rows, in the shown order.
+    fn ordered_maps<'r>(&self, rows: &'r [Row]) -> Vec<(&'r Row, &'r [Row])> {
+        let mut maps: Vec<(&Row, &[Row])> = maps(rows).collect();
+        self.order.sort(&mut maps, |(total, _)| total);
+        maps
+    }
+
     /// The maps' names in the shown order.
     fn map_order(&self, rows: &[Row]) -> Vec<String> {
-        let mut totals: Vec<&Row> = maps(rows).map(|(total, _)| total).collect();
-        self.order.sort(&mut totals);
-        totals.into_iter().map(|total| total.map.clone()).collect()
+        self.ordered_maps(rows)
+            .into_iter()
+            .map(|(total, _)| total.map.clone())
+            .collect()
+    }
+
+    /// Where the selected map stands among `names` (the first when none
+    /// is selected or it is gone).
+    fn selected_in<T: AsRef<str>>(&self, names: &[T]) -> usize {
+        self.selected
+            .as_ref()
+            .and_then(|selected| names.iter().position(|name| name.as_ref() == selected))
+            .unwrap_or(0)
     }
 }
 

@@ -90,15 +90,21 @@ pub fn rows(before: &Sample, after: &Sample) -> Vec<Row> {
         .max(Duration::from_millis(1))
         .as_secs_f64();
     let mut rows = Vec::with_capacity(after.paths.len() * 2);
+    let mut index = 0;
     for map in after.paths.chunk_by(|one, next| one.map == next.map) {
         let mut map_buckets = [0u64; LATENCY_BUCKETS];
         let paths: Vec<Row> = map
             .iter()
             .map(|path| {
+                // The daemon lists paths in the same order each time: the
+                // same index finds a path unless a reload moved it.
+                let same = |old: &&PathCounters| old.map == path.map && old.name == path.name;
                 let earlier = before
                     .paths
-                    .iter()
-                    .find(|old| old.map == path.map && old.name == path.name);
+                    .get(index)
+                    .filter(same)
+                    .or_else(|| before.paths.iter().find(same));
+                index += 1;
                 let (row, buckets) = path_row(earlier, path, seconds);
                 for (into, count) in map_buckets.iter_mut().zip(buckets) {
                     *into += count;

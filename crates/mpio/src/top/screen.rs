@@ -4,7 +4,7 @@
 
 use super::sample::Row;
 use super::table::{map_cells, path_cells, MAP_HEADER, PATH_HEADER};
-use super::{maps, View};
+use super::View;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
@@ -21,13 +21,10 @@ const MAP_LINES: u16 = 8;
 
 /// Draws `rows` (`measured`: whether a whole interval lies behind them).
 pub fn draw(frame: &mut Frame<'_>, view: &View<'_>, rows: &[Row], measured: bool) {
-    let names = view.map_order(rows);
-    let selected = view
-        .selected
-        .as_ref()
-        .and_then(|selected| names.iter().position(|name| name == selected))
-        .unwrap_or(0);
-    let map_lines = (names.len() as u16 + 1).clamp(2, MAP_LINES);
+    let totals = view.ordered_maps(rows);
+    let names: Vec<&str> = totals.iter().map(|(total, _)| total.map.as_str()).collect();
+    let selected = view.selected_in(&names);
+    let map_lines = (totals.len() as u16 + 1).clamp(2, MAP_LINES);
     let [title, map_area, paths_title, path_area, keys] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(map_lines),
@@ -53,10 +50,6 @@ pub fn draw(frame: &mut Frame<'_>, view: &View<'_>, rows: &[Row], measured: bool
         title,
     );
 
-    let totals: Vec<(&Row, &[Row])> = names
-        .iter()
-        .filter_map(|name| maps(rows).find(|(total, _)| &total.map == name))
-        .collect();
     let map_rows = totals.iter().map(|(total, paths)| {
         let up = paths.iter().filter(|path| path.state == "active").count();
         TableRow::new(map_cells(total, up, paths.len()))
@@ -77,7 +70,7 @@ pub fn draw(frame: &mut Frame<'_>, view: &View<'_>, rows: &[Row], measured: bool
         paths_title,
     );
     let mut ordered: Vec<&Row> = paths.iter().collect();
-    view.order.sort(&mut ordered);
+    view.order.sort(&mut ordered, |path| path);
     let name_width = name_width(path_area.width, &PATH_WIDTHS);
     let path_rows = ordered.into_iter().map(|path| {
         let style = if path.state == "active" {

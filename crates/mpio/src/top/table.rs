@@ -101,16 +101,19 @@ impl Order {
         }
     }
 
-    /// Sorts `rows` by this order, the largest first (stable: ties keep
-    /// the daemon's order).
-    pub fn sort(self, rows: &mut [&Row]) {
-        let key = |row: &Row| match self {
-            Order::Listed => 0.0,
-            Order::Iops => row.iops,
-            Order::P99 => row.p99_us.unwrap_or(0.0),
-            Order::Errors => row.errors as f64,
+    /// Sorts `items` by this order of the row `row` gives for each, the
+    /// largest first (stable: ties keep the daemon's order).
+    pub fn sort<T>(self, items: &mut [T], row: impl Fn(&T) -> &Row) {
+        let key = |item: &T| {
+            let row = row(item);
+            match self {
+                Order::Listed => 0.0,
+                Order::Iops => row.iops,
+                Order::P99 => row.p99_us.unwrap_or(0.0),
+                Order::Errors => row.errors as f64,
+            }
         };
-        rows.sort_by(|a, b| key(b).total_cmp(&key(a)));
+        items.sort_by(|a, b| key(b).total_cmp(&key(a)));
     }
 }
 
