@@ -5,20 +5,13 @@
 //! second signal while a read holds the drain exits at once (143). A
 //! stdout nobody reads does not stop it.
 
+mod common;
+
+use common::{signal, Guard};
 use mpio_test_support::{wait_until, HANG_BOUND};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-
-/// A child process killed and reaped when dropped.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn serve_without_arguments_serves_the_demo_map_to_nbdinfo() {
@@ -107,16 +100,6 @@ fn serve(args: &[&str]) -> (Guard, String, Stderr) {
         }
     }
     (child, uri.expect("a URI line"), errors)
-}
-
-/// Sends `signal` (a `kill` name: TERM, INT) to `child`.
-fn signal(child: &Child, signal: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 /// Waits for `child` to exit (only a hang reaches [`HANG_BOUND`]); its

@@ -13,20 +13,13 @@
 //! (`$MPIO_CONFIG` standing in for `/etc/mpio/mpio.toml`). Every wait is
 //! a socket read bounded by `HANG_BOUND`.
 
+mod common;
+
+use common::{signal, Guard};
 use mpio_test_support::{TempDir, HANG_BOUND};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-
-/// A child process killed and reaped when dropped.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::{Command, Output, Stdio};
 
 /// The service manager's end of the notify socket.
 struct Manager {
@@ -129,16 +122,6 @@ fn stop(manager: &Manager, child: &mut Guard) {
     assert_eq!(field(&stopping, "STOPPING"), Some("1"), "{stopping:?}");
     let exit = child.0.wait().expect("mpio ends");
     assert!(exit.success(), "{exit:?}");
-}
-
-/// Sends `signal` (a `kill` name) to `child`.
-fn signal(child: &Child, signal: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(child.id().to_string())
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
 }
 
 /// Reads the `RELOADING=1` and the `READY=1` around a reload; returns the

@@ -6,21 +6,14 @@
 //! non-zero status when the daemon stops under it, and `mpio top` with
 //! no daemon says so and fails.
 
+mod common;
+
+use common::Guard;
 use mpio_test_support::{require, wait_until, NbdServer, TempDir, HANG_BOUND};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 const MPIO: &str = env!("CARGO_BIN_EXE_mpio");
-
-/// A child process killed and reaped when dropped.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// A tmux server of the test's own (its socket in the test's directory),
 /// killed when dropped.

@@ -1,6 +1,9 @@
-//! Running the `mpio` binary from a test, and reading what it printed.
+//! Running the `mpio` binary from a test, reading what it printed, and
+//! a guard that ends a child process with the test.
 
-use std::process::{Command, Output};
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+use std::process::{Child, Command, Output};
 
 /// The `mpio` binary under test: `$MPIO_BIN` where set (the kernel test
 /// VM runs the test binaries away from the build tree), else the one
@@ -25,4 +28,25 @@ pub fn stdout(output: &Output) -> String {
 /// What the run printed on stderr.
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A child process killed and reaped when dropped, so a failing test
+/// leaves no daemon behind.
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends `signal` (a name `kill` takes: `TERM`, `HUP`) to `child`.
+pub fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {}", child.id());
 }
