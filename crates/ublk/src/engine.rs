@@ -11,20 +11,23 @@
 //! over one whose server died: user recovery), sets its parameters, has
 //! every thread serve its queue of it (each answers once its fetches are
 //! with the kernel) and starts it; [`Engine::remove`] stops it, waits
-//! until every thread has let go of its queue, and deletes it. Dropping
-//! the engine stops the devices it still serves, then ends its threads.
+//! until every thread has let go of its queue, and deletes it;
+//! [`Engine::release`] leaves it, its I/O waiting, for the next server.
+//! Dropping the engine stops the devices it still serves (not those it
+//! released), then ends its threads.
 
 use crate::control::Control;
+use crate::keeper::{server_runs, ServerLock};
 use crate::params::{limits_of, params_for};
 use crate::placement::run_cpus;
 use crate::queue::SharedDevice;
-use crate::thread::{Request, Worker};
+use crate::thread::{Released, Request, Worker};
 use crate::uapi::{self, DevInfo};
 use crate::UblkError;
 use mpio_io_loop::{Heartbeat, HostedLoop};
 use mpio_transport::host::host_topology;
 use mpio_transport::limits::Limits;
-use mpio_transport::{lock, DeviceSlot};
+use mpio_transport::{clock::now_ns, lock, DeviceSlot};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -103,6 +106,8 @@ pub struct Engine {
     config: EngineConfig,
     /// The devices served, by number.
     served: Mutex<Vec<u32>>,
+    /// Held while the engine runs: no keeper removes a device meanwhile.
+    _server_lock: ServerLock,
 }
 
 impl Engine {
@@ -113,6 +118,7 @@ impl Engine {
     /// up (the error says what to change).
     pub fn start(config: EngineConfig) -> Result<Engine, UblkError> {
         let control = Control::open()?;
+        let server_lock = ServerLock::take()?;
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         let threads = if config.threads == 0 {
             cpus
@@ -141,6 +147,7 @@ impl Engine {
             control: Mutex::new(control),
             config,
             served: Mutex::new(Vec::new()),
+            _server_lock: server_lock,
         })
     }
 
@@ -215,7 +222,7 @@ impl Engine {
         .map_err(|reason| UblkError::Unservable { reason })?;
         let mut control = lock(&self.control);
         if let Some(id) = options.id {
-            match control.info(id) {
+            match settled_info(&mut control, id) {
                 Ok(info) if info.state == uapi::S_DEV_QUIESCED => {
                     return self.recover(&mut control, info, slot, known.as_ref());
                 }
@@ -370,11 +377,42 @@ impl Engine {
 
     /// Stops and deletes `device`: its disk goes (the block layer first
     /// waits for the requests it holds), its queues end, then the device.
+    /// The deletion waits until no one holds the disk open.
     ///
     /// # Errors
     /// The kernel refused a step, or the queues did not let go in time.
     pub fn remove(&self, device: UblkDevice) -> Result<(), UblkError> {
         let mut control = lock(&self.control);
+        let id = self.stop_device(&mut control, device)?;
+        control.delete(id)
+    }
+
+    /// As [`Engine::remove`], but returns once the disk is gone, without
+    /// waiting for those who hold it open to close it (their I/O fails):
+    /// a thread of its own deletes the device once they have, and its
+    /// number stays taken until then.
+    ///
+    /// # Errors
+    /// As [`Engine::remove`], but for the deletion, which is logged.
+    pub fn remove_under_holders(&self, device: UblkDevice) -> Result<(), UblkError> {
+        let id = self.stop_device(&mut lock(&self.control), device)?;
+        let delete = move || match Control::open().and_then(|mut control| control.delete(id)) {
+            Ok(()) => tracing::info!(
+                device = id,
+                "ublk device deleted: its last holder closed it"
+            ),
+            Err(error) => tracing::warn!(device = id, %error, "ublk device not deleted"),
+        };
+        std::thread::Builder::new()
+            .name(format!("mpio-ublk-del-{id}"))
+            .spawn(delete)
+            .map_err(|error| UblkError::system("spawning a ublk deletion thread", error))?;
+        Ok(())
+    }
+
+    /// Stops `device` (STOP_DEV) and waits until every queue let go of
+    /// it; returns its number.
+    fn stop_device(&self, control: &mut Control, device: UblkDevice) -> Result<u32, UblkError> {
         let id = device.id();
         lock(&self.served).retain(|served| *served != id);
         let stopped = control.stop(id);
@@ -389,8 +427,41 @@ impl Engine {
             std::thread::sleep(Duration::from_millis(1));
         }
         drop(device);
-        stopped?;
-        control.delete(id)
+        stopped.map(|()| id)
+    }
+
+    /// Leaves `device` to the next server instead of removing it: its
+    /// queues take no new request, answer what is at its paths (until
+    /// `bound` has passed), and the engine will not stop the device. Its
+    /// disk stays; once this process ends (it must, soon: the device's
+    /// I/O waits until it does) the kernel holds the unanswered requests
+    /// for the next server, which takes the device over as after a crash
+    /// (see [`Engine::add`]). Returns what was left behind, summed over
+    /// the queues.
+    ///
+    /// # Errors
+    /// A thread is gone or did not answer.
+    pub fn release(&self, device: UblkDevice, bound: Duration) -> Result<Released, UblkError> {
+        let id = device.id();
+        lock(&self.served).retain(|served| *served != id);
+        let deadline_ns = now_ns().saturating_add(bound.as_nanos() as u64);
+        let (answer, answers) = mpsc::channel();
+        for worker in &self.workers {
+            worker.send(Request::Release {
+                device: id,
+                deadline_ns,
+                answer: answer.clone(),
+            })?;
+        }
+        let mut left = Released::default();
+        for _ in &self.workers {
+            let released = answers
+                .recv_timeout(bound + DEVICE_WAIT)
+                .map_err(|_| UblkError::EngineStopped)?;
+            left.at_paths += released.at_paths;
+            left.waiting += released.waiting;
+        }
+        Ok(left)
     }
 }
 
@@ -409,6 +480,27 @@ impl Drop for Engine {
         for worker in &mut self.workers {
             worker.join();
         }
+    }
+}
+
+/// Device `id`'s description once the kernel has settled it: a live
+/// device whose server has ended is about to be quiesced (the kernel does
+/// that after the server's files close), so it is asked again until it
+/// is, for at most [`DEVICE_WAIT`].
+///
+/// # Errors
+/// As [`Control::info`].
+fn settled_info(control: &mut Control, id: u32) -> Result<DevInfo, UblkError> {
+    let deadline = Instant::now() + DEVICE_WAIT;
+    loop {
+        let info = control.info(id)?;
+        if info.state != uapi::S_DEV_LIVE
+            || server_runs(info.ublksrv_pid)
+            || Instant::now() >= deadline
+        {
+            return Ok(info);
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

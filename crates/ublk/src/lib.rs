@@ -28,6 +28,7 @@ mod control;
 mod engine;
 mod error;
 mod hosted;
+mod keeper;
 mod params;
 mod placement;
 mod queue;
@@ -37,4 +38,6 @@ mod uapi;
 
 pub use engine::{DeviceOptions, Engine, EngineConfig, UblkDevice};
 pub use error::UblkError;
+pub use keeper::{keep, Kept, LOCK_FILE};
+pub use thread::Released;
 pub use uapi::{CtrlCmd, DevInfo, IoCmd, IoDesc, ParamBasic, ParamDiscard, Params};

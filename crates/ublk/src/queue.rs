@@ -19,6 +19,17 @@
 //! device stopped: [`uapi::IO_RES_ABORT`]) ends the tag; when every tag
 //! has ended the queue is dropped, closing its share of the char device.
 //!
+//! # Release
+//! A released queue ([`ServedQueue::release`]) takes no new request: a
+//! request that arrives (or a write whose data arrives) stays with the
+//! kernel unanswered, and so does one the map had no room for. What is
+//! at the map goes on, and its answers are committed. Once nothing is at
+//! a path the queue is [`ServedQueue::settled`]: what the map still holds
+//! waits for a path and never reached one, so when this server ends the
+//! kernel can give every unanswered request to the next one
+//! ([`uapi::F_USER_RECOVERY_REISSUE`]) without a stale copy of a write
+//! still on its way to the storage.
+//!
 //! # Memory
 //! The kernel is given a buffer's address only for a request of that
 //! buffer's size (a write's at NEED_GET_DATA, a read's at its commit),
@@ -78,6 +89,8 @@ pub(crate) struct ServedQueue {
     finished: Vec<u16>,
     map_queue: DeviceQueue,
     live_tags: usize,
+    /// Takes no new request (see Release in the module docs).
+    released: bool,
 }
 
 // SAFETY: the descriptor mapping is owned by this queue alone (it unmaps
@@ -155,6 +168,7 @@ impl ServedQueue {
             finished: Vec::with_capacity(depth),
             map_queue,
             live_tags: depth,
+            released: false,
             device,
         })
     }
@@ -209,6 +223,10 @@ impl ServedQueue {
             if std::mem::replace(&mut self.tags[index].live, false) {
                 self.live_tags -= 1;
             }
+            return;
+        }
+        if self.released {
+            // The kernel gives the request to the next server.
             return;
         }
         // SAFETY: `index < depth`, inside the mapping; the kernel wrote
@@ -326,6 +344,30 @@ impl ServedQueue {
     /// does, for its paths' completions or the thread's bounded rest.
     pub(crate) fn rest(&mut self) -> Rest {
         self.map_queue.rest()
+    }
+
+    /// The device this queue serves.
+    pub(crate) fn device_id(&self) -> u32 {
+        self.device.id
+    }
+
+    /// Takes no new request from now on; requests the map had no room
+    /// for are left to the kernel (see Release in the module docs).
+    pub(crate) fn release(&mut self) {
+        self.released = true;
+        self.backlog.clear();
+    }
+
+    /// Requests at a path (sent, or taken back by a timeout the path has
+    /// not answered), and requests the map holds waiting for a path.
+    pub(crate) fn at_paths_and_waiting(&self) -> (usize, usize) {
+        let waiting = self.map_queue.waiting_for_path();
+        (self.map_queue.in_flight() - waiting, waiting)
+    }
+
+    /// Released, nothing at a path, and every answer handed to the ring.
+    pub(crate) fn settled(&self) -> bool {
+        self.released && self.finished.is_empty() && self.at_paths_and_waiting().0 == 0
     }
 
     /// Every tag has ended and nothing is at the map: the queue can go.

@@ -20,6 +20,14 @@
 //! committed, which also fetches the tag's next one), and takes a turn of
 //! the hosted loop when it is due.
 //!
+//! # Release
+//! A [`Request::Release`] puts the thread's queue of that device in
+//! release (`queue.rs`): it takes no new request and answers what is at
+//! its paths. Each turn after its poll the thread answers every release
+//! whose queue holds nothing at a path, once the last commits are
+//! submitted, or whose deadline has passed; while a release is pending
+//! it never sleeps past [`mpio_io_loop::REST_BOUND`].
+//!
 //! # Failure
 //! A thread that cannot go on panics, and a panicking thread aborts the
 //! daemon (the binary's panic policy): a half-served device would hang
@@ -30,7 +38,7 @@ use crate::queue::{slot_and_tag, ServedQueue, SharedDevice};
 use crate::ring::{Ring, HOSTED, WAKER};
 use crate::UblkError;
 use core_affinity::CoreId;
-use mpio_io_loop::{Heartbeat, HostedLoop, Pace, Rest, Wait};
+use mpio_io_loop::{Heartbeat, HostedLoop, Pace, Rest, Wait, REST_BOUND};
 use mpio_transport::{clock::now_ns, waking_device_queue, DeviceSlot};
 use std::fs::File;
 use std::io::Write;
@@ -48,10 +56,37 @@ pub(crate) enum Request {
         slot: Arc<DeviceSlot>,
         answer: Sender<Result<(), String>>,
     },
+    /// Release this thread's queue of device `device` (see Release in
+    /// `queue.rs`); answer once nothing of it is at a path, or at
+    /// `deadline_ns` with what still is.
+    Release {
+        device: u32,
+        deadline_ns: u64,
+        answer: Sender<Released>,
+    },
     /// Run this loop beside the devices' queues.
     Host(Box<dyn HostedLoop>),
     /// End now.
     Stop,
+}
+
+/// What one thread's queue of a released device left behind: requests
+/// still at a path when the release's deadline came, and requests the
+/// map held waiting for a path (never sent; the kernel gives them to the
+/// next server).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Released {
+    /// Requests a path had not answered by the deadline.
+    pub at_paths: usize,
+    /// Requests that waited for a path and never reached one.
+    pub waiting: usize,
+}
+
+/// A release not yet answered.
+struct PendingRelease {
+    device: u32,
+    deadline_ns: u64,
+    answer: Sender<Released>,
 }
 
 /// One I/O thread as the engine sees it.
@@ -89,6 +124,7 @@ impl Worker {
             ring,
             requests: receiver,
             served: Vec::new(),
+            releases: Vec::new(),
             hosted: None,
         };
         let handle = std::thread::Builder::new()
@@ -154,6 +190,8 @@ struct Thread {
     /// The queues it serves, by slot (the high bits of a command's user
     /// data); a finished queue leaves its slot empty for the next.
     served: Vec<Option<ServedQueue>>,
+    /// Releases asked for and not yet answered.
+    releases: Vec<PendingRelease>,
     /// The loop it runs beside them, if it hosts one.
     hosted: Option<Hosted>,
     /// Beaten once per turn; marked idle before a wait only a command
@@ -218,6 +256,9 @@ impl Thread {
             let reaped = self.reap(now, &mut counts);
             let stop = reaped.woken && self.take_requests();
             let answered = self.poll_queues(now);
+            if !self.releases.is_empty() {
+                self.answer_releases(now);
+            }
             if reaped.hosted_ready || hosted_due.is_some_and(|due| now >= due) {
                 hosted::step(&mut self.hosted, reaped.hosted_ready);
             }
@@ -243,6 +284,8 @@ impl Thread {
         }
         if !self.served.iter().flatten().any(ServedQueue::is_busy) {
             counts.idle += 1;
+            // A release waiting on its answers' submission turns again.
+            let hint = hint.or_else(|| (!self.releases.is_empty()).then_some(REST_BOUND));
             return match hint {
                 Some(hint) => self.ring.wait_at_most(hint),
                 None => {
@@ -317,6 +360,22 @@ impl Thread {
         while let Ok(request) = self.requests.try_recv() {
             match request {
                 Request::Stop => stop = true,
+                Request::Release {
+                    device,
+                    deadline_ns,
+                    answer,
+                } => {
+                    for served in self.served.iter_mut().flatten() {
+                        if served.device_id() == device {
+                            served.release();
+                        }
+                    }
+                    self.releases.push(PendingRelease {
+                        device,
+                        deadline_ns,
+                        answer,
+                    });
+                }
                 Request::Host(hosted_loop) => self.hosted = Some(Hosted::new(hosted_loop)),
                 Request::Serve {
                     device,
@@ -343,6 +402,52 @@ impl Thread {
             }
         }
         answered
+    }
+
+    /// Answers each release whose queue settled (its answers first
+    /// handed to the kernel) or whose deadline came at `now`.
+    fn answer_releases(&mut self, now: u64) {
+        let queue_of = |served: &[Option<ServedQueue>], device: u32| {
+            served
+                .iter()
+                .flatten()
+                .find(|served| served.device_id() == device)
+                .map(|served| (served.settled(), served.at_paths_and_waiting()))
+        };
+        let due =
+            self.releases
+                .iter()
+                .any(|release| match queue_of(&self.served, release.device) {
+                    Some((settled, _)) => settled || now >= release.deadline_ns,
+                    None => true,
+                });
+        if !due {
+            return;
+        }
+        // The commits of the last answers reach the kernel before the
+        // release is answered: the process may end right after.
+        loop {
+            match self.ring.submit() {
+                Ok(_) => break,
+                Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
+                // The completion queue is full: the next turn reaps it
+                // and submits again.
+                Err(error) if error.raw_os_error() == Some(libc::EBUSY) => return,
+                Err(error) => panic!("ublk thread: io_uring_enter failed: {error}"),
+            }
+        }
+        let served = &self.served;
+        self.releases.retain(|release| {
+            // A queue gone has had all its tags end (the device was
+            // stopped): nothing is left at all.
+            let (settled, (at_paths, waiting)) =
+                queue_of(served, release.device).unwrap_or((true, (0, 0)));
+            if !settled && now < release.deadline_ns {
+                return true;
+            }
+            let _ = release.answer.send(Released { at_paths, waiting });
+            false
+        });
     }
 
     /// Starts serving this thread's queue of `device`: maps its

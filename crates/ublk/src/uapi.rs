@@ -30,6 +30,8 @@ pub(crate) const CMD_END_USER_RECOVERY: u8 = 0x11;
 
 /// Device state (`ublksrv_ctrl_dev_info::state`): no disk.
 pub(crate) const S_DEV_DEAD: u16 = 0;
+/// Served: its disk takes I/O.
+pub(crate) const S_DEV_LIVE: u16 = 1;
 /// Its server died; its requests wait for a new one (user recovery).
 pub(crate) const S_DEV_QUIESCED: u16 = 2;
 
