@@ -13,6 +13,8 @@
 //! - [`clients`]: the accepting thread both servers share, a thread per client.
 //! - `devices`: block-device paths kept current (access states, maps by
 //!   WWID found again) every round.
+//! - `holders`: who holds a block device open (mounts, swap, stacked
+//!   devices, processes), so that a map in use is not removed.
 
 #![warn(unreachable_pub)]
 
@@ -23,6 +25,7 @@ pub mod daemon;
 mod deadline;
 mod devices;
 pub mod fail_fast;
+mod holders;
 pub mod metrics;
 mod notify;
 pub mod running;

@@ -3,6 +3,7 @@
 //! owns these; the read verbs ([`crate::view`]) show them.
 
 use crate::config::MapConfig;
+use crate::config::UblkNumber;
 use mpio_core::checker::PathCheck;
 use mpio_core::map::Map;
 use mpio_server::Server;
@@ -31,6 +32,8 @@ pub struct RunningMap {
 pub struct RunningUblk {
     /// The export's name.
     pub export: String,
+    /// The device number the config asked for.
+    pub number: UblkNumber,
     /// Refuses writes (no flush at shutdown).
     pub read_only: bool,
     /// The device.

@@ -2,16 +2,28 @@
 //! for every ublk device of every map, started with the first one, so
 //! the thread count does not grow with the maps.
 //!
+//! # Stop
+//! At a stop a device is released for the next daemon (a numbered one,
+//! when the config keeps devices: no flush, the next daemon serves the
+//! filesystem's) or removed and the map flushed. A removal waits for the
+//! device's deletion only when no one holds it open (it claims the
+//! device first, `crate::holders`); a held device's disk goes at once
+//! and it is deleted once its holders close it, so a mounted filesystem
+//! never hangs a stop.
+//!
 //! # Errors
 //! A device that cannot be made (no `ublk_drv`, not root, its number
 //! taken) is logged with what to do, and the daemon goes on serving its
 //! other exports.
 
-use crate::config::UblkNumber;
+use crate::config::{UblkNumber, UblkOnStop};
+use crate::holders::Claim;
+use crate::running::RunningUblk;
 use mpio_server::{flush_map, Engine as NbdEngine, EngineConfig as NbdEngineConfig, FlushOutcome};
 use mpio_transport::{lock, DeviceSlot};
-use mpio_ublk::{DeviceOptions, Engine, EngineConfig, UblkDevice, UblkError};
+use mpio_ublk::{DeviceOptions, Engine, EngineConfig, Released, UblkDevice, UblkError};
 use std::fmt;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,39 +33,99 @@ pub struct UblkExports {
     engine: Mutex<Option<Engine>>,
 }
 
-/// What removing one ublk device at shutdown did.
+/// What one ublk device's stop did.
 #[derive(Clone, Debug)]
 pub struct UblkShutdown {
-    /// The device, `/dev/ublkbN`.
-    pub device: String,
-    /// Why removal failed, if it did.
-    pub removal_error: Option<String>,
-    /// The flush sent through the map once the disk was gone.
-    pub flush: FlushOutcome,
+    /// The device's number N (`/dev/ublkbN`).
+    pub number: u32,
+    /// Removed, kept for the next daemon, or neither.
+    pub outcome: UblkOutcome,
+    /// The flush sent through the map once the device was removed
+    /// (`None`: kept, its flushes go to the next daemon).
+    pub flush: Option<FlushOutcome>,
     /// How long it took.
     pub elapsed: Duration,
 }
 
+/// What became of a ublk device at a stop.
+#[derive(Clone, Debug)]
+pub enum UblkOutcome {
+    /// Removed once the block layer had its answers (`why` says why, if
+    /// the daemon was asked to keep its devices).
+    Removed {
+        /// What to know of its removal: held by someone, or numbered
+        /// by the kernel although devices are kept.
+        why: Option<String>,
+    },
+    /// Left for the next daemon, its I/O waiting in the kernel for at
+    /// most `timeout` (see [`mpio_ublk::Engine::release`]).
+    Kept {
+        /// How long its I/O may wait for the next daemon.
+        timeout: Duration,
+        /// What its queues left behind.
+        released: Released,
+    },
+    /// Could not be removed or released; why.
+    Failed(String),
+}
+
 impl UblkShutdown {
-    /// Removed, and flushed (or read-only).
+    /// Removed and flushed (or read-only), or kept with nothing left at
+    /// a path.
     pub fn is_clean(&self) -> bool {
-        self.removal_error.is_none()
-            && matches!(self.flush, FlushOutcome::Done | FlushOutcome::ReadOnly)
+        let outcome = match &self.outcome {
+            UblkOutcome::Removed { .. } => true,
+            UblkOutcome::Kept { released, .. } => released.at_paths == 0,
+            UblkOutcome::Failed(_) => false,
+        };
+        outcome
+            && matches!(
+                self.flush,
+                None | Some(FlushOutcome::Done | FlushOutcome::ReadOnly)
+            )
+    }
+
+    /// How long the device's I/O waits for the next daemon, if it was
+    /// kept.
+    pub fn kept_for(&self) -> Option<Duration> {
+        match self.outcome {
+            UblkOutcome::Kept { timeout, .. } => Some(timeout),
+            _ => None,
+        }
     }
 }
 
 impl fmt::Display for UblkShutdown {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.removal_error {
-            None => write!(formatter, "{} removed", self.device)?,
-            Some(error) => write!(formatter, "{} not removed: {error}", self.device)?,
+        let device = format!("/dev/ublkb{}", self.number);
+        match &self.outcome {
+            UblkOutcome::Removed { why: None } => write!(formatter, "{device} removed")?,
+            UblkOutcome::Removed { why: Some(why) } => {
+                write!(formatter, "{device} removed ({why})")?;
+            }
+            UblkOutcome::Kept { timeout, released } => {
+                write!(
+                    formatter,
+                    "{device} kept for the next daemon (its I/O waits up to {} ms, then fails); \
+                     {} request(s) waiting for a path handed on",
+                    timeout.as_millis(),
+                    released.waiting
+                )?;
+                if released.at_paths > 0 {
+                    write!(
+                        formatter,
+                        ", {} still at a path left to the kernel",
+                        released.at_paths
+                    )?;
+                }
+            }
+            UblkOutcome::Failed(error) => write!(formatter, "{device} not removed: {error}")?,
         }
-        write!(
-            formatter,
-            " in {} ms, {}",
-            self.elapsed.as_millis(),
-            self.flush
-        )
+        write!(formatter, " in {} ms", self.elapsed.as_millis())?;
+        match &self.flush {
+            Some(flush) => write!(formatter, ", {flush}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -128,31 +200,88 @@ impl UblkExports {
         )
     }
 
-    /// Removes `device` (the block layer first waits for the requests
-    /// it holds), then flushes the map it served, within `deadline`.
-    pub fn remove(
+    /// Stops `ublk` (a device of the map `slot` serves) as `on_stop`
+    /// says, within `deadline`: releases it for the next daemon, or
+    /// removes it (see [`remove_device`]; `claim`: the device, claimed
+    /// by the caller); then flushes the map.
+    pub(crate) fn stop(
         &self,
-        device: UblkDevice,
+        ublk: RunningUblk,
         slot: &Arc<DeviceSlot>,
-        read_only: bool,
+        on_stop: UblkOnStop,
         deadline: Duration,
+        claim: Option<Claim>,
     ) -> UblkShutdown {
         let started = Instant::now();
-        let path = device.path();
-        let removal_error = match lock(&self.engine).as_ref() {
-            Some(engine) => engine.remove(device).err().map(|error| error.to_string()),
-            None => Some("the ublk engine is gone".into()),
+        let id = ublk.device.id();
+        let outcome = match lock(&self.engine).as_ref() {
+            None => UblkOutcome::Failed("the ublk engine is gone".into()),
+            Some(engine) => match (on_stop, ublk.number) {
+                (UblkOnStop::Keep { timeout }, UblkNumber::Fixed(_)) => {
+                    match engine.release(ublk.device, deadline) {
+                        Ok(released) => UblkOutcome::Kept { timeout, released },
+                        Err(error) => UblkOutcome::Failed(error.to_string()),
+                    }
+                }
+                (on_stop, _) => match remove_device(engine, ublk.device, claim) {
+                    Ok(held) => {
+                        let unnumbered = matches!(on_stop, UblkOnStop::Keep { .. }).then(|| {
+                            "the kernel chose its number, so no daemon could find it again: \
+                             give `ublk = N` to keep a device across restarts"
+                                .to_string()
+                        });
+                        UblkOutcome::Removed {
+                            why: held.or(unnumbered),
+                        }
+                    }
+                    Err(error) => UblkOutcome::Failed(error.to_string()),
+                },
+            },
         };
-        let flush = if read_only {
-            FlushOutcome::ReadOnly
-        } else {
-            flush_map(slot, started + deadline)
+        // A kept device's flushes reach the next daemon, over the same
+        // paths; one now would wait out an outage for nothing.
+        let flush = match (&outcome, ublk.read_only) {
+            (UblkOutcome::Kept { .. }, _) => None,
+            (_, true) => Some(FlushOutcome::ReadOnly),
+            (_, false) => Some(flush_map(slot, started + deadline)),
         };
         UblkShutdown {
-            device: path,
-            removal_error,
+            number: id,
+            outcome,
             flush,
             elapsed: started.elapsed(),
         }
+    }
+
+    /// Removes `device` at once, without a flush: for a daemon whose start
+    /// failed, or that is dropped.
+    pub(crate) fn remove(&self, device: UblkDevice) -> Result<(), UblkError> {
+        match lock(&self.engine).as_ref() {
+            Some(engine) => remove_device(engine, device, None).map(drop),
+            None => Err(UblkError::EngineStopped),
+        }
+    }
+}
+
+/// Removes `device`. Claimed (by `claim`, else here), no one holds it
+/// and the removal waits for its deletion; held, its disk goes at once
+/// (its holders' I/O fails) and it is deleted once they close it, which
+/// is returned as what happened.
+fn remove_device(
+    engine: &Engine,
+    device: UblkDevice,
+    claim: Option<Claim>,
+) -> Result<Option<String>, UblkError> {
+    let claim = claim
+        .ok_or(())
+        .or_else(|()| Claim::take(Path::new(&device.path())));
+    match claim {
+        Ok(_claim) => engine.remove(device).map(|()| None),
+        Err(holders) => engine.remove_under_holders(device).map(|()| {
+            Some(format!(
+                "held: {}; their I/O fails, and its number is free once they close it",
+                holders.join("; ")
+            ))
+        }),
     }
 }

@@ -1,7 +1,7 @@
 //! The verbs that steer a running daemon through its control socket:
 //! `status`, `table MAP`, `show topology`, `show paths`, `message`,
 //! `reload` (a map's new table, or without arguments the daemon's config
-//! file read again). Each sends one request and prints the answer: text by
+//! file read again), `remove`. Each sends one request and prints the answer: text by
 //! default, the same facts as JSON with `--json`.
 
 use mpio_daemon::control::client;
@@ -81,6 +81,31 @@ pub struct ReloadArgs {
     json: bool,
     #[command(flatten)]
     control: ControlArgs,
+}
+
+/// Arguments of `mpio remove`.
+#[derive(Debug, clap::Args)]
+pub struct RemoveArgs {
+    /// The map.
+    map: String,
+    /// Remove its block devices even while they are mounted or open:
+    /// their holders' I/O then fails.
+    #[arg(long)]
+    force: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    control: ControlArgs,
+}
+
+/// `mpio remove MAP [--force]`.
+pub fn remove(args: &RemoveArgs) -> Result<(), String> {
+    let request = Request::Remove {
+        map: args.map.clone(),
+        force: args.force,
+    };
+    run(&args.control, &request, args.json)
 }
 
 /// `mpio status [MAP]`.

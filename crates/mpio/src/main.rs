@@ -17,6 +17,7 @@ mod control_cmd;
 mod discover_cmd;
 mod generate_cmd;
 mod import_cmd;
+mod keeper_cmd;
 mod serve_cmd;
 mod signals;
 mod sim_cmd;
@@ -52,6 +53,10 @@ enum Command {
     /// pausing or losing I/O; without arguments, have the daemon read its
     /// config file again (maps added, removed and changed).
     Reload(control_cmd::ReloadArgs),
+    /// Take a map out of the daemon (`multipath -f`): its exports
+    /// drained, its block devices removed; refused while a device is
+    /// mounted or open, naming who holds it, unless --force.
+    Remove(control_cmd::RemoveArgs),
     /// Run a fio-like load against a map (default: 8 null paths, round-robin) or the raw path.
     Bench(bench::BenchArgs),
     /// Deterministic simulation of failover: run seeds, or replay one.
@@ -69,6 +74,10 @@ enum Command {
     /// Print a multipath.conf as an mpio config, listing what does not
     /// carry over.
     ImportMultipathConf(import_cmd::ImportArgs),
+    /// Started by `mpio serve` as it stops with ublk devices kept: bounds
+    /// how long their I/O waits for the next daemon.
+    #[command(hide = true)]
+    UblkKeeper(keeper_cmd::KeeperArgs),
 }
 
 fn main() -> ExitCode {
@@ -81,11 +90,13 @@ fn main() -> ExitCode {
         Command::Show(command) => control_cmd::show(command),
         Command::Message(args) => control_cmd::message(args),
         Command::Reload(args) => control_cmd::reload(args),
+        Command::Remove(args) => control_cmd::remove(args),
         Command::Sim(args) => sim_cmd::main(args),
         Command::Discover(args) => discover_cmd::main(args),
         Command::Generate(args) => generate_cmd::main(args, Cli::command()),
         Command::Top(args) => top::main(args),
         Command::ImportMultipathConf(args) => import_cmd::main(args),
+        Command::UblkKeeper(args) => keeper_cmd::main(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,8 +24,11 @@ use crate::signals::Asked;
 use mpio_core::checker::CheckerOptions;
 use mpio_core::map::MapOptions;
 use mpio_core::table::Table;
-use mpio_daemon::config::{DaemonConfig, ExportConfig, MapConfig, NoPathRetry, UblkNumber};
-use mpio_daemon::daemon::{Daemon, ServerSettings};
+use mpio_daemon::config::{
+    DaemonConfig, ExportConfig, MapConfig, NoPathRetry, UblkNumber, UblkOnStop,
+    DEFAULT_KEEP_TIMEOUT_MS, MAX_KEEP_TIMEOUT_MS,
+};
+use mpio_daemon::daemon::{Daemon, ExportReport, ExportShutdown, ServerSettings};
 use mpio_server::ServerConfig;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -49,7 +52,7 @@ pub struct ServeArgs {
     /// /etc/mpio/mpio.toml, if that file exists and no such flag is
     /// given; else the demo map). SIGHUP or
     /// `mpio reload` reads it again.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["socket", "tcp", "table", "read_only", "name", "map", "metrics"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["socket", "tcp", "table", "read_only", "name", "map", "metrics", "ublk_on_stop", "ublk_keep_timeout_ms"])]
     config: Option<PathBuf>,
     /// The control socket (default: the config's, else $MPIO_CONTROL,
     /// else /run/mpio/control.sock for root, else
@@ -86,6 +89,17 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", num_args = 0..=1)]
     #[allow(clippy::option_option)] // absent, --ublk, or --ublk N
     ublk: Option<Option<u32>>,
+    /// At SIGTERM or SIGINT, keep the ublk device (--ublk N) with its
+    /// I/O waiting for the next daemon, which takes it over, or remove
+    /// it (a config's `[ublk] on_stop`). A device numbered by the
+    /// kernel is always removed.
+    #[arg(long, value_enum, value_name = "WHAT", default_value = "keep")]
+    ublk_on_stop: OnStop,
+    /// How long (ms) a kept device's I/O waits for the next daemon;
+    /// then the device is removed and that I/O fails.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_KEEP_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_KEEP_TIMEOUT_MS))]
+    ublk_keep_timeout_ms: u64,
     /// Refuse writes.
     #[arg(long)]
     read_only: bool,
@@ -115,6 +129,15 @@ pub struct ServeArgs {
     /// flight and the final flush before giving up on them.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     shutdown_timeout: f64,
+}
+
+/// `--ublk-on-stop`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum OnStop {
+    /// The device waits for the next daemon.
+    Keep,
+    /// The device is removed.
+    Remove,
 }
 
 /// Runs `mpio serve` until a signal; then shuts down cleanly (see the
@@ -166,6 +189,7 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         "{signal}: shutting down, up to {shutdown_timeout:?} (a second signal exits at once)"
     );
     let reports = daemon.shutdown(shutdown_timeout);
+    keep_released_devices(&reports);
     let mut clean = true;
     for export in &reports {
         let (map, name, report) = (&export.map, &export.export, &export.report);
@@ -180,6 +204,36 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         Ok(())
     } else {
         Err("the shutdown abandoned work (see the reports above)".into())
+    }
+}
+
+/// Starts the keeper of the ublk devices the shutdown kept, if any
+/// (`keeper_cmd`): their I/O waits in the kernel for the next daemon,
+/// and the keeper bounds that wait.
+fn keep_released_devices(reports: &[ExportShutdown]) {
+    let kept: Vec<(u32, Duration)> = reports
+        .iter()
+        .filter_map(|export| match &export.report {
+            ExportReport::Ublk(report) => report.kept_for().map(|timeout| (report.number, timeout)),
+            ExportReport::Nbd(_) => None,
+        })
+        .collect();
+    let Some(timeout) = kept.iter().map(|&(_, timeout)| timeout).max() else {
+        return;
+    };
+    let devices: Vec<u32> = kept.iter().map(|&(id, _)| id).collect();
+    match crate::keeper_cmd::spawn(&devices, timeout) {
+        Ok(pid) => tracing::info!(
+            ?devices,
+            keeper = pid,
+            "ublk devices kept for the next daemon: their I/O fails if none takes them over within {} ms",
+            timeout.as_millis()
+        ),
+        Err(error) => tracing::error!(
+            ?devices,
+            %error,
+            "ublk devices kept, but no keeper started: their I/O waits until a daemon takes them over"
+        ),
     }
 }
 
@@ -228,6 +282,12 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
         control_socket: None,
         metrics: args.metrics,
         blacklist: Default::default(),
+        ublk_on_stop: match args.ublk_on_stop {
+            OnStop::Keep => UblkOnStop::Keep {
+                timeout: Duration::from_millis(args.ublk_keep_timeout_ms),
+            },
+            OnStop::Remove => UblkOnStop::Remove,
+        },
         maps: vec![MapConfig {
             name: args.map.clone(),
             wwid: None,

@@ -386,6 +386,30 @@ fn a_config_names_the_paths_and_reloads_from_a_config_add_them() {
 }
 
 #[test]
+fn remove_drains_a_map_s_export_and_takes_the_map_out() {
+    let dir = daemon::test_dir("remove");
+    let file = dir.join("two.toml");
+    let second = config(&dir, &["c"], "round-robin")
+        .replace("name = \"m\"", "name = \"n\"")
+        .replace("nbd.sock", "second.sock");
+    std::fs::write(&file, config(&dir, &["a", "b"], "round-robin") + &second).unwrap();
+    let daemon = Daemon::start(dir.clone(), &["--config", file.to_str().unwrap()]);
+    assert!(dir.join("second.sock").exists());
+    let answer = daemon.ok(&["remove", "n"]);
+    assert!(answer.starts_with("removed n\n  export n: "), "{answer}");
+    assert!(
+        !dir.join("second.sock").exists(),
+        "the export's socket stays"
+    );
+    let json = daemon.json(&["remove", "m"]);
+    assert_eq!(json["removed"], "m", "{json}");
+    let error = daemon.error(&["remove", "m"]);
+    assert!(error.contains("no map named \"m\" (maps: )"), "{error}");
+    let error = daemon.error(&["status", "n"]);
+    assert!(error.contains("no map named \"n\""), "{error}");
+}
+
+#[test]
 fn a_bad_config_stops_the_daemon_with_the_line_and_key() {
     let dir = daemon::test_dir("bad-config");
     let file = dir.join("mpio.toml");

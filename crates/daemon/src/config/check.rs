@@ -70,6 +70,7 @@ pub(super) fn check(text: &str, found: &dyn PathSource) -> Result<DaemonConfig, 
         Some(defaults) => Settings::check(&source, defaults.into_inner(), "defaults")?,
         None => Settings::default(),
     };
+    let ublk_on_stop = super::ublk_stop::check(&source, raw.ublk.as_ref())?;
     let blacklist = wwid::blacklist(
         &source,
         raw.blacklist.as_ref(),
@@ -135,6 +136,7 @@ pub(super) fn check(text: &str, found: &dyn PathSource) -> Result<DaemonConfig, 
         metrics,
         maps,
         blacklist,
+        ublk_on_stop,
     })
 }
 

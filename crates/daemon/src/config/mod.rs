@@ -123,6 +123,7 @@ mod raw;
 mod settings;
 #[cfg(test)]
 mod tests;
+mod ublk_stop;
 pub mod wwid;
 #[cfg(test)]
 mod wwid_tests;
@@ -135,6 +136,7 @@ pub use settings::{
     DEFAULT_SELECTOR, MAX_ATTEMPTS, MAX_CHECKER_INTERVAL_MS, MAX_MARGINAL_FAILURES,
     MAX_NO_PATH_RETRY, MAX_TIMEOUT_MS,
 };
+pub use ublk_stop::{UblkOnStop, DEFAULT_KEEP_TIMEOUT_MS, MAX_KEEP_TIMEOUT_MS};
 
 use mpio_core::checker::CheckerOptions;
 use mpio_core::map::MapOptions;
@@ -155,6 +157,8 @@ pub struct DaemonConfig {
     /// Devices that are never paths of a map by WWID (`[blacklist]` over
     /// the built-in list, less what `[blacklist_exceptions]` takes back).
     pub blacklist: mpio_transport::blockdev::blacklist::Blacklist,
+    /// What a clean stop does with the ublk devices (`[ublk]`).
+    pub ublk_on_stop: UblkOnStop,
 }
 
 /// What happens to I/O when a map has no usable path (multipath.conf's

@@ -17,8 +17,17 @@ pub(super) struct RawConfig {
     pub defaults: Option<Spanned<RawSettings>>,
     pub blacklist: Option<Spanned<RawBlacklist>>,
     pub blacklist_exceptions: Option<Spanned<RawBlacklist>>,
+    pub ublk: Option<Spanned<RawUblkStop>>,
     #[serde(default)]
     pub map: Vec<Spanned<RawMap>>,
+}
+
+/// `[ublk]`: what a clean stop does with the ublk devices.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUblkStop {
+    pub on_stop: Option<Spanned<String>>,
+    pub keep_timeout_ms: Option<Spanned<i64>>,
 }
 
 /// `[blacklist]`: patterns of devices that are never paths of a map by

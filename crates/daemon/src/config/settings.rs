@@ -448,7 +448,7 @@ pub(super) fn integer(
 }
 
 /// A time in ms in `min..=max`, with the bounds said in words.
-fn milliseconds(
+pub(super) fn milliseconds(
     source: &Source<'_>,
     value: &Spanned<i64>,
     key: String,

@@ -255,6 +255,27 @@ fn exports_are_read() {
 }
 
 #[test]
+fn ublk_devices_are_kept_at_a_stop_unless_the_config_says_remove() {
+    let two_minutes = UblkOnStop::Keep {
+        timeout: std::time::Duration::from_millis(DEFAULT_KEEP_TIMEOUT_MS),
+    };
+    assert_eq!(parse(&three_paths("")).ublk_on_stop, two_minutes);
+    assert_eq!(
+        parse(&("[ublk]\n".to_string() + &three_paths(""))).ublk_on_stop,
+        two_minutes
+    );
+    let text = "[ublk]\nkeep_timeout_ms = 5000\n".to_string() + &three_paths("");
+    assert_eq!(
+        parse(&text).ublk_on_stop,
+        UblkOnStop::Keep {
+            timeout: std::time::Duration::from_secs(5)
+        }
+    );
+    let text = "[ublk]\non_stop = \"remove\"\n".to_string() + &three_paths("");
+    assert_eq!(parse(&text).ublk_on_stop, UblkOnStop::Remove);
+}
+
+#[test]
 fn a_ublk_number_is_in_range_and_one_export_s() {
     let error = refused(&(three_paths("") + "[[map.export]]\nublk = -1\n")).to_string();
     assert!(error.contains("a ublk device number is 0 to"), "{error}");
@@ -342,6 +363,10 @@ fn every_refusal_names_its_line_and_key() {
         case("control_socket = \"run/x.sock\"\n", 1, "control_socket", "absolute path"),
         case("[metrics]\nlisten = \"0.0.0.0:9642\"\n", 2, "metrics: listen", "loopback"),
         case("[metrics]\nlisten = \"localhost:9642\"\n", 2, "metrics: listen", "IP address and port"),
+        case("[ublk]\non_stop = \"stay\"\n", 2, "ublk: on_stop", "expected \"keep\""),
+        case("[ublk]\nkeep_timeout_ms = 0\n", 2, "ublk: keep_timeout_ms", "expected 1 to 86400000 ms"),
+        case("[ublk]\non_stop = \"remove\"\nkeep_timeout_ms = 5\n", 3, "ublk: keep_timeout_ms", "goes with on_stop = \"keep\""),
+        case("[ublk]\nlinger = 1\n", 2, "ublk: linger", "unknown field"),
         // Names.
         case(three_paths("") + &three_paths(""), 18, "map \"m\": name", "second map of this name (the first is at line 2)"),
         case(three_paths("").replace("name = \"m\"", "name = \"my map\""), 2, "map: name", "a name is"),

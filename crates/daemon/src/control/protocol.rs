@@ -59,6 +59,14 @@ pub enum Request {
     /// Read the daemon's config file again and make the maps match it:
     /// maps added, removed and changed.
     ReloadConfig,
+    /// Take a map out of the daemon: its exports drained, its devices
+    /// removed, unless one is held open and not `force`.
+    Remove {
+        /// The map.
+        map: String,
+        /// Remove its devices even while held open.
+        force: bool,
+    },
 }
 
 /// What a reload loads.

@@ -1,12 +1,13 @@
 //! A control request answered ([`handle`]): the read verbs render the
 //! map named, or all ([`crate::view`]); a message goes to one map; a
-//! reload goes to [`reload`], and a reload of the config file to
-//! [`reload_file`]. Requests run one at a time, under the
+//! reload goes to [`reload`], a reload of the config file to
+//! [`reload_file`], and a removal to [`remove_map`]. Requests run one at a time, under the
 //! state's `control` lock; an unknown map's answer lists the maps there
 //! are.
 
 use super::reconfigure::reload_file;
 use super::reload::reload;
+use super::removal::remove_map;
 use super::state::State;
 use crate::control::protocol::{Request, Response};
 use crate::running::RunningMap;
@@ -40,6 +41,16 @@ pub(super) fn handle(state: &State, request: Request) -> Response {
         }
         Request::Reload { map, source } => reload(state, &map, source),
         Request::ReloadConfig => reload_file(state),
+        Request::Remove { map, force } => remove_map(state, &map, force).map(|done| {
+            let mut text = format!("removed {map}\n");
+            for line in &done {
+                text.push_str(&format!("  {line}\n"));
+            }
+            Response::Ok {
+                text,
+                json: serde_json::json!({ "removed": map, "exports": done }),
+            }
+        }),
     };
     outcome.unwrap_or_else(|message| Response::Error { message })
 }
@@ -61,10 +72,14 @@ pub(super) fn find<'a>(
     maps: &'a mut [RunningMap],
     name: &str,
 ) -> Result<&'a mut RunningMap, String> {
-    match maps.iter().position(|running| running.config.name == name) {
-        Some(index) => Ok(&mut maps[index]),
-        None => Err(no_such_map(maps, name)),
-    }
+    position(maps, name).map(|index| &mut maps[index])
+}
+
+/// Where the map named `name` is in `maps`, or why there is none.
+pub(super) fn position(maps: &[RunningMap], name: &str) -> Result<usize, String> {
+    maps.iter()
+        .position(|running| running.config.name == name)
+        .ok_or_else(|| no_such_map(maps, name))
 }
 
 fn no_such_map(maps: &[RunningMap], name: &str) -> String {

@@ -97,6 +97,7 @@ impl Daemon {
                 maps: Mutex::new(Vec::with_capacity(config.maps.len())),
                 nbd: Mutex::new(None),
                 ublk: UblkExports::default(),
+                ublk_on_stop: Mutex::new(config.ublk_on_stop),
                 checkers: CheckerPool::start(Arc::new(mpio_transport::clock::now_ns), PROBE_POLL)?,
                 notifier,
                 settings,
@@ -225,6 +226,7 @@ impl Daemon {
         let mut reports = Vec::new();
         let mut checkers = Vec::new();
         let ublk = &self.state.ublk;
+        let on_stop = *lock(&self.state.ublk_on_stop);
         std::thread::scope(|scope| {
             let mut draining = Vec::new();
             for running in maps {
@@ -237,11 +239,11 @@ impl Daemon {
                 for device in running.ublk_devices {
                     let map = running.config.name.clone();
                     let slot = Arc::clone(&running.slot);
+                    let export = device.export.clone();
                     let drain = move || {
-                        let report = ublk.remove(device.device, &slot, device.read_only, deadline);
-                        ExportReport::Ublk(report)
+                        ExportReport::Ublk(ublk.stop(device, &slot, on_stop, deadline, None))
                     };
-                    draining.push((map, device.export, scope.spawn(drain)));
+                    draining.push((map, export, scope.spawn(drain)));
                 }
                 checkers.push(running.checker);
             }
@@ -287,10 +289,9 @@ impl Daemon {
                 server.stop();
             }
             for device in running.ublk_devices {
-                let _ = self
-                    .state
-                    .ublk
-                    .remove(device.device, &running.slot, true, Duration::ZERO);
+                if let Err(error) = self.state.ublk.remove(device.device) {
+                    tracing::warn!(map = %running.config.name, export = %device.export, %error, "ublk device not removed");
+                }
             }
             running.checker.stop();
         }

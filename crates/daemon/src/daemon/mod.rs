@@ -23,6 +23,8 @@
 //! - `reload.rs`: a map reloaded from a table or a config.
 //! - `reconfigure.rs`: the config file read again, maps added, removed
 //!   and changed to match it.
+//! - `removal.rs`: a map taken out (`mpio remove`, or by a reload), not
+//!   while its device is held open.
 //! - `health.rs`: the watchdog (`WATCHDOG=1` while every loop turns).
 //! - `service_status.rs`: the service manager's one-line `STATUS=`.
 //! - `rescan.rs`: the devices thread's round (access states, maps by WWID).
@@ -39,6 +41,7 @@ mod health;
 mod lifecycle;
 mod reconfigure;
 mod reload;
+mod removal;
 mod report;
 mod rescan;
 mod scrape;

@@ -7,13 +7,15 @@
 //!   changes include a reload [`install`] would refuse (a path word
 //!   pointed at another endpoint, a new size under an export): the error
 //!   names it.
-//! - Then, map by name: a map the file no longer has is removed (its NBD
-//!   exports drained within [`REMOVE_DEADLINE`], its ublk devices
-//!   removed, its checker stopped); a map whose table, paths or I/O
+//! - Then, map by name: a map the file no longer has is removed as
+//!   `mpio remove` removes it ([`remove_map`]: not while its device is
+//!   held open); a map whose table, paths or I/O
 //!   options changed is reloaded in place ([`install`]: its I/O goes on);
 //!   a new map is started as at the daemon's start. Removals go first, so
 //!   an added map may take over a removed one's socket. Each change is
 //!   logged.
+//! - `[ublk] on_stop` and `keep_timeout_ms` take effect at once (for
+//!   the next stop).
 //! - What a reload does not change stays as started, with a note: a
 //!   map's exports and checker settings; the control socket and the
 //!   metrics address are read at start only.
@@ -24,6 +26,7 @@
 //!   failed.
 
 use super::reload::{install, reload_notes};
+use super::removal::remove_map;
 use super::service_status::service_status;
 use super::start::start_map;
 use super::state::State;
@@ -32,11 +35,6 @@ use crate::control::protocol::Response;
 use crate::running::RunningMap;
 use mpio_transport::lock;
 use std::path::Path;
-use std::time::Duration;
-
-/// How long a removed map's NBD exports have to answer the requests they
-/// read and flush, as at a shutdown.
-pub(super) const REMOVE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Reads the daemon's config file again and applies it (see the module
 /// docs), telling the service manager. The caller holds `control`.
@@ -83,10 +81,22 @@ fn apply(state: &State, path: &Path) -> Result<Response, String> {
             path.display()
         ));
     }
+    let on_stop = config.ublk_on_stop;
     let plan = plan(&lock(&state.maps), config)?;
+    let before = std::mem::replace(&mut *lock(&state.ublk_on_stop), on_stop);
+    if before != on_stop {
+        tracing::info!("reload: ublk devices at a stop: {before} -> {on_stop}");
+    }
     let mut errors = Vec::new();
+    let mut removed = Vec::new();
     for name in &plan.removed {
-        remove(state, name);
+        match remove_map(state, name, false) {
+            Ok(_) => {
+                tracing::info!(map = %name, "map removed by the config");
+                removed.push(name.as_str());
+            }
+            Err(error) => errors.push(error),
+        }
     }
     for config in &plan.changed {
         let name = config.name.clone();
@@ -114,7 +124,7 @@ fn apply(state: &State, path: &Path) -> Result<Response, String> {
         return Err(format!(
             "{} (the other changes stand: removed [{}], changed [{}], added [{}])",
             errors.join("; "),
-            plan.removed.join(", "),
+            removed.join(", "),
             changed.join(", "),
             added.join(", ")
         ));
@@ -197,32 +207,4 @@ fn same_io(old: &MapConfig, new: &MapConfig) -> bool {
         && old.hedge_reads == new.hedge_reads
         && old.no_path_retry == new.no_path_retry
         && old.max_attempts == new.max_attempts
-}
-
-/// Takes map `name` out of the daemon: drains its NBD exports, removes
-/// its ublk devices, stops its checker; logs what each did.
-fn remove(state: &State, name: &str) {
-    let running = {
-        let mut maps = lock(&state.maps);
-        let Some(index) = maps.iter().position(|map| map.config.name == name) else {
-            return;
-        };
-        maps.remove(index)
-    };
-    for server in running.servers {
-        let export = server.export().name.clone();
-        let report = server.shutdown(REMOVE_DEADLINE);
-        tracing::info!(map = %name, %export, "export of a removed map shut down: {report}");
-    }
-    for device in running.ublk_devices {
-        let report = state.ublk.remove(
-            device.device,
-            &running.slot,
-            device.read_only,
-            REMOVE_DEADLINE,
-        );
-        tracing::info!(map = %name, export = %device.export, "device of a removed map: {report}");
-    }
-    running.checker.stop();
-    tracing::info!(map = %name, "map removed by the config");
 }

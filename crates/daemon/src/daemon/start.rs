@@ -63,6 +63,7 @@ pub(super) fn start_map(
                     tracing::info!(map = %config.name, export = %export.name, device = %device.path(), "ublk device ready");
                     ublk_devices.push(RunningUblk {
                         export: export.name.clone(),
+                        number,
                         read_only: export.read_only,
                         device,
                     });

@@ -9,6 +9,7 @@
 //! before `maps`.
 
 use super::settings::ServerSettings;
+use crate::config::UblkOnStop;
 use crate::notify::Notifier;
 use crate::running::RunningMap;
 use crate::ublk::UblkExports;
@@ -30,6 +31,9 @@ pub(super) struct State {
     /// while their threads still run.)
     pub(super) nbd: Mutex<Option<Arc<Engine>>>,
     pub(super) ublk: UblkExports,
+    /// What a clean stop does with the ublk devices (the config's, as
+    /// last read).
+    pub(super) ublk_on_stop: Mutex<UblkOnStop>,
     /// Every map's checker, on one thread.
     pub(super) checkers: CheckerPool,
     /// The service manager's notify socket (silent without one).

@@ -29,4 +29,6 @@ mod soak;
 mod ublk;
 mod ublk_latency;
 mod ublk_limits;
+mod ublk_remove;
+mod ublk_restart;
 mod ublk_transports;

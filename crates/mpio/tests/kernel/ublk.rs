@@ -2,7 +2,8 @@
 //! served as `/dev/ublkbN` (`mpio serve --ublk`), under fio verify with
 //! libaio while each path fails and returns; ext4 made, filled and
 //! checked on it; write-zeroes read back as zeroes; SIGTERM under load,
-//! which must end the daemon cleanly and remove the device; and
+//! which must end the daemon cleanly and remove a device the kernel
+//! numbered (no daemon could take it over); and
 //! io-affinity choosing by the CPU that submitted each request while
 //! each CPU's queue is served from the other CPU; and
 //! sixty-four maps, each a ublk device and an NBD export, served by one
@@ -118,6 +119,11 @@ fn sigterm_under_fio_ends_cleanly_and_removes_the_device() {
     let status = wait_bounded(&mut daemon.child, Duration::from_secs(120), "mpio serve");
     assert!(status.success(), "mpio serve exited with {status}");
     assert!(!Path::new(&device).exists(), "{device} is still there");
+    let log = std::fs::read_to_string(daemon.dir.join("mpio.log")).unwrap();
+    assert!(
+        log.contains("removed (the kernel chose its number"),
+        "{log}"
+    );
     // fio saw its device go: it may report errors for I/O after the
     // removal, but it must end.
     fio.finish(Duration::from_secs(120));

@@ -105,9 +105,10 @@ impl Rig {
     }
 
     /// The config: both maps, `multibus` round-robin, except `side`'s
-    /// selector where one is given.
+    /// selector where one is given; devices removed at a stop.
     pub fn config_text(&self, selector: Option<(Side, &str)>) -> String {
-        let mut text = String::new();
+        // The rig's stop removes the devices; its restarts are kills.
+        let mut text = String::from("[ublk]\non_stop = \"remove\"\n");
         for (side, wwid) in Side::BOTH.into_iter().zip(&self.wwids) {
             let chosen = match selector {
                 Some((which, selector)) if which == side => selector,

@@ -1,0 +1,160 @@
+//! A daemon restart under a mounted filesystem: ext4 on `/dev/ublkbN`
+//! (a fixed number, so the device is kept at a stop), fio verify writing
+//! a file on it, the daemon stopped with SIGTERM and started again, then
+//! killed with SIGKILL and started again: the device stays, fio sees no
+//! error, the kernel logs none, and `e2fsck -fn` is clean. Then a kept
+//! device no daemon takes over: its I/O fails and the device goes once
+//! the keep timeout has passed; and `--ublk-on-stop remove`, which
+//! removes a numbered device at a stop.
+
+use crate::daemon::Daemon;
+use crate::devices::{block_stat, modprobe, run, wait_bounded, wait_until, Mount, NullBlk};
+use crate::failover::{two_path_table, LIMIT};
+use crate::fio::{FioVerify, Target, BACKLOG};
+use crate::ublk::serve_ublk;
+use std::path::Path;
+use std::time::Duration;
+
+/// Sends SIGTERM to `daemon` and waits for its clean exit.
+fn terminate(daemon: &mut Daemon) {
+    run(
+        "kill",
+        &["-TERM", &daemon.child.id().to_string()],
+        Duration::from_secs(10),
+    );
+    let status = wait_bounded(&mut daemon.child, LIMIT, "mpio serve");
+    assert!(status.success(), "mpio serve exited with {status}");
+}
+
+/// What `daemon` logged so far.
+fn log(daemon: &Daemon) -> String {
+    std::fs::read_to_string(daemon.dir.join("mpio.log")).unwrap_or_default()
+}
+
+/// Waits until `device` has completed `more` writes past now.
+fn wait_for_more_writes(device: &str, more: u64) {
+    let start = block_stat(device, 4).expect("the device's write count");
+    wait_until(&format!("{more} more writes on {device}"), LIMIT, || {
+        block_stat(device, 4).is_some_and(|writes| writes >= start + more)
+    });
+}
+
+/// Kernel log lines that name `device` and an error.
+fn kernel_errors(device: &str) -> Vec<String> {
+    let name = device.trim_start_matches("/dev/");
+    // Read to the end as it runs: the log may outgrow a pipe's buffer.
+    let output = std::process::Command::new("dmesg")
+        .output()
+        .expect("dmesg runs");
+    assert!(output.status.success(), "dmesg: {}", output.status);
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.contains(name) && line.to_lowercase().contains("error"))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk, ublk_drv and ext4; run scripts/kernel-test.sh"]
+fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
+    modprobe(&["ublk_drv"]);
+    modprobe(&["ext4"]);
+    let mut disk = NullBlk::memory_backed("mpio-kt-ublk-restart", 256);
+    let paths = disk.two_paths();
+    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
+    let args = ["--ublk", "11"];
+    let mut daemon = serve_ublk("ublk-restart-1", &table, &args);
+    let device = daemon.devices[0].clone();
+    assert_eq!(device, "/dev/ublkb11");
+    let minutes = |count: u64| Duration::from_secs(60 * count);
+    run("mkfs.ext4", &["-q", "-F", &device], minutes(5));
+    let logs = crate::daemon::test_dir("ublk-restart-fs");
+    let mount = Mount::new(Path::new(&device), "ext4", logs.join("mnt"));
+    let file = mount.dir.join("verify");
+    let mut fio = FioVerify::start_until_stopped(
+        Target::Block(file.to_str().unwrap()),
+        64,
+        logs.join("fio.log"),
+        &[],
+    );
+    wait_for_more_writes(&device, 1000);
+
+    // SIGTERM: the daemon keeps the device and says so; its keeper sees
+    // the next daemon take it over.
+    terminate(&mut daemon);
+    let stopped = log(&daemon);
+    assert!(
+        stopped.contains("/dev/ublkb11 kept for the next daemon"),
+        "{stopped}"
+    );
+    assert!(Path::new(&device).exists(), "{device} went at SIGTERM");
+    assert!(fio.is_running(), "fio ended while no daemon ran");
+    let mut second = serve_ublk("ublk-restart-2", &table, &args);
+    wait_until("the keeper sees the device taken over", LIMIT, || {
+        log(&daemon).contains("/dev/ublkb11 taken over by the next daemon")
+    });
+    wait_for_more_writes(&device, 2 * BACKLOG);
+
+    // SIGKILL: the kernel keeps the device as after a crash.
+    second.child.kill().unwrap();
+    second.child.wait().unwrap();
+    assert!(Path::new(&device).exists(), "{device} went with its server");
+    assert!(fio.is_running(), "fio ended while no daemon ran");
+    let mut third = serve_ublk(
+        "ublk-restart-3",
+        &table,
+        &["--ublk", "11", "--ublk-on-stop", "remove"],
+    );
+    wait_for_more_writes(&device, 2 * BACKLOG);
+    assert!(fio.is_running(), "fio ended after the restarts");
+    fio.stop(minutes(10)).assert_clean();
+    mount.unmount();
+    let check = run("e2fsck", &["-fn", &device], minutes(5));
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "e2fsck -fn: {report}");
+    assert_eq!(kernel_errors(&device), Vec::<String>::new());
+
+    // `--ublk-on-stop remove`: the numbered device goes at SIGTERM.
+    terminate(&mut third);
+    let stopped = log(&third);
+    assert!(stopped.contains("/dev/ublkb11 removed"), "{stopped}");
+    assert!(!Path::new(&device).exists(), "{device} is still there");
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn a_kept_device_no_daemon_takes_over_fails_its_io_after_the_keep_timeout() {
+    modprobe(&["ublk_drv"]);
+    let mut disk = NullBlk::memory_backed("mpio-kt-ublk-orphan", 64);
+    let paths = disk.two_paths();
+    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
+    let mut daemon = serve_ublk(
+        "ublk-orphan",
+        &table,
+        &["--ublk", "12", "--ublk-keep-timeout-ms", "2000"],
+    );
+    let device = daemon.devices[0].clone();
+    let logs = crate::daemon::test_dir("ublk-orphan-fio");
+    let mut fio =
+        FioVerify::start_until_stopped(Target::Block(&device), 32, logs.join("fio.log"), &[]);
+    wait_for_more_writes(&device, 1000);
+    assert!(fio.is_running(), "fio ended before the signal");
+    terminate(&mut daemon);
+    let stopped = log(&daemon);
+    assert!(
+        stopped.contains("/dev/ublkb12 kept for the next daemon (its I/O waits up to 2000 ms"),
+        "{stopped}"
+    );
+    // No daemon comes: the keeper removes the device, and fio's waiting
+    // I/O fails.
+    wait_until("the keeper removes the device", LIMIT, || {
+        !Path::new(&device).exists()
+    });
+    wait_until("the keeper says so", LIMIT, || {
+        log(&daemon).contains("/dev/ublkb12 removed: no daemon took it over within 2000 ms")
+    });
+    let result = fio.finish(LIMIT);
+    assert!(!result.is_clean(), "fio saw no error:\n{}", result.log);
+    let _ = std::fs::remove_dir_all(&logs);
+}
