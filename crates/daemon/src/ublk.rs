@@ -8,17 +8,21 @@
 //! other exports.
 
 use crate::config::UblkNumber;
+use crate::links::DeviceLinks;
 use mpio_server::{flush_map, Engine as NbdEngine, EngineConfig as NbdEngineConfig, FlushOutcome};
 use mpio_transport::{lock, DeviceSlot};
 use mpio_ublk::{DeviceOptions, Engine, EngineConfig, UblkDevice, UblkError};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The engine, once a map asked for a ublk device.
+/// The engine, once a map asked for a ublk device; and each device's
+/// links ([`crate::links`]), removed with it.
 #[derive(Debug, Default)]
 pub struct UblkExports {
     engine: Mutex<Option<Engine>>,
+    links: Mutex<HashMap<u32, DeviceLinks>>,
 }
 
 /// What removing one ublk device at shutdown did.
@@ -102,6 +106,15 @@ impl UblkExports {
         engine.add(slot, options)
     }
 
+    /// Makes `links` to `device` (logging what failed), to be removed
+    /// when [`UblkExports::remove`] removes it.
+    pub(crate) fn link(&self, map: &str, device: &UblkDevice, links: DeviceLinks) {
+        for problem in links.make() {
+            tracing::warn!(%map, device = %device.path(), "device link not made: {problem}");
+        }
+        lock(&self.links).insert(device.id(), links);
+    }
+
     /// Starts the engine now if it is not running, so that the NBD
     /// engine can be hosted on its threads ([`UblkExports::host_nbd`]).
     ///
@@ -139,6 +152,11 @@ impl UblkExports {
     ) -> UblkShutdown {
         let started = Instant::now();
         let path = device.path();
+        if let Some(links) = lock(&self.links).remove(&device.id()) {
+            for problem in links.remove() {
+                tracing::warn!(device = %path, "device link not removed: {problem}");
+            }
+        }
         let removal_error = match lock(&self.engine).as_ref() {
             Some(engine) => engine.remove(device).err().map(|error| error.to_string()),
             None => Some("the ublk engine is gone".into()),

@@ -113,12 +113,17 @@
 //! toml's own errors (syntax, unknown keys, wrong types, missing keys)
 //! and every check above. Parsing never panics, whatever the text.
 
+mod bindings;
 mod check;
 mod error;
 pub mod fuzz;
 mod grouping;
 pub mod import;
+mod links;
 mod listen;
+mod names;
+#[cfg(test)]
+mod names_tests;
 mod raw;
 mod settings;
 #[cfg(test)]
@@ -127,8 +132,10 @@ pub mod wwid;
 #[cfg(test)]
 mod wwid_tests;
 
+pub use bindings::DEFAULT_BINDINGS_FILE;
 pub use check::{MAX_EXPORTS, MAX_MAPS, MAX_NAME_BYTES, MAX_NUMA_NODE};
 pub use error::ConfigError;
+pub use links::DEFAULT_DEV_DIR;
 pub use listen::DEFAULT_SOCKET_MODE;
 pub use listen::MAX_EXPORT_NAME_BYTES;
 pub use settings::{
@@ -200,6 +207,9 @@ pub struct MapConfig {
     pub checker: CheckerOptions,
     /// The NBD exports of the map.
     pub exports: Vec<ExportConfig>,
+    /// The directory (`/dev`) its ublk devices get their `mpio/NAME` and
+    /// `disk/by-id/mpio-WWID` links in (`[links]`); `None`: no links.
+    pub device_links: Option<PathBuf>,
 }
 
 /// A path name and the URI it stands for.

@@ -2,6 +2,7 @@
 //! ([`Transports::build_named`](mpio_transport::Transports::build_named)),
 //! its checker added to the pool, its ublk devices made and its NBD
 //! servers started, all on one [`DeviceSlot`](mpio_transport::DeviceSlot).
+//! A ublk device gets its `/dev/mpio/NAME` links ([`crate::links`]).
 //! A ublk device that cannot be made is logged and left out, and the
 //! other exports serve; an NBD export that cannot start fails the map.
 //! [`names_of`] and [`map_options`] turn a map's config into what
@@ -11,7 +12,9 @@
 use super::error::DaemonError;
 use super::settings::ServerSettings;
 use super::state::State;
+use crate::config::wwid::multipath_form;
 use crate::config::MapConfig;
+use crate::links::DeviceLinks;
 use crate::running::{RunningMap, RunningUblk};
 use mpio_server::{Server, ServerConfig, ServerError};
 use mpio_transport::probe::SlotChecker;
@@ -61,6 +64,13 @@ pub(super) fn start_map(
             match ublk.add(&slot, number, export.read_only) {
                 Ok(device) => {
                     tracing::info!(map = %config.name, export = %export.name, device = %device.path(), "ublk device ready");
+                    if let Some(dev_dir) = &config.device_links {
+                        let kernel_name = format!("ublkb{}", device.id());
+                        let wwid = config.wwid.as_deref().map(multipath_form);
+                        let links =
+                            DeviceLinks::new(dev_dir, &kernel_name, &config.name, wwid.as_deref());
+                        ublk.link(&config.name, &device, links);
+                    }
                     ublk_devices.push(RunningUblk {
                         export: export.name.clone(),
                         read_only: export.read_only,
