@@ -12,6 +12,12 @@
 //!
 //! ```toml
 //! control_socket = "/run/mpio/control.sock"   # optional; absolute
+//! user_friendly_names = false      # a map by wwid without name: mpathN from the bindings file, else its WWID
+//! bindings_file = "/etc/mpio/bindings"         # multipath-tools' format; written atomically
+//!
+//! [links]                          # optional: DEV/mpio/NAME, DEV/disk/by-id/mpio-WWID to each ublk device
+//! enabled = true
+//! dev_dir = "/dev"
 //!
 //! [metrics]                        # optional; metrics are off without it
 //! listen = "127.0.0.1:9642"        # a loopback address only
@@ -77,7 +83,7 @@
 //! paths = ["d"]
 //!
 //! [[map]]
-//! name = "mpathd"
+//! name = "mpathd"                  # optional for a map by wwid (see user_friendly_names)
 //! wwid = "naa.6001405abcdef0123456789abcdef012"  # paths: the block devices with this WWID
 //! path_grouping_policy = "group_by_prio"         # prio: the ALUA/ANA state's (50, 10, 1, 0)
 //!
@@ -106,6 +112,10 @@
 //! `"fail"`. Each map's table is then built by [`mpio_core::map::Map::new`]
 //! with no path opened, so a selector's argument errors are found here,
 //! and [`MapConfig::table`] holds its canonical form.
+//!
+//! A map's name is its `name`, else (a map by WWID) the one `names.rs`
+//! settles from the bindings file (`user_friendly_names`) or the WWID,
+//! before any other check, so that every error names the map.
 //!
 //! # Errors
 //! Every refusal is a [`ConfigError`] naming the line and column, the key

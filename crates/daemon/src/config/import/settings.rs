@@ -237,9 +237,10 @@ pub(super) fn setting(name: &str, value: &str, scope: Scope) -> Outcome {
         },
         "user_friendly_names" => match flag(value) {
             Some(false) => same("a map without alias is named by its WWID"),
-            _ => no(
-                "mpio names each map in its config: the multipaths alias, else the WWID; \
-                 the bindings file's mpathN names are not read",
+            _ => differs(
+                "mpio's user_friendly_names is one top-level key for every map, not carried \
+                 over: set it and drop a map's name = WWID to name the map from the \
+                 bindings file",
             ),
         },
         "marginal_path_double_failed_time" => match value.parse::<i64>() {
@@ -308,13 +309,15 @@ pub(super) fn setting(name: &str, value: &str, scope: Scope) -> Outcome {
             "mpio checks every checker_interval_ms; it does not lengthen the interval for \
              healthy paths",
         ),
-        "alias_prefix" => no("names for user_friendly_names, which mpio does not have"),
+        "alias_prefix" => no("mpio's user-friendly names always start with mpath"),
         "find_multipaths" | "find_multipaths_timeout" | "reassign_maps" => {
             no("mpio makes maps only for its config's [[map]]s")
         }
-        "bindings_file" | "wwids_file" | "prkeys_file" => {
-            no("mpio's maps and their names are all in its config")
-        }
+        "bindings_file" => no(
+            "not carried over: mpio's top-level bindings_file (default /etc/mpio/bindings) \
+             reads this file's format; point it here or copy the file to keep its names",
+        ),
+        "wwids_file" | "prkeys_file" => no("mpio's maps are all in its config"),
         "reservation_key" | "all_tg_pt" => no("mpio does not manage persistent reservations"),
         "fast_io_fail_tmo" | "dev_loss_tmo" | "eh_deadline" => {
             no("SCSI transport timeouts mpio does not set; io_timeout_ms bounds each of its I/Os")

@@ -241,7 +241,7 @@ fn keywords_without_an_equivalent_say_why() {
             "user_friendly_names",
             "yes",
             Scope::Defaults,
-            Some(Why::NoEquivalent),
+            Some(Why::DifferentMeaning),
         ),
         ("user_friendly_names", "no", Scope::Multipath, None),
         ("queue_without_daemon", "no", Scope::Defaults, None),
