@@ -39,6 +39,11 @@ pub(super) fn map_names(
     raw: &RawConfig,
     found: &dyn PathSource,
 ) -> Result<Vec<Spanned<String>>, ConfigError> {
+    let file = raw
+        .bindings_file
+        .as_ref()
+        .map(|file| absolute_path(source, file, "bindings_file".into()))
+        .transpose()?;
     let friendly = raw
         .user_friendly_names
         .as_ref()
@@ -69,10 +74,8 @@ pub(super) fn map_names(
             .iter()
             .map(|(_, wwid)| wwid.get_ref().as_str())
             .collect();
-        for ((index, wwid), name) in unnamed
-            .iter()
-            .zip(friendly_names(source, raw, &wwids, found)?)
-        {
+        let named = friendly_names(source, raw, file, &wwids, found)?;
+        for ((index, wwid), name) in unnamed.iter().zip(named) {
             names[*index] = Some(Spanned::new(wwid.span(), name));
         }
     } else {
@@ -99,27 +102,23 @@ pub(super) fn map_names(
         .collect())
 }
 
-/// The bindings file's names for `wwids`, binding the new ones and
-/// writing the file if it gained any.
+/// The bindings file's names for `wwids` (the file at `file`, else the
+/// default), binding the new ones and writing the file if it gained any.
 fn friendly_names(
     source: &Source<'_>,
     raw: &RawConfig,
+    file: Option<PathBuf>,
     wwids: &[&str],
     found: &dyn PathSource,
 ) -> Result<Vec<String>, ConfigError> {
-    let (file, place) = match &raw.bindings_file {
-        Some(file) => (
-            absolute_path(source, file, "bindings_file".into())?,
-            Place::of(file, "bindings_file"),
-        ),
-        None => (
-            PathBuf::from(DEFAULT_BINDINGS_FILE),
-            Place::of(
-                raw.user_friendly_names.as_ref().expect("set when friendly"),
-                "user_friendly_names",
-            ),
+    let place = match &raw.bindings_file {
+        Some(given) => Place::of(given, "bindings_file"),
+        None => Place::of(
+            raw.user_friendly_names.as_ref().expect("set when friendly"),
+            "user_friendly_names",
         ),
     };
+    let file = file.unwrap_or_else(|| PathBuf::from(DEFAULT_BINDINGS_FILE));
     let shown = quoted(&file.display().to_string());
     let refuse = |reason: String| source.error(&place, shown.clone(), reason);
     let text = found
