@@ -24,6 +24,7 @@
 //! Nothing here stops a device: every step that fails is returned as a
 //! sentence for the log, and the other steps are still taken.
 
+use crate::config::wwid::multipath_form;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
@@ -44,21 +45,24 @@ pub(crate) struct DeviceLinks {
 }
 
 impl DeviceLinks {
-    /// The links under `dev_dir` of block device `device` (`ublkb3`)
-    /// serving map `name`, by WWID `wwid` if it is a map by WWID; with
-    /// `dev_dir` = `/dev`, its udev record under [`UDEV_RECORDS`].
-    pub(crate) fn new(dev_dir: &Path, device: &str, name: &str, wwid: Option<&str>) -> DeviceLinks {
+    /// The links under `dev_dir` of ublk device `id` (`/dev/ublkb3`)
+    /// serving map `name`, by WWID `wwid` (in either form; the link has
+    /// multipath-tools') if it is a map by WWID; with `dev_dir` = `/dev`,
+    /// its udev record under [`UDEV_RECORDS`].
+    pub(crate) fn new(dev_dir: &Path, id: u32, name: &str, wwid: Option<&str>) -> DeviceLinks {
         let udev = (dev_dir == Path::new(UDEV_DEV_DIR)).then(|| {
             (
                 Path::new(UDEV_RECORDS).to_path_buf(),
                 PathBuf::from("/sys/class/block"),
             )
         });
-        DeviceLinks::under(dev_dir, udev, device, name, wwid)
+        let wwid = wwid.map(multipath_form);
+        DeviceLinks::under(dev_dir, udev, &format!("ublkb{id}"), name, wwid.as_deref())
     }
 
-    /// As [`DeviceLinks::new`], with the udev records in `udev`'s first
-    /// directory and the devices' sysfs directories under its second.
+    /// As [`DeviceLinks::new`] for block device `device` (`ublkb3`), with
+    /// the udev records in `udev`'s first directory and the devices'
+    /// sysfs directories under its second.
     fn under(
         dev_dir: &Path,
         udev: Option<(PathBuf, PathBuf)>,
@@ -315,12 +319,20 @@ mod tests {
 
     #[test]
     fn only_links_in_dev_tell_udev() {
-        let in_dev = DeviceLinks::new(Path::new("/dev"), "ublkb3", "m", None);
+        let in_dev = DeviceLinks::new(Path::new("/dev"), 3, "m", Some("naa.600a0980"));
         assert_eq!(
             in_dev.udev.as_ref().map(|udev| udev.0.clone()),
             Some(PathBuf::from("/run/mpio/udev/ublkb3"))
         );
-        assert!(DeviceLinks::new(Path::new("/tmp/x"), "ublkb3", "m", None)
+        assert_eq!(
+            in_dev.links[1],
+            (
+                PathBuf::from("/dev/disk/by-id/mpio-3600a0980"),
+                PathBuf::from("../../ublkb3")
+            ),
+            "the WWID as multipath-tools writes it"
+        );
+        assert!(DeviceLinks::new(Path::new("/tmp/x"), 3, "m", None)
             .udev
             .is_none());
     }

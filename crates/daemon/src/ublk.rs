@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The engine, once a map asked for a ublk device; and each device's
-/// links ([`crate::links`]), removed with it.
+/// `/dev/mpio/NAME` links, removed with it.
 #[derive(Debug, Default)]
 pub struct UblkExports {
     engine: Mutex<Option<Engine>>,

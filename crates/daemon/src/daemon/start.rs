@@ -12,7 +12,6 @@
 use super::error::DaemonError;
 use super::settings::ServerSettings;
 use super::state::State;
-use crate::config::wwid::multipath_form;
 use crate::config::MapConfig;
 use crate::links::DeviceLinks;
 use crate::running::{RunningMap, RunningUblk};
@@ -65,10 +64,8 @@ pub(super) fn start_map(
                 Ok(device) => {
                     tracing::info!(map = %config.name, export = %export.name, device = %device.path(), "ublk device ready");
                     if let Some(dev_dir) = &config.device_links {
-                        let kernel_name = format!("ublkb{}", device.id());
-                        let wwid = config.wwid.as_deref().map(multipath_form);
-                        let links =
-                            DeviceLinks::new(dev_dir, &kernel_name, &config.name, wwid.as_deref());
+                        let wwid = config.wwid.as_deref();
+                        let links = DeviceLinks::new(dev_dir, device.id(), &config.name, wwid);
                         ublk.link(&config.name, &device, links);
                     }
                     ublk_devices.push(RunningUblk {
