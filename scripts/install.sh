@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs mpio as a system service: the binary, the systemd unit, an
-# example config (never over an existing one), the manual pages and the
+# Installs mpio as a system service: the binary, the systemd unit, the
+# udev rule that links its ublk devices by name, an example config (never over an existing one), the manual pages and the
 # bash, zsh and fish completions (both made by the binary itself). Run as root from the
 # repository after `cargo build --release -p mpio` (built here if absent):
 #
@@ -11,6 +11,7 @@
 #   PREFIX      [/usr]          the binary goes to $PREFIX/sbin
 #   SYSCONFDIR  [/etc]          the config is $SYSCONFDIR/mpio/mpio.toml
 #   UNITDIR     [$PREFIX/lib/systemd/system]
+#   UDEVDIR     [$PREFIX/lib/udev/rules.d]
 #   MANDIR      [$PREFIX/share/man]  mpio.8, mpio-VERB.8 in man8, mpio.toml.5 in man5
 #   DATADIR     [$PREFIX/share]      completions where bash-completion, zsh and
 #                                    fish look for packaged ones
@@ -23,6 +24,7 @@ cd "$(dirname "$0")/.."
 PREFIX=${PREFIX:-/usr}
 SYSCONFDIR=${SYSCONFDIR:-/etc}
 UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
+UDEVDIR=${UDEVDIR:-$PREFIX/lib/udev/rules.d}
 MANDIR=${MANDIR:-$PREFIX/share/man}
 DATADIR=${DATADIR:-$PREFIX/share}
 DESTDIR=${DESTDIR:-}
@@ -47,6 +49,10 @@ sed -e "s|/usr/sbin/mpio|$sbin/mpio|g" \
   dist/systemd/mpio.service >"$unit"
 install -m 0644 "$unit" "$DESTDIR$UNITDIR/mpio.service"
 echo "install: $DESTDIR$UNITDIR/mpio.service"
+
+install -d "$DESTDIR$UDEVDIR"
+install -m 0644 dist/udev/99-mpio.rules "$DESTDIR$UDEVDIR/99-mpio.rules"
+echo "install: $DESTDIR$UDEVDIR/99-mpio.rules"
 
 if [[ -e "$DESTDIR$config" ]]; then
   echo "install: $DESTDIR$config exists: kept as it is"

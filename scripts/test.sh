@@ -88,6 +88,22 @@ if ! verify_output=$(systemd-analyze verify "$unit_root/unit/mpio.service" 2>&1)
   rm -rf "$unit_root"
   exit 1
 fi
+# The same install put the udev rule beside the unit. `udevadm verify`
+# checks it where udev has the verb (systemd 254 and later; Debian
+# bookworm's 252 lacks it): the unit test
+# links::tests::the_udev_rule_reads_the_records_the_daemon_writes checks
+# its form and that it imports the records the daemon writes.
+rules="$unit_root/usr/lib/udev/rules.d/99-mpio.rules"
+if [[ ! -s "$rules" ]]; then
+  echo "install.sh: no udev rule at $rules"
+  rm -rf "$unit_root"
+  exit 1
+fi
+if udevadm verify --help >/dev/null 2>&1 &&
+  ! udevadm verify --resolve-names=never "$rules"; then
+  rm -rf "$unit_root"
+  exit 1
+fi
 # The same install put the manual pages where man finds them.
 if ! MANPATH="$unit_root/usr/share/man" man -w mpio.toml >/dev/null ||
   [[ ! -s "$unit_root/usr/share/bash-completion/completions/mpio" ]]; then

@@ -11,6 +11,8 @@
 //!   `STATUS=`, `RELOADING=1`, `STOPPING=1`, `WATCHDOG=1`).
 //! - [`fail_fast`]: the failure policy: a panic anywhere aborts the daemon.
 //! - [`clients`]: the accepting thread both servers share, a thread per client.
+//! - `links`: `/dev/mpio/NAME` and `/dev/disk/by-id/mpio-WWID` links
+//!   to the maps' ublk devices, and the record the udev rule reads.
 //! - `devices`: block-device paths kept current (access states, maps by
 //!   WWID found again) every round.
 //! - `holders`: who holds a block device open (mounts, swap, stacked
@@ -26,6 +28,7 @@ mod deadline;
 mod devices;
 pub mod fail_fast;
 mod holders;
+mod links;
 pub mod metrics;
 mod notify;
 pub mod running;

@@ -18,19 +18,23 @@
 
 use crate::config::{UblkNumber, UblkOnStop};
 use crate::holders::Claim;
+use crate::links::DeviceLinks;
 use crate::running::RunningUblk;
 use mpio_server::{flush_map, Engine as NbdEngine, EngineConfig as NbdEngineConfig, FlushOutcome};
 use mpio_transport::{lock, DeviceSlot};
 use mpio_ublk::{DeviceOptions, Engine, EngineConfig, Released, UblkDevice, UblkError};
+use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The engine, once a map asked for a ublk device.
+/// The engine, once a map asked for a ublk device; and each device's
+/// `/dev/mpio/NAME` links, removed with it.
 #[derive(Debug, Default)]
 pub struct UblkExports {
     engine: Mutex<Option<Engine>>,
+    links: Mutex<HashMap<u32, DeviceLinks>>,
 }
 
 /// What one ublk device's stop did.
@@ -174,6 +178,15 @@ impl UblkExports {
         engine.add(slot, options)
     }
 
+    /// Makes `links` to `device` (logging what failed), to be removed
+    /// with the device (a device kept for the next daemon keeps them).
+    pub(crate) fn link(&self, map: &str, device: &UblkDevice, links: DeviceLinks) {
+        for problem in links.make() {
+            tracing::warn!(%map, device = %device.path(), "device link not made: {problem}");
+        }
+        lock(&self.links).insert(device.id(), links);
+    }
+
     /// Starts the engine now if it is not running, so that the NBD
     /// engine can be hosted on its threads ([`UblkExports::host_nbd`]).
     ///
@@ -223,7 +236,7 @@ impl UblkExports {
                         Err(error) => UblkOutcome::Failed(error.to_string()),
                     }
                 }
-                (on_stop, _) => match remove_device(engine, ublk.device, claim) {
+                (on_stop, _) => match self.remove_device(engine, ublk.device, claim) {
                     Ok(held) => {
                         let unnumbered = matches!(on_stop, UblkOnStop::Keep { .. }).then(|| {
                             "the kernel chose its number, so no daemon could find it again: \
@@ -257,31 +270,37 @@ impl UblkExports {
     /// failed, or that is dropped.
     pub(crate) fn remove(&self, device: UblkDevice) -> Result<(), UblkError> {
         match lock(&self.engine).as_ref() {
-            Some(engine) => remove_device(engine, device, None).map(drop),
+            Some(engine) => self.remove_device(engine, device, None).map(drop),
             None => Err(UblkError::EngineStopped),
         }
     }
-}
 
-/// Removes `device`. Claimed (by `claim`, else here), no one holds it
-/// and the removal waits for its deletion; held, its disk goes at once
-/// (its holders' I/O fails) and it is deleted once they close it, which
-/// is returned as what happened.
-fn remove_device(
-    engine: &Engine,
-    device: UblkDevice,
-    claim: Option<Claim>,
-) -> Result<Option<String>, UblkError> {
-    let claim = claim
-        .ok_or(())
-        .or_else(|()| Claim::take(Path::new(&device.path())));
-    match claim {
-        Ok(_claim) => engine.remove(device).map(|()| None),
-        Err(holders) => engine.remove_under_holders(device).map(|()| {
-            Some(format!(
-                "held: {}; their I/O fails, and its number is free once they close it",
-                holders.join("; ")
-            ))
-        }),
+    /// Removes `device` and its links. Claimed (by `claim`, else here),
+    /// no one holds it and the removal waits for its deletion; held, its
+    /// disk goes at once (its holders' I/O fails) and it is deleted once
+    /// they close it, which is returned as what happened.
+    fn remove_device(
+        &self,
+        engine: &Engine,
+        device: UblkDevice,
+        claim: Option<Claim>,
+    ) -> Result<Option<String>, UblkError> {
+        let path = device.path();
+        // The links go with the disk; the device is not theirs to keep.
+        if let Some(links) = lock(&self.links).remove(&device.id()) {
+            for problem in links.remove() {
+                tracing::warn!(device = %path, "device link not removed: {problem}");
+            }
+        }
+        let claim = claim.ok_or(()).or_else(|()| Claim::take(Path::new(&path)));
+        match claim {
+            Ok(_claim) => engine.remove(device).map(|()| None),
+            Err(holders) => engine.remove_under_holders(device).map(|()| {
+                Some(format!(
+                    "held: {}; their I/O fails, and its number is free once they close it",
+                    holders.join("; ")
+                ))
+            }),
+        }
     }
 }

@@ -316,6 +316,7 @@ fn flag_config(args: &ServeArgs) -> Result<DaemonConfig, String> {
                 max_connections: None,
                 read_only: args.read_only,
             }],
+            device_links: Some(mpio_daemon::config::DEFAULT_DEV_DIR.into()),
         }],
     })
 }

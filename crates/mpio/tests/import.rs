@@ -65,7 +65,7 @@ fn multipath_t_output_imports() {
     let output = mpio(&["import-multipath-conf", file]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
-        stderr(&output).contains("0 map(s), 4 keyword(s) carried over, 770 not carried over"),
+        stderr(&output).contains("0 map(s), 6 keyword(s) carried over, 769 not carried over"),
         "{}",
         stderr(&output)
     );

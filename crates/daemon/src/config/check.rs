@@ -8,6 +8,7 @@ use super::listen::{absolute_path, check_export, socket_address, Listeners};
 use super::raw::{RawConfig, RawMap, RawPath, Scalar};
 use super::settings::{self, check_words, integer, ns, Policy, Settings, DEFAULT_SELECTOR};
 use super::wwid::{self, PathSource};
+use super::{links, names};
 use super::{ConfigError, DaemonConfig, MapConfig, NamedPath, NoPathRetry};
 use mpio_core::checker::CheckerOptions;
 use mpio_core::map::{MapOptions, MAX_PATHS};
@@ -37,7 +38,7 @@ struct Lookup<'a> {
 /// Checks the whole text; maps by WWID take their paths from `found`.
 pub(super) fn check(text: &str, found: &dyn PathSource) -> Result<DaemonConfig, ConfigError> {
     let source = Source { text };
-    let raw: RawConfig = toml::from_str(text).map_err(|error| source.toml_error(&error))?;
+    let mut raw: RawConfig = toml::from_str(text).map_err(|error| source.toml_error(&error))?;
     let mut listeners = Listeners::default();
 
     let control_socket = match &raw.control_socket {
@@ -66,7 +67,7 @@ pub(super) fn check(text: &str, found: &dyn PathSource) -> Result<DaemonConfig, 
         }
         None => None,
     };
-    let defaults = match raw.defaults {
+    let defaults = match raw.defaults.take() {
         Some(defaults) => Settings::check(&source, defaults.into_inner(), "defaults")?,
         None => Settings::default(),
     };
@@ -97,14 +98,16 @@ pub(super) fn check(text: &str, found: &dyn PathSource) -> Result<DaemonConfig, 
             format!("at most {MAX_MAPS} maps"),
         ));
     }
+    let map_names = names::map_names(&source, &raw, found)?;
+    let device_links = links::dev_dir(&source, raw.links.as_ref())?;
     let mut names: HashMap<String, Place> = HashMap::new();
     let mut maps = Vec::with_capacity(raw.map.len());
-    for map in raw.map {
+    for (map, map_name) in raw.map.into_iter().zip(map_names) {
         let map_place = map.span();
         let mut map = map.into_inner();
-        let name = check_name(&source, &map.name, "map")?;
+        let name = check_name(&source, &map_name, "map")?;
         let context = format!("map {name:?}");
-        let name_place = Place::of(&map.name, format!("{context}: name"));
+        let name_place = Place::of(&map_name, format!("{context}: name"));
         if let Some(first) = names.get(&name) {
             let (line, _) = source.line_column(first.span.start);
             return Err(source.error(
@@ -119,7 +122,7 @@ pub(super) fn check(text: &str, found: &dyn PathSource) -> Result<DaemonConfig, 
             key: context.clone(),
         };
         let own = Settings::check(&source, map.take_settings(), &context)?;
-        maps.push(check_map(
+        let checked = check_map(
             &source,
             map,
             name,
@@ -129,7 +132,11 @@ pub(super) fn check(text: &str, found: &dyn PathSource) -> Result<DaemonConfig, 
             &defaults,
             &mut listeners,
             &lookup,
-        )?);
+        )?;
+        maps.push(MapConfig {
+            device_links: device_links.clone(),
+            ..checked
+        });
     }
     Ok(DaemonConfig {
         control_socket,
@@ -379,6 +386,7 @@ fn check_map(
         max_attempts: settings.max_attempts.unwrap_or(map_defaults.max_attempts),
         checker,
         exports,
+        device_links: None,
     })
 }
 
@@ -718,12 +726,7 @@ fn check_name(
     what: &str,
 ) -> Result<String, ConfigError> {
     let text = name.get_ref();
-    let good = !text.is_empty()
-        && text.len() <= MAX_NAME_BYTES
-        && text
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'));
-    if !good {
+    if !is_name(text) {
         return Err(source.error(
             &Place::of(name, format!("{what}: name")),
             quoted(text),
@@ -731,6 +734,16 @@ fn check_name(
         ));
     }
     Ok(text.clone())
+}
+
+/// Whether `text` may name a map or a path: 1 to [`MAX_NAME_BYTES`]
+/// letters, digits, `.`, `_` and `-`.
+pub(super) fn is_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= MAX_NAME_BYTES
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
 }
 
 /// `size`: bytes as an integer, or a string with a binary suffix

@@ -12,6 +12,12 @@
 //!
 //! ```toml
 //! control_socket = "/run/mpio/control.sock"   # optional; absolute
+//! user_friendly_names = false      # a map by wwid without name: mpathN from the bindings file, else its WWID
+//! bindings_file = "/etc/mpio/bindings"         # multipath-tools' format; written atomically
+//!
+//! [links]                          # optional: DEV/mpio/NAME, DEV/disk/by-id/mpio-WWID to each ublk device
+//! enabled = true
+//! dev_dir = "/dev"
 //!
 //! [metrics]                        # optional; metrics are off without it
 //! listen = "127.0.0.1:9642"        # a loopback address only
@@ -77,7 +83,7 @@
 //! paths = ["d"]
 //!
 //! [[map]]
-//! name = "mpathd"
+//! name = "mpathd"                  # optional for a map by wwid (see user_friendly_names)
 //! wwid = "naa.6001405abcdef0123456789abcdef012"  # paths: the block devices with this WWID
 //! path_grouping_policy = "group_by_prio"         # prio: the ALUA/ANA state's (50, 10, 1, 0)
 //!
@@ -107,18 +113,27 @@
 //! with no path opened, so a selector's argument errors are found here,
 //! and [`MapConfig::table`] holds its canonical form.
 //!
+//! A map's name is its `name`, else (a map by WWID) the one `names.rs`
+//! settles from the bindings file (`user_friendly_names`) or the WWID,
+//! before any other check, so that every error names the map.
+//!
 //! # Errors
 //! Every refusal is a [`ConfigError`] naming the line and column, the key
 //! (`map "mpatha" path "b": uri`), the value when there is one, and why:
 //! toml's own errors (syntax, unknown keys, wrong types, missing keys)
 //! and every check above. Parsing never panics, whatever the text.
 
+mod bindings;
 mod check;
 mod error;
 pub mod fuzz;
 mod grouping;
 pub mod import;
+mod links;
 mod listen;
+mod names;
+#[cfg(test)]
+mod names_tests;
 mod raw;
 mod settings;
 #[cfg(test)]
@@ -128,8 +143,10 @@ pub mod wwid;
 #[cfg(test)]
 mod wwid_tests;
 
+pub use bindings::DEFAULT_BINDINGS_FILE;
 pub use check::{MAX_EXPORTS, MAX_MAPS, MAX_NAME_BYTES, MAX_NUMA_NODE};
 pub use error::ConfigError;
+pub use links::DEFAULT_DEV_DIR;
 pub use listen::DEFAULT_SOCKET_MODE;
 pub use listen::MAX_EXPORT_NAME_BYTES;
 pub use settings::{
@@ -204,6 +221,9 @@ pub struct MapConfig {
     pub checker: CheckerOptions,
     /// The NBD exports of the map.
     pub exports: Vec<ExportConfig>,
+    /// The directory (`/dev`) its ublk devices get their `mpio/NAME` and
+    /// `disk/by-id/mpio-WWID` links in (`[links]`); `None`: no links.
+    pub device_links: Option<PathBuf>,
 }
 
 /// A path name and the URI it stands for.

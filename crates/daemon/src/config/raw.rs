@@ -18,6 +18,9 @@ pub(super) struct RawConfig {
     pub blacklist: Option<Spanned<RawBlacklist>>,
     pub blacklist_exceptions: Option<Spanned<RawBlacklist>>,
     pub ublk: Option<Spanned<RawUblkStop>>,
+    pub user_friendly_names: Option<Spanned<bool>>,
+    pub bindings_file: Option<Spanned<String>>,
+    pub links: Option<Spanned<RawLinks>>,
     #[serde(default)]
     pub map: Vec<Spanned<RawMap>>,
 }
@@ -28,6 +31,15 @@ pub(super) struct RawConfig {
 pub(super) struct RawUblkStop {
     pub on_stop: Option<Spanned<String>>,
     pub keep_timeout_ms: Option<Spanned<i64>>,
+}
+
+/// `[links]`: the `/dev/mpio/NAME` and `/dev/disk/by-id/mpio-WWID` links
+/// of the maps' ublk devices.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLinks {
+    pub enabled: Option<Spanned<bool>>,
+    pub dev_dir: Option<Spanned<String>>,
 }
 
 /// `[blacklist]`: patterns of devices that are never paths of a map by
@@ -67,7 +79,7 @@ macro_rules! settings_keys {
         #[derive(Debug, Deserialize)]
         #[serde(deny_unknown_fields)]
         pub(super) struct RawMap {
-            pub name: Spanned<String>,
+            pub name: Option<Spanned<String>>,
             pub wwid: Option<Spanned<String>>,
             pub size: Option<Spanned<Scalar>>,
             pub table: Option<Spanned<String>>,

@@ -355,7 +355,7 @@ fn every_refusal_names_its_line_and_key() {
         case(three_paths("checker_interval_ms = \"5s\""), 4, "map \"m\": checker_interval_ms", "invalid type"),
         case(three_paths("size2 = 1").replace("size = \"1G\"", "size = true"), 3, "map \"m\": size", "an integer or a string"),
         case(three_paths("") + "[[map.export]]\nread_only = \"yes\"\n", 18, "map \"m\" export[0]: read_only", "invalid type"),
-        case("[[map]]\nsize = 512\n", 1, "map[0]", "missing field `name`"),
+        case("[[map]]\nsize = 512\n", 1, "map[0]: name", "name missing: a map needs a name"),
         case(three_paths("") + "[[map.path]]\nname = \"d\"\n", 17, "map \"m\" path \"d\"", "missing field `uri`"),
         case("[metrics]\n", 1, "metrics", "missing field `listen`"),
         // The document.

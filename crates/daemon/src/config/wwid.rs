@@ -13,7 +13,9 @@ use super::raw::{RawBlacklist, RawMap, RawUblk};
 use super::{ConfigError, NamedPath};
 use mpio_core::map::MAX_PATHS;
 use mpio_transport::blockdev::blacklist::{Blacklist, DEFAULT_DEVNODE};
+use mpio_transport::blockdev::wwid_forms::WwidForms;
 use mpio_transport::blockdev::{current_access, discover, Sysfs};
+use std::path::Path;
 use toml::Spanned;
 
 /// One device a WWID leads to now.
@@ -27,7 +29,8 @@ pub struct FoundPath {
     pub prio: u32,
 }
 
-/// Where the paths of maps by WWID are looked up.
+/// Where the paths of maps by WWID are looked up, and the bindings file
+/// their user-friendly names are kept in.
 pub trait PathSource {
     /// The devices with `wwid` that `blacklist` lets through, by name.
     fn paths_of(&self, wwid: &str, blacklist: &Blacklist) -> Vec<FoundPath>;
@@ -35,6 +38,32 @@ pub trait PathSource {
     /// The size of block device `name` (a map's own ublk device, left
     /// waiting by a daemon that died), if it exists and reports one.
     fn device_bytes(&self, name: &str) -> Option<u64>;
+
+    /// The text of the bindings file at `file` (`user_friendly_names`);
+    /// `None` if there is none. By default, the file's.
+    ///
+    /// # Errors
+    /// It exists and cannot be read.
+    fn read_bindings(&self, file: &Path) -> std::io::Result<Option<String>> {
+        super::bindings::read(file)
+    }
+
+    /// Replaces the bindings file at `file` with `text`, atomically. By
+    /// default, the file's.
+    ///
+    /// # Errors
+    /// It cannot be written.
+    fn write_bindings(&self, file: &Path, text: &str) -> std::io::Result<()> {
+        super::bindings::write(file, text)
+    }
+}
+
+/// `wwid` as multipath-tools writes it in its bindings file and names a
+/// map by it: udev's form where there is one (`3600a0980…`), else the
+/// kernel's (`eui.…`, `nvme.…`).
+pub fn multipath_form(wwid: &str) -> String {
+    let forms = WwidForms::of(wwid);
+    forms.udev.unwrap_or(forms.kernel)
 }
 
 /// The host's block devices, from `/sys` (and the NVMe controllers' ANA
@@ -62,8 +91,8 @@ impl PathSource for HostPaths {
     }
 }
 
-/// No devices at all: for checks that must not depend on the host (the
-/// fuzz target).
+/// No devices and no bindings file: for checks that must not depend on
+/// the host or change it (the fuzz target, the importer's check).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoPaths;
 
@@ -74,6 +103,16 @@ impl PathSource for NoPaths {
 
     fn device_bytes(&self, _name: &str) -> Option<u64> {
         None
+    }
+
+    /// No file: every name is new.
+    fn read_bindings(&self, _file: &Path) -> std::io::Result<Option<String>> {
+        Ok(None)
+    }
+
+    /// Nothing is written.
+    fn write_bindings(&self, _file: &Path, _text: &str) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

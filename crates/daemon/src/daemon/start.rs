@@ -2,6 +2,7 @@
 //! ([`Transports::build_named`](mpio_transport::Transports::build_named)),
 //! its checker added to the pool, its ublk devices made and its NBD
 //! servers started, all on one [`DeviceSlot`](mpio_transport::DeviceSlot).
+//! A ublk device gets its `/dev/mpio/NAME` links ([`crate::links`]).
 //! A ublk device that cannot be made is logged and left out, and the
 //! other exports serve; an NBD export that cannot start fails the map.
 //! [`names_of`] and [`map_options`] turn a map's config into what
@@ -12,6 +13,7 @@ use super::error::DaemonError;
 use super::settings::ServerSettings;
 use super::state::State;
 use crate::config::MapConfig;
+use crate::links::DeviceLinks;
 use crate::running::{RunningMap, RunningUblk};
 use mpio_server::{Server, ServerConfig, ServerError};
 use mpio_transport::probe::SlotChecker;
@@ -61,6 +63,11 @@ pub(super) fn start_map(
             match ublk.add(&slot, number, export.read_only) {
                 Ok(device) => {
                     tracing::info!(map = %config.name, export = %export.name, device = %device.path(), "ublk device ready");
+                    if let Some(dev_dir) = &config.device_links {
+                        let wwid = config.wwid.as_deref();
+                        let links = DeviceLinks::new(dev_dir, device.id(), &config.name, wwid);
+                        ublk.link(&config.name, &device, links);
+                    }
                     ublk_devices.push(RunningUblk {
                         export: export.name.clone(),
                         number,

@@ -17,6 +17,7 @@ mod daemon;
 mod devices;
 mod failover;
 mod fio;
+mod names;
 mod nbd_ext4;
 mod null_blk_paths;
 mod nvme;

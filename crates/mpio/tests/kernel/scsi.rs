@@ -12,7 +12,7 @@ use std::time::Duration;
 const TARGET: &str = "/sys/kernel/config/target";
 
 /// The SCSI disks (`sdb`) whose `device/<attribute>` reads `value`.
-fn disks_where(attribute: &str, value: &str) -> Vec<String> {
+pub fn disks_where(attribute: &str, value: &str) -> Vec<String> {
     let mut disks: Vec<String> = std::fs::read_dir("/sys/block")
         .unwrap()
         .flatten()

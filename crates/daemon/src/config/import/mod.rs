@@ -125,7 +125,8 @@ pub fn import(data: &[u8]) -> Result<Imported, ImportError> {
 }
 
 /// Checks `keys` of a `context` (`blacklist`, `blacklist_exceptions`,
-/// `map` for a map's name, else map settings) with the daemon's loader.
+/// `map` for a map's name, else map settings and top-level keys) with
+/// the daemon's loader.
 fn probe(context: &str, keys: &[(&'static str, Value)]) -> Result<(), String> {
     const MAP: &str = "[[map]]\nname = \"probe\"\nsize = \"1M\"\n\
                        [[map.path]]\nname = \"p\"\nuri = \"null:1M\"\n";
@@ -148,14 +149,17 @@ fn probe(context: &str, keys: &[(&'static str, Value)]) -> Result<(), String> {
             )
         }
         _ => {
+            let mut top = String::new();
             let mut text = String::from("[defaults]\n");
             let mut marginal = String::new();
             for (key, value) in keys {
                 match key.strip_prefix("marginal.") {
                     Some(key) => marginal += &line(key, value),
+                    None if settings::TOP_LEVEL.contains(key) => top += &line(key, value),
                     None => text += &line(key, value),
                 }
             }
+            text = top + &text;
             if !marginal.is_empty() {
                 text += "[defaults.marginal]\n";
                 text += &marginal;

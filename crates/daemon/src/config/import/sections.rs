@@ -1,5 +1,6 @@
 //! Each section of multipath.conf against mpio's config: `defaults` and
-//! `overrides` into `[defaults]`, `blacklist` and `blacklist_exceptions`
+//! `overrides` into `[defaults]` (and the top-level `user_friendly_names`
+//! and `bindings_file`), `blacklist` and `blacklist_exceptions`
 //! into theirs, each `multipaths` entry with a `wwid` into a `[[map]]`,
 //! `devices` entries as far as mpio already does what they say.
 //!
@@ -30,11 +31,32 @@ pub(super) struct Entry {
 /// A `[[map]]` from a `multipaths` entry.
 #[derive(Clone, Debug)]
 pub(super) struct MapOut {
+    /// Its `alias`, else its WWID.
     pub name: String,
+    /// Whether it has an `alias`.
+    pub aliased: bool,
     pub wwid: String,
     /// The line of its `wwid`, then of its `alias` if it has one.
     pub lines: Vec<usize>,
     pub settings: Vec<Entry>,
+}
+
+impl MapOut {
+    /// Whether mpio names this map from the bindings file: it has no
+    /// alias and `user_friendly_names` is on for it (its entry's, else
+    /// that of `defaults`, which `overrides` already went over: the
+    /// precedence of multipath-tools).
+    pub(super) fn named_by_bindings(&self, defaults: &[Entry]) -> bool {
+        let flag = |entries: &[Entry]| {
+            entries.iter().find_map(|entry| {
+                entry.keys.iter().find_map(|(key, value)| match value {
+                    Value::Flag(flag) if *key == "user_friendly_names" => Some(*flag),
+                    _ => None,
+                })
+            })
+        };
+        !self.aliased && flag(&self.settings).or(flag(defaults)).unwrap_or(false)
+    }
 }
 
 /// The blacklist or its exceptions: patterns with their lines.
@@ -467,6 +489,7 @@ fn multipaths(mapped: &mut Mapped, section: &Section, probe: Probe<'_>) {
             .collect();
         mapped.maps.push(MapOut {
             name,
+            aliased: alias.is_some(),
             wwid,
             lines,
             settings,

@@ -18,6 +18,10 @@ pub(super) enum Scope {
     Multipath,
 }
 
+/// mpio keys that are top-level keys, not map settings: written above
+/// `[defaults]`, and read by [`super::sections::MapOut::named_by_bindings`].
+pub(super) const TOP_LEVEL: &[&str] = &["user_friendly_names", "bindings_file"];
+
 /// Keywords multipath-tools takes only in `defaults`.
 const DEFAULTS_ONLY: &[&str] = &[
     "verbosity",
@@ -235,12 +239,14 @@ pub(super) fn setting(name: &str, value: &str, scope: Scope) -> Outcome {
             Some(true) => same("mpio attaches no handler and leaves the kernel's in place"),
             _ => ignored("multipath-tools retains the attached handler on every kernel since 4.3"),
         },
-        "user_friendly_names" => match flag(value) {
-            Some(false) => same("a map without alias is named by its WWID"),
-            _ => no(
-                "mpio names each map in its config: the multipaths alias, else the WWID; \
-                 the bindings file's mpathN names are not read",
+        "user_friendly_names" => match (flag(value), scope) {
+            (Some(false), Scope::Device) => same("a map without alias is named by its WWID"),
+            (Some(true), Scope::Device) => no(
+                "mpio has no per-vendor settings: user_friendly_names is a top-level key for \
+                 every map",
             ),
+            (Some(flag), _) => set("user_friendly_names", Value::Flag(flag)),
+            (None, _) => ignored("not yes or no"),
         },
         "marginal_path_double_failed_time" => match value.parse::<i64>() {
             Ok(seconds) => Outcome::Set(vec![
@@ -308,13 +314,12 @@ pub(super) fn setting(name: &str, value: &str, scope: Scope) -> Outcome {
             "mpio checks every checker_interval_ms; it does not lengthen the interval for \
              healthy paths",
         ),
-        "alias_prefix" => no("names for user_friendly_names, which mpio does not have"),
+        "alias_prefix" => no("mpio's user-friendly names always start with mpath"),
         "find_multipaths" | "find_multipaths_timeout" | "reassign_maps" => {
             no("mpio makes maps only for its config's [[map]]s")
         }
-        "bindings_file" | "wwids_file" | "prkeys_file" => {
-            no("mpio's maps and their names are all in its config")
-        }
+        "bindings_file" => set("bindings_file", Value::Text(value.into())),
+        "wwids_file" | "prkeys_file" => no("mpio's maps are all in its config"),
         "reservation_key" | "all_tg_pt" => no("mpio does not manage persistent reservations"),
         "fast_io_fail_tmo" | "dev_loss_tmo" | "eh_deadline" => {
             no("SCSI transport timeouts mpio does not set; io_timeout_ms bounds each of its I/Os")

@@ -6,10 +6,13 @@ use super::model::Section;
 use super::report::{Outcome, Why};
 use super::settings::{setting, Scope};
 use super::*;
+use crate::config::wwid::{FoundPath, PathSource};
 use crate::config::wwid_tests::Fake;
 use crate::config::NoPathRetry;
 use mpio_core::failback::Failback;
+use mpio_transport::blockdev::blacklist::Blacklist;
 use mpio_transport::blockdev::wwid_forms::same_lun;
+use std::path::Path;
 
 /// Imports `text`, which must be read.
 fn imported(text: &str) -> Imported {
@@ -38,9 +41,35 @@ fn note_on(imported: &Imported, line: usize) -> &Note {
         .unwrap_or_else(|| panic!("no note on line {line}:\n{}", imported.toml))
 }
 
+/// [`Fake`]'s devices, with the bindings file in memory: an imported
+/// config may name multipath-tools' own, which a test must not touch.
+#[derive(Default)]
+struct InMemory {
+    bindings: std::cell::RefCell<Option<String>>,
+}
+
+impl PathSource for InMemory {
+    fn paths_of(&self, wwid: &str, blacklist: &Blacklist) -> Vec<FoundPath> {
+        Fake.paths_of(wwid, blacklist)
+    }
+
+    fn device_bytes(&self, name: &str) -> Option<u64> {
+        Fake.device_bytes(name)
+    }
+
+    fn read_bindings(&self, _file: &Path) -> std::io::Result<Option<String>> {
+        Ok(self.bindings.borrow().clone())
+    }
+
+    fn write_bindings(&self, _file: &Path, text: &str) -> std::io::Result<()> {
+        *self.bindings.borrow_mut() = Some(text.to_string());
+        Ok(())
+    }
+}
+
 /// The imported text loaded by the daemon's own loader.
 fn loaded(imported: &Imported) -> DaemonConfig {
-    DaemonConfig::parse_with(&imported.toml, &Fake)
+    DaemonConfig::parse_with(&imported.toml, &InMemory::default())
         .unwrap_or_else(|error| panic!("{error}\n{}", imported.toml))
 }
 
@@ -240,10 +269,10 @@ fn keywords_without_an_equivalent_say_why() {
         (
             "user_friendly_names",
             "yes",
-            Scope::Defaults,
+            Scope::Device,
             Some(Why::NoEquivalent),
         ),
-        ("user_friendly_names", "no", Scope::Multipath, None),
+        ("user_friendly_names", "no", Scope::Device, None),
         ("queue_without_daemon", "no", Scope::Defaults, None),
         (
             "queue_without_daemon",
@@ -322,6 +351,62 @@ fn no_path_retry_wins_across_sections_and_a_wwid_maps_once() {
     let config = loaded(&out);
     assert_eq!(config.maps[0].no_path_retry, NoPathRetry::Fail);
     assert!(!config.maps[0].table.features.queue_if_no_path);
+}
+
+/// `user_friendly_names` and `bindings_file` become the top-level keys,
+/// and a map without alias is named from the bindings file where the
+/// flag is on for it (its entry's over the defaults'), else by its WWID.
+#[test]
+fn user_friendly_names_carry_over_with_their_precedence() {
+    let text = "defaults {\n\
+                \tuser_friendly_names yes\n\
+                }\n\
+                multipaths {\n\
+                \tmultipath {\n\
+                \t\twwid naa.2\n\
+                \t}\n\
+                \tmultipath {\n\
+                \t\twwid naa.1\n\
+                \t\talias db\n\
+                \t}\n\
+                \tmultipath {\n\
+                \t\twwid naa.3\n\
+                \t\tuser_friendly_names no\n\
+                \t}\n\
+                }\n";
+    let out = imported(text);
+    assert!(out.dropped().next().is_none(), "{}", out.toml);
+    assert!(
+        out.toml.contains(
+            "\nuser_friendly_names = true  # line 2\n\
+             bindings_file = \"/etc/multipath/bindings\"  # multipath-tools' default"
+        ),
+        "{}",
+        out.toml
+    );
+    assert!(!out.toml.contains("[defaults]"), "{}", out.toml);
+    let config = loaded(&out);
+    let names: Vec<&str> = config.maps.iter().map(|map| map.name.as_str()).collect();
+    assert_eq!(names, ["mpatha", "db", "naa.3"]);
+
+    // Off in the defaults, on in one entry: on at the top, and the other
+    // maps named by their WWIDs.
+    let text = text
+        .replace("names yes", "names no")
+        .replace("wwid naa.2\n", "wwid naa.2\n\t\tuser_friendly_names yes\n")
+        .replace("bindings_file", "");
+    let out = imported(&format!(
+        "{text}defaults {{\n\tbindings_file /etc/mpio/bindings\n}}\n"
+    ));
+    assert!(
+        out.toml
+            .contains("\nbindings_file = \"/etc/mpio/bindings\"  # line 19\nuser_friendly_names = true  # line 7\n"),
+        "{}",
+        out.toml
+    );
+    let config = loaded(&out);
+    let names: Vec<&str> = config.maps.iter().map(|map| map.name.as_str()).collect();
+    assert_eq!(names, ["mpatha", "db", "naa.3"]);
 }
 
 #[test]
@@ -511,8 +596,14 @@ fn multipath_t_output_is_accounted_for_keyword_by_keyword() {
     let text = testdata("multipath-t.conf");
     let out = imported(&text);
     let (keywords, carried, dropped) = accounted(&text, &out);
-    assert_eq!((keywords, carried), (852, 4), "{}", out.toml);
-    assert_eq!(dropped, 770);
+    assert_eq!((keywords, carried), (852, 6), "{}", out.toml);
+    assert_eq!(dropped, 769);
+    assert!(out
+        .toml
+        .contains("user_friendly_names = false  # line 22\n"));
+    assert!(out
+        .toml
+        .contains("bindings_file = \"/etc/multipath/bindings\"  # line 24\n"));
     assert_eq!(out.maps, 0);
     assert!(out.toml.contains("checker_interval_ms = 5000  # line 3\n"));
     assert!(out.toml.contains("selector = \"service-time\"  # line 6\n"));
