@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs mpio as a system service: the binary, the systemd unit, the
-# udev rule that links its ublk devices by name, an example config (never over an existing one), the manual pages and the
-# bash, zsh and fish completions (both made by the binary itself). Run as root from the
+# udev rule that links its ublk devices by name, an example config
+# (never over an existing one), the manual pages and the bash, zsh and
+# fish completions (both made by the binary itself). Run as root from the
 # repository after `cargo build --release -p mpio` (built here if absent):
 #
 #   scripts/install.sh

@@ -37,7 +37,7 @@ KVM_MODULES="ublk_drv null_blk nbd configfs
 # (busybox provides the rest: sh, mount, modprobe, mknod, ...).
 KVM_TOOLS="fio dmsetup nvme mke2fs e2fsck blkdiscard nbd-client nbdkit"
 # nbdkit's plugins the tests use as NBD paths.
-KVM_NBDKIT_PLUGINS="memory"
+KVM_NBDKIT_PLUGINS="memory file"
 
 kvm_log() { printf '[kernel-vm] %s\n' "$*" >&2; }
 

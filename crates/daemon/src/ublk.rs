@@ -243,8 +243,9 @@ impl UblkExports {
                              give `ublk = N` to keep a device across restarts"
                                 .to_string()
                         });
+                        let why: Vec<String> = unnumbered.into_iter().chain(held).collect();
                         UblkOutcome::Removed {
-                            why: held.or(unnumbered),
+                            why: (!why.is_empty()).then(|| why.join("; ")),
                         }
                     }
                     Err(error) => UblkOutcome::Failed(error.to_string()),
@@ -293,9 +294,15 @@ impl UblkExports {
             }
         }
         let claim = claim.ok_or(()).or_else(|()| Claim::take(Path::new(&path)));
+        let stopped = engine.stop(device)?;
         match claim {
-            Ok(_claim) => engine.remove(device).map(|()| None),
-            Err(holders) => engine.remove_under_holders(device).map(|()| {
+            Ok(claim) => {
+                // The disk is gone, so no one can open it now; the
+                // deletion waits for every opener, the claim's too.
+                drop(claim);
+                engine.delete(stopped).map(|()| None)
+            }
+            Err(holders) => engine.delete_when_closed(stopped).map(|()| {
                 Some(format!(
                     "held: {}; their I/O fails, and its number is free once they close it",
                     holders.join("; ")

@@ -11,7 +11,8 @@
 //! over one whose server died: user recovery), sets its parameters, has
 //! every thread serve its queue of it (each answers once its fetches are
 //! with the kernel) and starts it; [`Engine::remove`] stops it, waits
-//! until every thread has let go of its queue, and deletes it;
+//! until every thread has let go of its queue, and deletes it (the two
+//! steps apart: [`Engine::stop`], [`Engine::delete`]);
 //! [`Engine::release`] leaves it, its I/O waiting, for the next server.
 //! Dropping the engine stops the devices it still serves (not those it
 //! released), then ends its threads.
@@ -91,6 +92,14 @@ impl UblkDevice {
     pub fn limits(&self) -> Limits {
         self.limits
     }
+}
+
+/// A device [`Engine::stop`] stopped: its disk is gone, the device
+/// waits for [`Engine::delete`] or [`Engine::delete_when_closed`].
+#[derive(Debug)]
+#[must_use = "a stopped device stays until deleted"]
+pub struct StoppedDevice {
+    id: u32,
 }
 
 /// The I/O threads and the control device.
@@ -375,27 +384,55 @@ impl Engine {
         Ok(device)
     }
 
-    /// Stops and deletes `device`: its disk goes (the block layer first
-    /// waits for the requests it holds), its queues end, then the device.
-    /// The deletion waits until no one holds the disk open.
+    /// Stops and deletes `device` ([`Engine::stop`], [`Engine::delete`]).
     ///
     /// # Errors
     /// The kernel refused a step, or the queues did not let go in time.
     pub fn remove(&self, device: UblkDevice) -> Result<(), UblkError> {
-        let mut control = lock(&self.control);
-        let id = self.stop_device(&mut control, device)?;
-        control.delete(id)
+        let stopped = self.stop(device)?;
+        self.delete(stopped)
     }
 
-    /// As [`Engine::remove`], but returns once the disk is gone, without
-    /// waiting for those who hold it open to close it (their I/O fails):
-    /// a thread of its own deletes the device once they have, and its
-    /// number stays taken until then.
+    /// Stops `device`: its disk goes (the block layer first waits for the
+    /// requests it holds; those who hold it open see their I/O fail) and
+    /// its queues end. The device itself stays until deleted.
     ///
     /// # Errors
-    /// As [`Engine::remove`], but for the deletion, which is logged.
-    pub fn remove_under_holders(&self, device: UblkDevice) -> Result<(), UblkError> {
-        let id = self.stop_device(&mut lock(&self.control), device)?;
+    /// The kernel refused, or the queues did not let go in time.
+    pub fn stop(&self, device: UblkDevice) -> Result<StoppedDevice, UblkError> {
+        let id = device.id();
+        lock(&self.served).retain(|served| *served != id);
+        let stopped = lock(&self.control).stop(id);
+        let deadline = Instant::now() + DEVICE_WAIT;
+        while Arc::strong_count(&device.device) > 1 {
+            if Instant::now() >= deadline {
+                return Err(UblkError::system(
+                    format!("removing ublk device {id}"),
+                    std::io::Error::from(std::io::ErrorKind::TimedOut),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stopped.map(|()| StoppedDevice { id })
+    }
+
+    /// Deletes a stopped device, waiting until no one holds its disk
+    /// open (this process included).
+    ///
+    /// # Errors
+    /// The kernel refused.
+    pub fn delete(&self, stopped: StoppedDevice) -> Result<(), UblkError> {
+        lock(&self.control).delete(stopped.id)
+    }
+
+    /// Deletes a stopped device on a thread of its own once those who
+    /// hold its disk open have closed it; its number stays taken until
+    /// then. The deletion is logged.
+    ///
+    /// # Errors
+    /// The thread could not be started.
+    pub fn delete_when_closed(&self, stopped: StoppedDevice) -> Result<(), UblkError> {
+        let id = stopped.id;
         let delete = move || match Control::open().and_then(|mut control| control.delete(id)) {
             Ok(()) => tracing::info!(
                 device = id,
@@ -408,26 +445,6 @@ impl Engine {
             .spawn(delete)
             .map_err(|error| UblkError::system("spawning a ublk deletion thread", error))?;
         Ok(())
-    }
-
-    /// Stops `device` (STOP_DEV) and waits until every queue let go of
-    /// it; returns its number.
-    fn stop_device(&self, control: &mut Control, device: UblkDevice) -> Result<u32, UblkError> {
-        let id = device.id();
-        lock(&self.served).retain(|served| *served != id);
-        let stopped = control.stop(id);
-        let deadline = Instant::now() + DEVICE_WAIT;
-        while Arc::strong_count(&device.device) > 1 {
-            if Instant::now() >= deadline {
-                return Err(UblkError::system(
-                    format!("removing ublk device {id}"),
-                    std::io::Error::from(std::io::ErrorKind::TimedOut),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        drop(device);
-        stopped.map(|()| id)
     }
 
     /// Leaves `device` to the next server instead of removing it: its

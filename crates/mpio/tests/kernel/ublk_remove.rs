@@ -1,5 +1,5 @@
 //! `mpio remove` and a reload that drops a map, over two maps each a
-//! ublk device: a mounted device is refused, naming the mount, and so is
+//! ublk device (numbered above any the kernel gives other tests): a mounted device is refused, naming the mount, and so is
 //! the reload that drops its map; a device a process holds open is
 //! refused, naming the process; `--force` removes its disk under the
 //! process, and the device is deleted once the process closes it; a
@@ -27,15 +27,15 @@ fn remove_refuses_a_device_in_use_naming_its_holder_unless_forced() {
     let mut disk_a = NullBlk::memory_backed("mpio-kt-remove-a", 64);
     let mut disk_b = NullBlk::memory_backed("mpio-kt-remove-b", 64);
     let (section_a, section_b) = (
-        map_section("a", &mut disk_a, 14),
-        map_section("b", &mut disk_b, 15),
+        map_section("a", &mut disk_a, 1014),
+        map_section("b", &mut disk_b, 1015),
     );
     let config_dir = test_dir("remove-config");
     let config = config_dir.join("mpio.toml");
     std::fs::write(&config, format!("{section_a}{section_b}")).unwrap();
     let daemon = Daemon::start(test_dir("remove"), &["--config", config.to_str().unwrap()]);
-    assert_eq!(daemon.devices, ["/dev/ublkb14", "/dev/ublkb15"]);
-    let (device_a, device_b) = ("/dev/ublkb14", "/dev/ublkb15");
+    assert_eq!(daemon.devices, ["/dev/ublkb1014", "/dev/ublkb1015"]);
+    let (device_a, device_b) = ("/dev/ublkb1014", "/dev/ublkb1015");
 
     // Mounted: refused, and so is the reload that drops the map.
     let minutes = |count: u64| Duration::from_secs(60 * count);
@@ -44,7 +44,7 @@ fn remove_refuses_a_device_in_use_naming_its_holder_unless_forced() {
     let mounted = format!("mounted on {} (ext4)", mount.dir.display());
     let refused = daemon.error(&["remove", "a"]);
     assert!(refused.contains(&mounted), "{refused}");
-    assert!(refused.contains("/dev/ublkb14 is in use"), "{refused}");
+    assert!(refused.contains("/dev/ublkb1014 is in use"), "{refused}");
     std::fs::write(&config, &section_b).unwrap();
     let refused = daemon.error(&["reload"]);
     assert!(refused.contains("map \"a\" not removed"), "{refused}");
@@ -68,7 +68,7 @@ fn remove_refuses_a_device_in_use_naming_its_holder_unless_forced() {
     assert!(refused.contains(&opened), "{refused}");
     let removed = daemon.ok(&["remove", "a", "--force"]);
     assert!(removed.contains("removed a"), "{removed}");
-    assert!(removed.contains("/dev/ublkb14 removed"), "{removed}");
+    assert!(removed.contains("/dev/ublkb1014 removed"), "{removed}");
     wait_until("the forced device goes", LIMIT, || {
         !Path::new(device_a).exists()
     });
@@ -83,7 +83,7 @@ fn remove_refuses_a_device_in_use_naming_its_holder_unless_forced() {
 
     // Held by no one: removed at once; the map is gone.
     let removed = daemon.ok(&["remove", "b"]);
-    assert!(removed.contains("/dev/ublkb15 removed"), "{removed}");
+    assert!(removed.contains("/dev/ublkb1015 removed"), "{removed}");
     wait_until("the device goes", LIMIT, || !Path::new(device_b).exists());
     let gone = daemon.error(&["remove", "b"]);
     assert!(gone.contains("no map named \"b\""), "{gone}");

@@ -1,15 +1,20 @@
 //! A daemon restart under a mounted filesystem: ext4 on `/dev/ublkbN`
-//! (a fixed number, so the device is kept at a stop), fio verify writing
+//! (a fixed number, so the device is kept at a stop; above any number
+//! the kernel gives the other tests' devices, which a killed daemon
+//! leaves waiting), fio verify writing
 //! a file on it, the daemon stopped with SIGTERM and started again, then
 //! killed with SIGKILL and started again: the device stays, fio sees no
 //! error, the kernel logs none, and `e2fsck -fn` is clean. Then a kept
 //! device no daemon takes over: its I/O fails and the device goes once
-//! the keep timeout has passed; and `--ublk-on-stop remove`, which
-//! removes a numbered device at a stop.
+//! the keep timeout has passed; `--ublk-on-stop remove`, which removes
+//! a numbered device at a stop; and a SIGTERM restart in the middle of
+//! an outage (every path's server gone): the device stays with its I/O
+//! waiting, the new daemon starts with its paths down, and once the
+//! server is back fio goes on clean.
 
-use crate::daemon::Daemon;
+use crate::daemon::{test_dir, Daemon, Nbdkit};
 use crate::devices::{block_stat, modprobe, run, wait_bounded, wait_until, Mount, NullBlk};
-use crate::failover::{two_path_table, LIMIT};
+use crate::failover::{path_row, two_path_table, wait_serves, LIMIT};
 use crate::fio::{FioVerify, Target, BACKLOG};
 use crate::ublk::serve_ublk;
 use std::path::Path;
@@ -62,10 +67,10 @@ fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
     let mut disk = NullBlk::memory_backed("mpio-kt-ublk-restart", 256);
     let paths = disk.two_paths();
     let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
-    let args = ["--ublk", "11"];
+    let args = ["--ublk", "1011"];
     let mut daemon = serve_ublk("ublk-restart-1", &table, &args);
     let device = daemon.devices[0].clone();
-    assert_eq!(device, "/dev/ublkb11");
+    assert_eq!(device, "/dev/ublkb1011");
     let minutes = |count: u64| Duration::from_secs(60 * count);
     run("mkfs.ext4", &["-q", "-F", &device], minutes(5));
     let logs = crate::daemon::test_dir("ublk-restart-fs");
@@ -84,14 +89,14 @@ fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
     terminate(&mut daemon);
     let stopped = log(&daemon);
     assert!(
-        stopped.contains("/dev/ublkb11 kept for the next daemon"),
+        stopped.contains("/dev/ublkb1011 kept for the next daemon"),
         "{stopped}"
     );
     assert!(Path::new(&device).exists(), "{device} went at SIGTERM");
     assert!(fio.is_running(), "fio ended while no daemon ran");
     let mut second = serve_ublk("ublk-restart-2", &table, &args);
     wait_until("the keeper sees the device taken over", LIMIT, || {
-        log(&daemon).contains("/dev/ublkb11 taken over by the next daemon")
+        log(&daemon).contains("/dev/ublkb1011 taken over by the next daemon")
     });
     wait_for_more_writes(&device, 2 * BACKLOG);
 
@@ -103,7 +108,7 @@ fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
     let mut third = serve_ublk(
         "ublk-restart-3",
         &table,
-        &["--ublk", "11", "--ublk-on-stop", "remove"],
+        &["--ublk", "1011", "--ublk-on-stop", "remove"],
     );
     wait_for_more_writes(&device, 2 * BACKLOG);
     assert!(fio.is_running(), "fio ended after the restarts");
@@ -117,7 +122,7 @@ fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
     // `--ublk-on-stop remove`: the numbered device goes at SIGTERM.
     terminate(&mut third);
     let stopped = log(&third);
-    assert!(stopped.contains("/dev/ublkb11 removed"), "{stopped}");
+    assert!(stopped.contains("/dev/ublkb1011 removed"), "{stopped}");
     assert!(!Path::new(&device).exists(), "{device} is still there");
     let _ = std::fs::remove_dir_all(&logs);
 }
@@ -132,7 +137,7 @@ fn a_kept_device_no_daemon_takes_over_fails_its_io_after_the_keep_timeout() {
     let mut daemon = serve_ublk(
         "ublk-orphan",
         &table,
-        &["--ublk", "12", "--ublk-keep-timeout-ms", "2000"],
+        &["--ublk", "1012", "--ublk-keep-timeout-ms", "2000"],
     );
     let device = daemon.devices[0].clone();
     let logs = crate::daemon::test_dir("ublk-orphan-fio");
@@ -143,7 +148,7 @@ fn a_kept_device_no_daemon_takes_over_fails_its_io_after_the_keep_timeout() {
     terminate(&mut daemon);
     let stopped = log(&daemon);
     assert!(
-        stopped.contains("/dev/ublkb12 kept for the next daemon (its I/O waits up to 2000 ms"),
+        stopped.contains("/dev/ublkb1012 kept for the next daemon (its I/O waits up to 2000 ms"),
         "{stopped}"
     );
     // No daemon comes: the keeper removes the device, and fio's waiting
@@ -152,9 +157,75 @@ fn a_kept_device_no_daemon_takes_over_fails_its_io_after_the_keep_timeout() {
         !Path::new(&device).exists()
     });
     wait_until("the keeper says so", LIMIT, || {
-        log(&daemon).contains("/dev/ublkb12 removed: no daemon took it over within 2000 ms")
+        log(&daemon).contains("/dev/ublkb1012 removed: no daemon took it over within 2000 ms")
     });
     let result = fio.finish(LIMIT);
     assert!(!result.is_clean(), "fio saw no error:\n{}", result.log);
     let _ = std::fs::remove_dir_all(&logs);
+}
+
+#[test]
+#[ignore = "kernel test: needs root, ublk_drv and nbdkit; run scripts/kernel-test.sh"]
+fn a_sigterm_restart_during_an_outage_keeps_the_device_and_its_waiting_io() {
+    modprobe(&["ublk_drv"]);
+    let dir = test_dir("ublk-outage-disk");
+    let file = dir.join("disk.img");
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let socket = dir.join("nbdkit.sock");
+    let mut server = Nbdkit::nbdkit_file(&socket, &file);
+    let word = format!("nbd+unix:///?socket={}", socket.display());
+    let paths = [format!("{word}#a"), format!("{word}#b")];
+    // I/O waits in mpio while no path serves.
+    let table = format!(
+        "0 {} multipath 1 queue_if_no_path 0 1 1 round-robin 0 2 1 {} 1 {} 1",
+        64 << 11,
+        paths[0],
+        paths[1]
+    );
+    let args = ["--ublk", "1016"];
+    let mut daemon = serve_ublk("ublk-outage-1", &table, &args);
+    let device = daemon.devices[0].clone();
+    let mut fio =
+        FioVerify::start_until_stopped(Target::Block(&device), 32, dir.join("fio.log"), &[]);
+    wait_for_more_writes(&device, 1000);
+
+    // The outage: every path's server is gone; the daemon sees both fail.
+    server.kill();
+    wait_until("both paths failed", LIMIT, || {
+        paths
+            .iter()
+            .all(|path| path_row(&daemon, path)["state"] == "failed")
+    });
+    terminate(&mut daemon);
+    let stopped = log(&daemon);
+    assert!(
+        stopped.contains("/dev/ublkb1016 kept for the next daemon"),
+        "{stopped}"
+    );
+    assert!(Path::new(&device).exists(), "{device} went at SIGTERM");
+    assert!(fio.is_running(), "fio ended in the outage");
+
+    // The next daemon starts with both paths down and takes the device
+    // over; the I/O waits on until the server returns.
+    let second = serve_ublk("ublk-outage-2", &table, &args);
+    for path in &paths {
+        assert_eq!(path_row(&second, path)["state"], "failed", "{path}");
+    }
+    assert!(fio.is_running(), "fio ended in the outage");
+    server.restart();
+    for path in &paths {
+        wait_serves(
+            &second,
+            path,
+            2 * BACKLOG,
+            "the path serves after the outage",
+        );
+    }
+    fio.stop(LIMIT).assert_clean();
+    assert_eq!(kernel_errors(&device), Vec::<String>::new());
+    drop(second);
+    let _ = std::fs::remove_dir_all(&dir);
 }
