@@ -9,8 +9,9 @@
 //! and are gone once a SIGTERM removed it.
 
 use crate::daemon::{test_dir, Daemon};
-use crate::devices::{modprobe, read_attribute, run, wait_bounded, wait_until, write_attribute};
+use crate::devices::{modprobe, read_attribute, wait_until, write_attribute};
 use crate::scsi::disks_where;
+use crate::ublk::terminate;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -128,13 +129,7 @@ fn start_check_stop(round: &str, wwids: &[&str], bindings: &Path, names: &[(&str
         links.push(by_name);
         links.push(by_wwid);
     }
-    run(
-        "kill",
-        &["-TERM", &daemon.child.id().to_string()],
-        Duration::from_secs(10),
-    );
-    let status = wait_bounded(&mut daemon.child, Duration::from_secs(120), "mpio serve");
-    assert!(status.success(), "{round}: mpio serve exited with {status}");
+    terminate(&mut daemon);
     for link in links {
         assert_eq!(target(&link), None, "{round}: {link} outlived its device");
     }

@@ -42,6 +42,17 @@ pub fn serve_ublk(name: &str, table: &str, args: &[&str]) -> Daemon {
     daemon
 }
 
+/// Sends SIGTERM to `daemon` and waits for its clean exit (status 0).
+pub fn terminate(daemon: &mut Daemon) {
+    run(
+        "kill",
+        &["-TERM", &daemon.child.id().to_string()],
+        Duration::from_secs(10),
+    );
+    let status = wait_bounded(&mut daemon.child, LIMIT, "mpio serve");
+    assert!(status.success(), "mpio serve exited with {status}");
+}
+
 #[test]
 #[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
 fn fio_verify_on_the_ublk_device_holds_while_paths_fail_and_return() {
@@ -111,13 +122,7 @@ fn sigterm_under_fio_ends_cleanly_and_removes_the_device() {
         FioVerify::start_until_stopped(Target::Block(&device), 64, daemon.dir.join("fio.log"), &[]);
     wait_for_writes(&device, 1000);
     assert!(fio.is_running(), "fio ended before the signal");
-    run(
-        "kill",
-        &["-TERM", &daemon.child.id().to_string()],
-        Duration::from_secs(10),
-    );
-    let status = wait_bounded(&mut daemon.child, Duration::from_secs(120), "mpio serve");
-    assert!(status.success(), "mpio serve exited with {status}");
+    terminate(&mut daemon);
     assert!(!Path::new(&device).exists(), "{device} is still there");
     let log = std::fs::read_to_string(daemon.dir.join("mpio.log")).unwrap();
     assert!(

@@ -13,23 +13,12 @@
 //! server is back fio goes on clean.
 
 use crate::daemon::{test_dir, Daemon, Nbdkit};
-use crate::devices::{block_stat, modprobe, run, wait_bounded, wait_until, Mount, NullBlk};
+use crate::devices::{block_stat, modprobe, run, wait_until, Mount, NullBlk};
 use crate::failover::{path_row, two_path_table, wait_serves, LIMIT};
 use crate::fio::{FioVerify, Target, BACKLOG};
-use crate::ublk::serve_ublk;
+use crate::ublk::{serve_ublk, terminate};
 use std::path::Path;
 use std::time::Duration;
-
-/// Sends SIGTERM to `daemon` and waits for its clean exit.
-fn terminate(daemon: &mut Daemon) {
-    run(
-        "kill",
-        &["-TERM", &daemon.child.id().to_string()],
-        Duration::from_secs(10),
-    );
-    let status = wait_bounded(&mut daemon.child, LIMIT, "mpio serve");
-    assert!(status.success(), "mpio serve exited with {status}");
-}
 
 /// What `daemon` logged so far.
 fn log(daemon: &Daemon) -> String {
