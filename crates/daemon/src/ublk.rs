@@ -215,8 +215,8 @@ impl UblkExports {
 
     /// Stops `ublk` (a device of the map `slot` serves) as `on_stop`
     /// says, within `deadline`: releases it for the next daemon, or
-    /// removes it (see [`remove_device`]; `claim`: the device, claimed
-    /// by the caller); then flushes the map.
+    /// removes it (see [`UblkExports::remove_device`]; `claim`: the
+    /// device, claimed by the caller) and then flushes the map.
     pub(crate) fn stop(
         &self,
         ublk: RunningUblk,

@@ -7,11 +7,12 @@
 //! holder found (`crate::holders`). `--force` removes it anyway: its
 //! disk goes at once and the holders' I/O fails; the device itself is
 //! deleted once they close it (its number stays taken until then).
-//! Otherwise each device is claimed exclusively
-//! before anything stops, so nothing mounts it meanwhile; then the map's
-//! NBD exports drain (their requests read are answered and flushed, within
-//! [`REMOVE_DEADLINE`]), its ublk devices are removed and the map flushed,
-//! and its checker stops. Each step is logged and told in the answer.
+//! Otherwise each device is claimed exclusively before anything stops,
+//! so nothing mounts it meanwhile; then the map's NBD exports drain
+//! (their requests read are answered and flushed, within
+//! [`REMOVE_DEADLINE`]), its ublk devices are removed and the map
+//! flushed, and its checker stops. Each step is logged and told in the
+//! answer.
 
 use super::state::State;
 use crate::config::UblkOnStop;
