@@ -10,12 +10,10 @@
 
 use crate::daemon::{test_dir, Daemon};
 use crate::devices::{modprobe, read_attribute, wait_until, write_attribute};
+use crate::failover::LIMIT;
 use crate::scsi::disks_where;
 use crate::ublk::terminate;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-const LIMIT: Duration = Duration::from_secs(60);
 
 /// The first map's ublk number; the next map's is the next.
 const FIRST_UBLK: usize = 41;
@@ -160,8 +158,15 @@ fn two_starts_finding_the_luns_in_another_order_give_the_same_names_and_links() 
         );
     }
 
-    // Both LUNs found again, the second first: the kernel names them the
-    // other way round now.
+    // Both LUNs found again, the one named second first: the kernel
+    // names them the other way round now. (Which LUN was named first
+    // depends on the machine's load at the module's own scan.)
+    let lun_of = |disk: &str| {
+        let address = std::fs::read_link(format!("/sys/block/{disk}/device")).unwrap();
+        let address = address.file_name().unwrap().to_string_lossy().into_owned();
+        address.rsplit(':').next().unwrap().to_string()
+    };
+    let rescan_order = [lun_of(&first[1].0), lun_of(&first[0].0)];
     for (disk, _) in &first {
         write_attribute(
             &PathBuf::from(format!("/sys/block/{disk}/device/delete")),
@@ -178,7 +183,7 @@ fn two_starts_finding_the_luns_in_another_order_give_the_same_names_and_links() 
                 == Some("scsi_debug")
         })
         .expect("the scsi_debug host");
-    for (lun, count) in [(1, 1), (0, 2)] {
+    for (lun, count) in rescan_order.iter().zip([1, 2]) {
         write_attribute(&host.join("scan"), &format!("0 0 {lun}"));
         wait_until(&format!("LUN {lun} is back"), LIMIT, || {
             luns.disks().len() == count
