@@ -37,13 +37,16 @@ pub enum Fault {
     Reload(Side),
     /// SIGKILL to the daemon and a restart with the same config.
     Kill9,
+    /// SIGTERM to the daemon (it keeps both devices for the next one) and
+    /// a restart with the same config.
+    SigtermRestart,
     /// The same with a SCSI disk offline across the restart: the new
     /// daemon starts its map with that path failed as unready.
     Kill9WithScsiOffline,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 14] = [
         Fault::ScsiOffline,
         Fault::AluaNonOptimized,
         Fault::AluaStandby,
@@ -57,6 +60,7 @@ impl Fault {
         Fault::Reload(Side::Nvme),
         Fault::Kill9,
         Fault::Kill9WithScsiOffline,
+        Fault::SigtermRestart,
     ];
 
     pub fn label(self) -> &'static str {
@@ -74,6 +78,7 @@ impl Fault {
             Fault::Reload(Side::Nvme) => "reload nvme",
             Fault::Kill9 => "kill -9 restart",
             Fault::Kill9WithScsiOffline => "kill -9 restart, scsi path down",
+            Fault::SigtermRestart => "SIGTERM restart",
         }
     }
 
@@ -91,7 +96,7 @@ impl Fault {
             | Fault::NvmePortRemoved
             | Fault::FailPath(Side::Nvme)
             | Fault::Reload(Side::Nvme) => &[Side::Nvme],
-            Fault::Kill9 | Fault::Kill9WithScsiOffline => &Side::BOTH,
+            Fault::Kill9 | Fault::Kill9WithScsiOffline | Fault::SigtermRestart => &Side::BOTH,
         }
     }
 
@@ -213,8 +218,12 @@ impl Chaos {
                 }
                 format!("{} went from {current} to {chosen}", side.map())
             }
-            Fault::Kill9 => {
-                rig.kill_and_restart(|_| {});
+            Fault::Kill9 | Fault::SigtermRestart => {
+                if fault == Fault::Kill9 {
+                    rig.kill_and_restart(|_| {});
+                } else {
+                    rig.terminate_and_restart();
+                }
                 rig.wait_serving(&self.written);
                 for side in Side::BOTH {
                     for name in rig.paths(side) {

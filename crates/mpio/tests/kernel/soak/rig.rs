@@ -4,18 +4,20 @@
 //! off) — and one `mpio serve --config` with a map by each LUN's WWID,
 //! exported as `/dev/ublkb40` (`scsi`) and `/dev/ublkb41` (`nvme`),
 //! queueing while no path serves, checked every 250 ms. The daemon can
-//! be killed with SIGKILL and started again with the same config (ublk
-//! user recovery keeps both devices and their waiting I/O).
+//! be killed with SIGKILL, or stopped with SIGTERM (it keeps both
+//! devices), and started again with the same config (ublk user recovery
+//! keeps both devices and their waiting I/O).
 //!
 //! # Drop order
-//! The daemon goes first (SIGTERM: it removes its devices), then the
-//! targets, whose disks it held open.
+//! The daemon goes first (SIGTERM, after a reload that has it remove its
+//! devices), then the targets, whose disks it held open.
 
 use crate::daemon::{test_dir, Daemon};
-use crate::devices::{block_stat, modprobe, read_attribute, run, wait_bounded, wait_until};
+use crate::devices::{block_stat, modprobe, read_attribute, wait_bounded, wait_until};
 use crate::failover::LIMIT;
 use crate::nvme::NvmeLoop;
 use crate::scsi::LioLoop;
+use crate::ublk::terminate;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -105,10 +107,10 @@ impl Rig {
     }
 
     /// The config: both maps, `multibus` round-robin, except `side`'s
-    /// selector where one is given; devices removed at a stop.
+    /// selector where one is given.
     pub fn config_text(&self, selector: Option<(Side, &str)>) -> String {
-        // The rig's stop removes the devices; its restarts are kills.
-        let mut text = String::from("[ublk]\non_stop = \"remove\"\n");
+        // A SIGTERM keeps the devices for the next daemon (the default).
+        let mut text = String::new();
         for (side, wwid) in Side::BOTH.into_iter().zip(&self.wwids) {
             let chosen = match selector {
                 Some((which, selector)) if which == side => selector,
@@ -160,6 +162,28 @@ impl Rig {
             );
         }
         between(self);
+        self.start_daemon();
+    }
+
+    /// Stops the daemon with SIGTERM, which must end it cleanly with
+    /// both devices kept, and starts it again with the same config.
+    pub fn terminate_and_restart(&mut self) {
+        let mut daemon = self.daemon.take().expect("a daemon runs");
+        terminate(&mut daemon);
+        self.keep_log(&daemon);
+        let log = std::fs::read_to_string(daemon.dir.join("mpio.log")).unwrap_or_default();
+        drop(daemon);
+        for side in Side::BOTH {
+            assert!(
+                log.contains(&format!("{} kept for the next daemon", side.device())),
+                "{log}"
+            );
+            assert!(
+                Path::new(side.device()).exists(),
+                "{} went at SIGTERM",
+                side.device()
+            );
+        }
         self.start_daemon();
     }
 
@@ -247,27 +271,33 @@ impl Rig {
         });
     }
 
-    /// Stops the daemon with SIGTERM, which must end it cleanly.
+    /// Stops the daemon with SIGTERM, which must end it cleanly and
+    /// remove both devices.
     pub fn stop(&mut self) {
         let Some(mut daemon) = self.daemon.take() else {
             return;
         };
-        run(
-            "kill",
-            &["-TERM", &daemon.child.id().to_string()],
-            Duration::from_secs(10),
-        );
-        let status = wait_bounded(&mut daemon.child, LIMIT, "mpio serve");
+        // The config read again with `on_stop = "remove"`: the rig's end
+        // leaves no device waiting for a daemon.
+        let config = std::fs::read_to_string(&self.config).unwrap();
+        std::fs::write(
+            &self.config,
+            format!("[ublk]\non_stop = \"remove\"\n{config}"),
+        )
+        .unwrap();
+        daemon.ok(&["reload"]);
+        terminate(&mut daemon);
         self.keep_log(&daemon);
-        assert!(status.success(), "mpio serve exited with {status}");
     }
 }
 
 impl Drop for Rig {
     fn drop(&mut self) {
         if let Some(daemon) = &self.daemon {
-            // SIGTERM first: the daemon removes its devices; the guard's
-            // own drop kills what is left.
+            // SIGTERM first: the daemon lets go of the targets' disks
+            // (it keeps its own devices for a next daemon, which the
+            // keeper removes in time); the guard's own drop kills what
+            // is left.
             let _ = std::process::Command::new("kill")
                 .args(["-TERM", &daemon.child.id().to_string()])
                 .output();
