@@ -30,10 +30,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The engine, once a map asked for a ublk device; and each device's
-/// `/dev/mpio/NAME` links, removed with it.
+/// `/dev/mpio/NAME` links, removed with it. The engine is shared out of
+/// its lock, so that devices stop in parallel (a release may wait for its
+/// paths up to the shutdown deadline) while the lock only guards its
+/// start.
 #[derive(Debug, Default)]
 pub struct UblkExports {
-    engine: Mutex<Option<Engine>>,
+    engine: Mutex<Option<Arc<Engine>>>,
     links: Mutex<HashMap<u32, DeviceLinks>>,
 }
 
@@ -136,19 +139,23 @@ impl fmt::Display for UblkShutdown {
 impl UblkExports {
     /// Each I/O thread's heartbeat, if the engine runs.
     pub fn heartbeats(&self) -> Vec<Arc<mpio_io_loop::Heartbeat>> {
-        lock(&self.engine)
-            .as_ref()
-            .map(Engine::heartbeats)
+        self.running()
+            .map(|engine| engine.heartbeats())
             .unwrap_or_default()
+    }
+
+    /// The engine, if it runs.
+    fn running(&self) -> Option<Arc<Engine>> {
+        lock(&self.engine).clone()
     }
 }
 
 /// The engine in `engine`, started first if it is not running.
-fn start_once(engine: &mut Option<Engine>) -> Result<&Engine, UblkError> {
+fn start_once(engine: &mut Option<Arc<Engine>>) -> Result<&Engine, UblkError> {
     if engine.is_none() {
         let started = Engine::start(EngineConfig::default())?;
         tracing::info!(threads = started.threads(), "ublk engine started");
-        *engine = Some(started);
+        *engine = Some(Arc::new(started));
     }
     Ok(engine.as_ref().expect("started above"))
 }
@@ -227,7 +234,7 @@ impl UblkExports {
     ) -> UblkShutdown {
         let started = Instant::now();
         let id = ublk.device.id();
-        let outcome = match lock(&self.engine).as_ref() {
+        let outcome = match self.running() {
             None => UblkOutcome::Failed("the ublk engine is gone".into()),
             Some(engine) => match (on_stop, ublk.number) {
                 (UblkOnStop::Keep { timeout }, UblkNumber::Fixed(_)) => {
@@ -236,7 +243,7 @@ impl UblkExports {
                         Err(error) => UblkOutcome::Failed(error.to_string()),
                     }
                 }
-                (on_stop, _) => match self.remove_device(engine, ublk.device, claim) {
+                (on_stop, _) => match self.remove_device(&engine, ublk.device, claim) {
                     Ok(held) => {
                         let unnumbered = matches!(on_stop, UblkOnStop::Keep { .. }).then(|| {
                             "the kernel chose its number, so no daemon could find it again: \
@@ -270,8 +277,8 @@ impl UblkExports {
     /// Removes `device` at once, without a flush: for a daemon whose start
     /// failed, or that is dropped.
     pub(crate) fn remove(&self, device: UblkDevice) -> Result<(), UblkError> {
-        match lock(&self.engine).as_ref() {
-            Some(engine) => self.remove_device(engine, device, None).map(drop),
+        match self.running() {
+            Some(engine) => self.remove_device(&engine, device, None).map(drop),
             None => Err(UblkError::EngineStopped),
         }
     }
