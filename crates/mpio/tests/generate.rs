@@ -3,10 +3,11 @@
 //! carries every section and key of the config reference; the completion
 //! scripts load in bash, zsh and fish, and bash's completes a verb.
 
+mod common;
+
+use common::mpio_binary;
 use std::path::Path;
 use std::process::{Command, Output};
-
-const MPIO: &str = env!("CARGO_BIN_EXE_mpio");
 
 fn run(program: &str, args: &[&str]) -> Output {
     let output = Command::new(program)
@@ -45,7 +46,10 @@ fn render(page: &Path) -> String {
 #[test]
 fn the_manual_pages_cover_every_subcommand_and_the_config_reference() {
     let dir = tempfile::tempdir().unwrap();
-    run(MPIO, &["generate", "man", dir.path().to_str().unwrap()]);
+    run(
+        &mpio_binary(),
+        &["generate", "man", dir.path().to_str().unwrap()],
+    );
 
     let top = render(&dir.path().join("mpio.8"));
     let listed: Vec<String> = top
@@ -108,7 +112,7 @@ fn the_manual_pages_cover_every_subcommand_and_the_config_reference() {
 
 /// The completion script for `shell`.
 fn completion(shell: &str) -> String {
-    String::from_utf8(run(MPIO, &["generate", "completion", shell]).stdout).unwrap()
+    String::from_utf8(run(&mpio_binary(), &["generate", "completion", shell]).stdout).unwrap()
 }
 
 #[test]
@@ -146,7 +150,7 @@ fn bash_completes_a_verb_and_zsh_and_fish_load_their_scripts() {
 
 #[test]
 fn an_unknown_shell_and_an_unwritable_directory_are_refused() {
-    let output = Command::new(MPIO)
+    let output = Command::new(mpio_binary())
         .args(["generate", "completion", "tcsh"])
         .output()
         .unwrap();
@@ -156,7 +160,7 @@ fn an_unknown_shell_and_an_unwritable_directory_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("file");
     std::fs::write(&file, "").unwrap();
-    let output = Command::new(MPIO)
+    let output = Command::new(mpio_binary())
         .args(["generate", "man", file.join("man").to_str().unwrap()])
         .output()
         .unwrap();

@@ -8,12 +8,10 @@
 
 mod common;
 
-use common::Guard;
+use common::{mpio_binary, Guard};
 use mpio_test_support::{require, wait_until, NbdServer, TempDir, HANG_BOUND};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-const MPIO: &str = env!("CARGO_BIN_EXE_mpio");
 
 /// A tmux server of the test's own (its socket in the test's directory),
 /// killed when dropped.
@@ -96,7 +94,7 @@ fn daemon(dir: &Path, a: &NbdServer, b: &NbdServer, sectors: u64) -> Guard {
         a.uri(),
         b.uri()
     );
-    let child = Command::new(MPIO)
+    let child = Command::new(mpio_binary())
         .args(["serve", "--table", &table, "--log-level", "warn"])
         .arg("--socket")
         .arg(dir.join("nbd.sock"))
@@ -144,7 +142,7 @@ fn top_shows_a_failing_path_s_io_move_to_the_other_and_quits() {
     let tmux = Tmux::start(
         dir.path(),
         "first",
-        &format!("{MPIO} top --control {}", control.display()),
+        &format!("{} top --control {}", mpio_binary(), control.display()),
     );
     let both = tmux.wait_for("both paths carrying reads", |screen| {
         [path_row(screen, "a.sock"), path_row(screen, "b.sock")]
@@ -157,7 +155,7 @@ fn top_shows_a_failing_path_s_io_move_to_the_other_and_quits() {
     assert!(both.lines().count() <= 24, "{both}");
     assert!(both.contains("paths of mpatha"), "{both}");
     // --once: the same facts as plain text, one interval.
-    let once = Command::new(MPIO)
+    let once = Command::new(mpio_binary())
         .args(["top", "--once", "--interval", "0.2", "--control"])
         .arg(&control)
         .output()
@@ -192,7 +190,7 @@ fn top_shows_a_failing_path_s_io_move_to_the_other_and_quits() {
     let tmux = Tmux::start(
         dir.path(),
         "second",
-        &format!("{MPIO} top --control {}", control.display()),
+        &format!("{} top --control {}", mpio_binary(), control.display()),
     );
     tmux.wait_for("a second view", |screen| screen.contains("paths of mpatha"));
     drop(daemon);
@@ -205,7 +203,7 @@ fn top_shows_a_failing_path_s_io_move_to_the_other_and_quits() {
 #[test]
 fn top_without_a_daemon_says_so_and_fails() {
     let dir = TempDir::new("top-none");
-    let output = Command::new(MPIO)
+    let output = Command::new(mpio_binary())
         .args(["top", "--once", "--control"])
         .arg(dir.join("control.sock"))
         .output()
@@ -213,7 +211,7 @@ fn top_without_a_daemon_says_so_and_fails() {
     assert!(!output.status.success());
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("the daemon at"), "{error}");
-    let output = Command::new(MPIO)
+    let output = Command::new(mpio_binary())
         .args(["top", "--interval", "0", "--control"])
         .arg(dir.join("control.sock"))
         .output()

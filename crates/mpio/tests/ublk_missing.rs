@@ -23,7 +23,7 @@ fn a_ublk_export_that_cannot_be_made_leaves_the_nbd_export_serving() {
     let daemon = Daemon::start(dir, &["--table", table, "--ublk", "--socket", &socket]);
     assert!(daemon.devices.is_empty(), "{:?}", daemon.devices);
     assert_eq!(daemon.uris.len(), 1, "{:?}", daemon.uris);
-    let log = std::fs::read_to_string(daemon.dir.join("mpio.log")).unwrap();
+    let log = daemon.log();
     let hint = if Path::new("/dev/ublk-control").exists() {
         "needs root"
     } else {

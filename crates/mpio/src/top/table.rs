@@ -16,33 +16,49 @@ pub const PATH_HEADER: [&str; 11] = [
 
 /// A map's cells; `up` of `paths` paths are active.
 pub fn map_cells(total: &Row, up: usize, paths: usize) -> [String; 9] {
+    let [iops, mb_per_s, p50, p99, in_flight, errors, hedged] = load_cells(total);
     [
         total.map.clone(),
         format!("{up}/{paths}"),
-        number(total.iops),
-        number(total.mb_per_s),
-        micros(total.p50_us),
-        micros(total.p99_us),
-        total.in_flight.to_string(),
-        total.errors.to_string(),
-        total.hedged.to_string(),
+        iops,
+        mb_per_s,
+        p50,
+        p99,
+        in_flight,
+        errors,
+        hedged,
     ]
 }
 
 /// A path's cells.
 pub fn path_cells(path: &Row) -> [String; 11] {
+    let [iops, mb_per_s, p50, p99, in_flight, errors, hedged] = load_cells(path);
     [
         path.path.clone(),
         path.state.clone(),
         path.checker.clone(),
         short_access(&path.access).to_string(),
-        number(path.iops),
-        number(path.mb_per_s),
-        micros(path.p50_us),
-        micros(path.p99_us),
-        path.in_flight.to_string(),
-        path.errors.to_string(),
-        path.hedged.to_string(),
+        iops,
+        mb_per_s,
+        p50,
+        p99,
+        in_flight,
+        errors,
+        hedged,
+    ]
+}
+
+/// The load columns both tables end with: IOPS, MB/s, p50, p99, in
+/// flight, errors, hedged reads.
+fn load_cells(row: &Row) -> [String; 7] {
+    [
+        number(row.iops),
+        number(row.mb_per_s),
+        micros(row.p50_us),
+        micros(row.p99_us),
+        row.in_flight.to_string(),
+        row.errors.to_string(),
+        row.hedged.to_string(),
     ]
 }
 

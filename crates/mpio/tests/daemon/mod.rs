@@ -94,6 +94,11 @@ impl Daemon {
         daemon
     }
 
+    /// What the daemon has logged so far (its standard error).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("mpio.log")).unwrap_or_default()
+    }
+
     /// Runs a control verb against this daemon.
     pub fn run(&self, args: &[&str]) -> std::process::Output {
         let mut all = args.to_vec();
@@ -134,7 +139,7 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let log = std::fs::read_to_string(self.dir.join("mpio.log")).unwrap_or_default();
+            let log = self.log();
             let tail: Vec<&str> = log.lines().rev().take(60).collect();
             eprintln!("--- the daemon's last log lines ---");
             for line in tail.iter().rev() {

@@ -132,7 +132,7 @@ fn kill_9_with_a_path_offline_in_standby_or_unavailable_then_a_restart_loses_not
                 probes(&daemon) >= before + 5
             });
             assert_eq!(map_bytes(&daemon), SIZE_MIB << 20);
-            let log = std::fs::read_to_string(daemon.dir.join("mpio.log")).unwrap();
+            let log = daemon.log();
             assert!(
                 !log.contains("rescan by wwid: the map keeps its paths"),
                 "{log}"

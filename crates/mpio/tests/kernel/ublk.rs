@@ -120,11 +120,11 @@ fn sigterm_under_fio_ends_cleanly_and_removes_the_device() {
     // device has served some writes, and fio cannot have run out of work.
     let mut fio =
         FioVerify::start_until_stopped(Target::Block(&device), 64, daemon.dir.join("fio.log"), &[]);
-    wait_for_writes(&device, 1000);
+    wait_for_more_writes(&device, 1000);
     assert!(fio.is_running(), "fio ended before the signal");
     terminate(&mut daemon);
     assert!(!Path::new(&device).exists(), "{device} is still there");
-    let log = std::fs::read_to_string(daemon.dir.join("mpio.log")).unwrap();
+    let log = daemon.log();
     assert!(
         log.contains("removed (the kernel chose its number"),
         "{log}"
@@ -201,7 +201,7 @@ fn kill_9_under_fio_then_a_restart_loses_nothing() {
     let logs = crate::daemon::test_dir("ublk-recovery-fio");
     let mut fio =
         FioVerify::start_until_stopped(Target::Block(&device), 128, logs.join("fio.log"), &[]);
-    wait_for_writes(&device, 1000);
+    wait_for_more_writes(&device, 1000);
     assert!(fio.is_running(), "fio ended before the kill");
     first.child.kill().unwrap();
     first.child.wait().unwrap();
@@ -213,8 +213,7 @@ fn kill_9_under_fio_then_a_restart_loses_nothing() {
     assert_eq!(second.devices[0], device);
     // The new server serves fio's I/O, more than fio's check backlog,
     // before fio stops.
-    let writes = block_stat(&device, 4).expect("the device's write count");
-    wait_for_writes(&device, writes + 2 * BACKLOG);
+    wait_for_more_writes(&device, 2 * BACKLOG);
     assert!(fio.is_running(), "fio ended after the restart");
     fio.stop(Duration::from_secs(600)).assert_clean();
     let _ = std::fs::remove_dir_all(&logs);
@@ -257,13 +256,11 @@ fn reloads_under_fio_swap_the_map_without_an_error() {
     // Each reload comes once the device has served more writes since
     // the last (so under I/O, through the map the last one made).
     for round in 0..6 {
-        let writes = block_stat(device, 4).expect("the device's write count");
-        wait_for_writes(device, writes + 200);
+        wait_for_more_writes(device, 200);
         daemon.ok(&["reload", "mpatha", &tables[round % tables.len()]]);
     }
     // The last map serves, past fio's check backlog, before fio stops.
-    let writes = block_stat(device, 4).expect("the device's write count");
-    wait_for_writes(device, writes + 2 * BACKLOG);
+    wait_for_more_writes(device, 2 * BACKLOG);
     assert!(fio.is_running(), "fio ended during the reloads");
     fio.stop(Duration::from_secs(600)).assert_clean();
 }
@@ -294,7 +291,7 @@ fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
     let device = &daemon.devices[0];
     let mut fio =
         FioVerify::start_until_stopped(Target::Block(device), 64, daemon.dir.join("fio.log"), &[]);
-    wait_for_writes(device, 1000);
+    wait_for_more_writes(device, 1000);
     for path in &paths {
         daemon.ok(&["message", "mpatha", "fail_path", path]);
     }
@@ -317,11 +314,16 @@ fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
 /// Waits (bounded) until block device `device` has completed `count`
 /// writes: work under way, whatever the machine's speed.
 fn wait_for_writes(device: &str, count: u64) {
-    wait_until(
-        &format!("{count} writes on {device}"),
-        Duration::from_secs(60),
-        || block_stat(device, 4).is_some_and(|writes| writes >= count),
-    );
+    wait_until(&format!("{count} writes on {device}"), LIMIT, || {
+        block_stat(device, 4).is_some_and(|writes| writes >= count)
+    });
+}
+
+/// Waits (bounded) until block device `device` has completed `more`
+/// writes past the ones it has now.
+pub fn wait_for_more_writes(device: &str, more: u64) {
+    let writes = block_stat(device, 4).expect("the device's write count");
+    wait_for_writes(device, writes + more);
 }
 
 /// The CPUs `pid`'s thread named `name` may run on

@@ -47,7 +47,7 @@ fn with_slow_paths_the_threads_rest_on_the_waker_and_verify_clean() {
     run("kill", &["-TERM", &daemon.child.id().to_string()], limit);
     let status = wait_bounded(&mut daemon.child, limit, "mpio serve");
     assert!(status.success(), "mpio serve exited with {status}");
-    let log = std::fs::read_to_string(daemon.dir.join("mpio.log")).unwrap();
+    let log = daemon.log();
     let (rests, spins) = (thread_total(&log, "rests"), thread_total(&log, "spins"));
     assert!(
         rests > 100,

@@ -76,8 +76,8 @@ fn remove_refuses_a_device_in_use_naming_its_holder_unless_forced() {
     holder.kill().unwrap();
     holder.wait().unwrap();
     wait_until("the forced device is deleted", LIMIT, || {
-        std::fs::read_to_string(daemon.dir.join("mpio.log"))
-            .unwrap_or_default()
+        daemon
+            .log()
             .contains("ublk device deleted: its last holder closed it")
     });
 

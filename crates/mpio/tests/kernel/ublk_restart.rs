@@ -13,24 +13,22 @@
 //! server is back fio goes on clean.
 
 use crate::daemon::{test_dir, Daemon, Nbdkit};
-use crate::devices::{block_stat, modprobe, run, wait_until, Mount, NullBlk};
+use crate::devices::{modprobe, run, wait_until, Mount, NullBlk};
 use crate::failover::{path_row, two_path_table, wait_serves, LIMIT};
 use crate::fio::{FioVerify, Target, BACKLOG};
-use crate::ublk::{serve_ublk, terminate};
+use crate::ublk::{serve_ublk, terminate, wait_for_more_writes};
 use std::path::Path;
 use std::time::Duration;
 
-/// What `daemon` logged so far.
-fn log(daemon: &Daemon) -> String {
-    std::fs::read_to_string(daemon.dir.join("mpio.log")).unwrap_or_default()
-}
-
-/// Waits until `device` has completed `more` writes past now.
-fn wait_for_more_writes(device: &str, more: u64) {
-    let start = block_stat(device, 4).expect("the device's write count");
-    wait_until(&format!("{more} more writes on {device}"), LIMIT, || {
-        block_stat(device, 4).is_some_and(|writes| writes >= start + more)
-    });
+/// `daemon`, stopped, said it kept `device` for the next daemon, and
+/// the device is still there.
+fn assert_kept(daemon: &Daemon, device: &str) {
+    let stopped = daemon.log();
+    assert!(
+        stopped.contains(&format!("{device} kept for the next daemon")),
+        "{stopped}"
+    );
+    assert!(Path::new(device).exists(), "{device} went at SIGTERM");
 }
 
 /// Kernel log lines that name `device` and an error.
@@ -76,16 +74,13 @@ fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
     // SIGTERM: the daemon keeps the device and says so; its keeper sees
     // the next daemon take it over.
     terminate(&mut daemon);
-    let stopped = log(&daemon);
-    assert!(
-        stopped.contains("/dev/ublkb1011 kept for the next daemon"),
-        "{stopped}"
-    );
-    assert!(Path::new(&device).exists(), "{device} went at SIGTERM");
+    assert_kept(&daemon, &device);
     assert!(fio.is_running(), "fio ended while no daemon ran");
     let mut second = serve_ublk("ublk-restart-2", &table, &args);
     wait_until("the keeper sees the device taken over", LIMIT, || {
-        log(&daemon).contains("/dev/ublkb1011 taken over by the next daemon")
+        daemon
+            .log()
+            .contains("/dev/ublkb1011 taken over by the next daemon")
     });
     wait_for_more_writes(&device, 2 * BACKLOG);
 
@@ -110,7 +105,7 @@ fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
 
     // `--ublk-on-stop remove`: the numbered device goes at SIGTERM.
     terminate(&mut third);
-    let stopped = log(&third);
+    let stopped = third.log();
     assert!(stopped.contains("/dev/ublkb1011 removed"), "{stopped}");
     assert!(!Path::new(&device).exists(), "{device} is still there");
     let _ = std::fs::remove_dir_all(&logs);
@@ -135,7 +130,7 @@ fn a_kept_device_no_daemon_takes_over_fails_its_io_after_the_keep_timeout() {
     wait_for_more_writes(&device, 1000);
     assert!(fio.is_running(), "fio ended before the signal");
     terminate(&mut daemon);
-    let stopped = log(&daemon);
+    let stopped = daemon.log();
     assert!(
         stopped.contains("/dev/ublkb1012 kept for the next daemon (its I/O waits up to 2000 ms"),
         "{stopped}"
@@ -146,7 +141,9 @@ fn a_kept_device_no_daemon_takes_over_fails_its_io_after_the_keep_timeout() {
         !Path::new(&device).exists()
     });
     wait_until("the keeper says so", LIMIT, || {
-        log(&daemon).contains("/dev/ublkb1012 removed: no daemon took it over within 2000 ms")
+        daemon
+            .log()
+            .contains("/dev/ublkb1012 removed: no daemon took it over within 2000 ms")
     });
     let result = fio.finish(LIMIT);
     assert!(!result.is_clean(), "fio saw no error:\n{}", result.log);
@@ -189,12 +186,7 @@ fn a_sigterm_restart_during_an_outage_keeps_the_device_and_its_waiting_io() {
             .all(|path| path_row(&daemon, path)["state"] == "failed")
     });
     terminate(&mut daemon);
-    let stopped = log(&daemon);
-    assert!(
-        stopped.contains("/dev/ublkb1016 kept for the next daemon"),
-        "{stopped}"
-    );
-    assert!(Path::new(&device).exists(), "{device} went at SIGTERM");
+    assert_kept(&daemon, &device);
     assert!(fio.is_running(), "fio ended in the outage");
 
     // The next daemon starts with both paths down and takes the device

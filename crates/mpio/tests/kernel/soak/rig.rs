@@ -171,7 +171,7 @@ impl Rig {
         let mut daemon = self.daemon.take().expect("a daemon runs");
         terminate(&mut daemon);
         self.keep_log(&daemon);
-        let log = std::fs::read_to_string(daemon.dir.join("mpio.log")).unwrap_or_default();
+        let log = daemon.log();
         drop(daemon);
         for side in Side::BOTH {
             assert!(
