@@ -20,8 +20,8 @@
 //!   both read from the disks (page caches dropped);
 //! - every fault the loop ran was seen by the daemon (each step waits for
 //!   it, bounded only by what a hang reaches) and healed;
-//! - the daemon ends cleanly on SIGTERM (after a reload that has it
-//!   remove its devices; SIGTERM restarts in the loop keep them).
+//! - the daemon ends cleanly on SIGTERM, removing its devices (the
+//!   loop's SIGTERM restarts keep them).
 //!
 //! The canary (`soak_canary_...`) runs the same loop while it writes
 //! garbage over blocks of the raw map's LUN through a path device,

@@ -9,8 +9,8 @@
 //! keeps both devices and their waiting I/O).
 //!
 //! # Drop order
-//! The daemon goes first (SIGTERM, after a reload that has it remove its
-//! devices), then the targets, whose disks it held open.
+//! The daemon goes first (SIGTERM: its config removes its devices), then
+//! the targets, whose disks it held open.
 
 use crate::daemon::{test_dir, Daemon};
 use crate::devices::{block_stat, modprobe, read_attribute, wait_bounded, wait_until};
@@ -21,6 +21,9 @@ use crate::ublk::terminate;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The config's first lines: devices removed at a stop.
+const REMOVE_AT_STOP: &str = "[ublk]\non_stop = \"remove\"\n";
 
 /// Each LUN's size.
 pub const LUN_MIB: u64 = 128;
@@ -109,8 +112,10 @@ impl Rig {
     /// The config: both maps, `multibus` round-robin, except `side`'s
     /// selector where one is given.
     pub fn config_text(&self, selector: Option<(Side, &str)>) -> String {
-        // A SIGTERM keeps the devices for the next daemon (the default).
-        let mut text = String::new();
+        // A stop removes the devices, so that the rig's end (a panic's
+        // too) leaves none waiting for a daemon; a SIGTERM restart reads
+        // the config again with `keep` first (`terminate_and_restart`).
+        let mut text = String::from(REMOVE_AT_STOP);
         for (side, wwid) in Side::BOTH.into_iter().zip(&self.wwids) {
             let chosen = match selector {
                 Some((which, selector)) if which == side => selector,
@@ -166,10 +171,16 @@ impl Rig {
     }
 
     /// Stops the daemon with SIGTERM, which must end it cleanly with
-    /// both devices kept, and starts it again with the same config.
+    /// both devices kept (its config read again with `keep` first), and
+    /// starts it again with the same config.
     pub fn terminate_and_restart(&mut self) {
         let mut daemon = self.daemon.take().expect("a daemon runs");
+        let config = std::fs::read_to_string(&self.config).unwrap();
+        let keep = config.replacen(REMOVE_AT_STOP, "[ublk]\non_stop = \"keep\"\n", 1);
+        std::fs::write(&self.config, keep).unwrap();
+        daemon.ok(&["reload"]);
         terminate(&mut daemon);
+        std::fs::write(&self.config, config).unwrap();
         self.keep_log(&daemon);
         let log = daemon.log();
         drop(daemon);
@@ -277,15 +288,6 @@ impl Rig {
         let Some(mut daemon) = self.daemon.take() else {
             return;
         };
-        // The config read again with `on_stop = "remove"`: the rig's end
-        // leaves no device waiting for a daemon.
-        let config = std::fs::read_to_string(&self.config).unwrap();
-        std::fs::write(
-            &self.config,
-            format!("[ublk]\non_stop = \"remove\"\n{config}"),
-        )
-        .unwrap();
-        daemon.ok(&["reload"]);
         terminate(&mut daemon);
         self.keep_log(&daemon);
     }
@@ -294,10 +296,8 @@ impl Rig {
 impl Drop for Rig {
     fn drop(&mut self) {
         if let Some(daemon) = &self.daemon {
-            // SIGTERM first: the daemon lets go of the targets' disks
-            // (it keeps its own devices for a next daemon, which the
-            // keeper removes in time); the guard's own drop kills what
-            // is left.
+            // SIGTERM first: the daemon removes its devices; the guard's
+            // own drop kills what is left.
             let _ = std::process::Command::new("kill")
                 .args(["-TERM", &daemon.child.id().to_string()])
                 .output();
