@@ -2,6 +2,12 @@
 //! pipelined reads and writes (32 in flight, completed out of order over
 //! two paths) through the server make no heap allocation in any thread.
 //!
+//! The server's buffers and queues grow to the most it ever held at once,
+//! and how many of a batch it holds at once depends on how the threads
+//! interleave. So the warm-up starts with a batch held at the paths until
+//! all 32 requests are in flight: every buffer and queue has then reached
+//! what the measured batches (never more than 32 in flight) can ask of it.
+//!
 //! A counting global allocator counts every allocation in the process.
 //! This binary holds one test, and its client loop below allocates
 //! nothing itself (fixed buffers, `write_all`/`read_exact` on a unix
@@ -60,6 +66,12 @@ const BLOCK: usize = 4096;
 /// Sends `DEPTH` requests (alternating writes and reads) at once, then
 /// reads every reply. Allocates nothing.
 fn batch(client: &mut RawClient, round: u64, data: &[u8; BLOCK], sink: &mut [u8; BLOCK]) {
+    send(client, round, data);
+    receive(client, sink);
+}
+
+/// Sends `DEPTH` requests, alternating writes and reads.
+fn send(client: &mut RawClient, round: u64, data: &[u8; BLOCK]) {
     for slot in 0..DEPTH {
         let command = if slot % 2 == 0 { CMD_WRITE } else { CMD_READ };
         let request = Request {
@@ -74,6 +86,10 @@ fn batch(client: &mut RawClient, round: u64, data: &[u8; BLOCK], sink: &mut [u8;
             client.stream.write_all(data).unwrap();
         }
     }
+}
+
+/// Reads the replies to a batch.
+fn receive(client: &mut RawClient, sink: &mut [u8; BLOCK]) {
     for _ in 0..DEPTH {
         let mut header = [0; SimpleReply::LEN];
         client.stream.read_exact(&mut header).unwrap();
@@ -94,6 +110,16 @@ fn steady_state_serving_allocates_nothing() {
     let mut client = RawClient::ready(server.socket());
     let data = [0xab; BLOCK];
     let mut sink = [0; BLOCK];
+    // A batch held whole at the paths: the most the server ever holds.
+    let ports = ["a", "b"].map(|port| server.transports.port("disk", port));
+    ports.iter().for_each(|port| port.hang());
+    send(&mut client, 0, &data);
+    let map = server.device.map();
+    wait_until("the whole batch to be at the paths", || {
+        map.path_load(0).in_flight() + map.path_load(1).in_flight() == DEPTH as u32
+    });
+    ports.iter().for_each(|port| port.heal());
+    receive(&mut client, &mut sink);
     for round in 0..200 {
         batch(&mut client, round, &data, &mut sink);
     }

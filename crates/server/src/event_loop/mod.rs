@@ -324,7 +324,9 @@ impl HostedLoop for EventLoop {
         if woken && self.read_messages(now) {
             return Step::Ends;
         }
-        for key in std::mem::take(&mut self.starved) {
+        // Drained, not taken: the list keeps its capacity for the next
+        // starved connection instead of allocating again.
+        for key in self.starved.drain(..) {
             mark_active(&mut self.slots, &mut self.active, key);
         }
         if self.handshaking && now >= self.next_scan_ns {
