@@ -97,7 +97,12 @@ pub(crate) enum Ending {
 #[derive(Debug)]
 enum Phase {
     Handshake(Handshake),
-    Transmission { structured: bool },
+    /// Past the handshake, whose last answer told the client the export
+    /// holds `size_bytes`.
+    Transmission {
+        structured: bool,
+        size_bytes: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -229,7 +234,13 @@ impl Connection {
 
     /// True once the client negotiated structured replies.
     pub(crate) fn is_structured(&self) -> bool {
-        matches!(self.phase, Phase::Transmission { structured: true })
+        matches!(
+            self.phase,
+            Phase::Transmission {
+                structured: true,
+                ..
+            }
+        )
     }
 
     /// Why reading ended, once it has.
@@ -256,15 +267,17 @@ impl Connection {
     /// request to `sink`, until the socket would block, the connection's
     /// bounds are reached, or reading ends (see [`Connection::ending`]).
     /// Refused requests are answered here (`refused` counts them, for
-    /// the log).
+    /// the log). A client in its handshake is told the export holds what
+    /// `size_now` says then; one past it is held to the size it was told.
     pub(crate) fn receive(
         &mut self,
         export: &Export,
+        size_now: &impl Fn() -> u64,
         pool: &mut BufferPool,
         sink: &mut impl FnMut(Incoming),
         refused: &mut impl FnMut(&'static str),
     ) {
-        if let Err(ending) = self.receive_inner(export, pool, sink, refused) {
+        if let Err(ending) = self.receive_inner(export, size_now, pool, sink, refused) {
             self.ending = Some(ending);
         }
     }
@@ -272,12 +285,13 @@ impl Connection {
     fn receive_inner(
         &mut self,
         export: &Export,
+        size_now: &impl Fn() -> u64,
         pool: &mut BufferPool,
         sink: &mut impl FnMut(Incoming),
         refused: &mut impl FnMut(&'static str),
     ) -> Result<(), Ending> {
         while self.ending.is_none() {
-            self.parse(export, pool, sink, refused)?;
+            self.parse(export, size_now, pool, sink, refused)?;
             // Starved: the request at the head waits for the budget, and
             // what follows it stays in the socket (module docs), so the
             // input buffer never fills with bytes nothing can parse.
@@ -349,16 +363,22 @@ impl Connection {
     fn parse(
         &mut self,
         export: &Export,
+        size_now: &impl Fn() -> u64,
         pool: &mut BufferPool,
         sink: &mut impl FnMut(Incoming),
         refused: &mut impl FnMut(&'static str),
     ) -> Result<(), Ending> {
         loop {
-            let structured = match &mut self.phase {
+            let (structured, size_bytes) = match &mut self.phase {
                 Phase::Handshake(handshake) => {
                     let mut out = Vec::new();
-                    let result =
-                        handshake.feed(export, &self.input[self.head..self.tail], &mut out);
+                    let size_bytes = size_now();
+                    let result = handshake.feed(
+                        export,
+                        size_bytes,
+                        &self.input[self.head..self.tail],
+                        &mut out,
+                    );
                     if !out.is_empty() {
                         self.output.push_back(Outgoing::Bytes(out));
                     }
@@ -368,12 +388,18 @@ impl Connection {
                         Step::NeedMore => return Ok(()),
                         Step::Close => return Err(Ending::Finished),
                         Step::Transmission { structured } => {
-                            self.phase = Phase::Transmission { structured };
+                            self.phase = Phase::Transmission {
+                                structured,
+                                size_bytes,
+                            };
                             continue;
                         }
                     }
                 }
-                Phase::Transmission { structured } => *structured,
+                Phase::Transmission {
+                    structured,
+                    size_bytes,
+                } => (*structured, *size_bytes),
             };
             let available = &self.input[self.head..self.tail];
             match &mut self.receiving {
@@ -383,7 +409,7 @@ impl Connection {
                     }
                     let request = Request::decode(available)
                         .map_err(|error| Ending::Protocol(error.to_string()))?;
-                    let verdict = judge(&request, export);
+                    let verdict = judge(&request, export, size_bytes);
                     let hold = match verdict {
                         Verdict::Io {
                             op: Op::Read | Op::Write,

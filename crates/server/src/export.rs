@@ -2,6 +2,13 @@
 //! transmission flags and block size limits, and how the map's errors
 //! become NBD error values.
 //!
+//! # Size
+//! The export's size is not here: it is the map's, and `mpio resize`
+//! grows it while the export serves. A connection is told the size at
+//! its handshake and keeps it (the protocol has no way to tell a client
+//! of a new one), so requests are judged against the size its client
+//! was told; connections made after a resize are told the new one.
+//!
 //! # Flags
 //! Every export advertises `SEND_FLUSH`, `SEND_FUA`, `SEND_TRIM`,
 //! `SEND_WRITE_ZEROES` and `CAN_MULTI_CONN` (plus `READ_ONLY` when asked).
@@ -30,8 +37,6 @@ pub struct Export {
     pub name: String,
     /// A one-line description for `OPT_LIST` and `INFO_DESCRIPTION`.
     pub description: String,
-    /// Size in bytes (the map's).
-    pub size_bytes: u64,
     /// Refuse writes, trims and write-zeroes with `EPERM`.
     pub read_only: bool,
 }
@@ -82,7 +87,6 @@ mod tests {
         let mut export = Export {
             name: "mpio".into(),
             description: String::new(),
-            size_bytes: 1 << 20,
             read_only: false,
         };
         let flags = export.transmission_flags();

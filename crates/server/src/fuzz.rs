@@ -52,7 +52,6 @@ pub fn session(bytes: &[u8]) -> usize {
     let export = Export {
         name: "mpio".into(),
         description: String::new(),
-        size_bytes: EXPORT_BYTES,
         // An odd-length input talks to a read-only export.
         read_only: input.len() % 2 == 1,
     };
@@ -69,6 +68,7 @@ pub fn session(bytes: &[u8]) -> usize {
     for _ in 0..MAX_TURNS {
         connection.receive(
             &export,
+            &|| EXPORT_BYTES,
             &mut pool,
             &mut |request| incoming.push(request),
             &mut |_| {},
@@ -116,7 +116,7 @@ fn check(request: &Incoming, export: &Export) {
         assert_eq!((request.offset, request.length), (0, 0));
     } else {
         let end = request.offset + u64::from(request.length);
-        assert!(end <= export.size_bytes, "{request:?} beyond the export");
+        assert!(end <= EXPORT_BYTES, "{request:?} beyond the export");
     }
     assert!(
         !(export.read_only && request.op.is_write()),

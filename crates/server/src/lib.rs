@@ -177,8 +177,8 @@ pub enum ReloadError {
     /// The table's size differs from the export's: clients were told the
     /// size at their handshake and keep it for the connection's life.
     #[error(
-        "the table is {table_bytes} bytes but the export is {export_bytes}: a reload cannot \
-         resize an exported map"
+        "the table is {table_bytes} bytes but the export is {export_bytes}: a reload keeps an \
+         exported map's size (a resize grows it, once every path has grown)"
     )]
     Size {
         /// The new table's size.
@@ -333,7 +333,6 @@ impl Server {
             export: Export {
                 name: config.export_name.clone(),
                 description: format!("mpio map {}", map.name()),
-                size_bytes: map.size_bytes(),
                 read_only: config.read_only,
             },
             device,
@@ -398,18 +397,22 @@ impl Server {
         &self.engine
     }
 
-    /// Refuses `table` if its size is not the export's: clients were told
-    /// the size at their handshake. What a reload checks first, for
-    /// callers that reload the slot themselves too.
+    /// Refuses `table` if its size is not the export's (its map's now):
+    /// clients were told the size at their handshake. What a reload
+    /// checks first, for callers that reload the slot themselves too. A
+    /// resize is no reload: a caller that grows the map (every path grew)
+    /// installs the larger table itself, and connections made after that
+    /// are told the new size.
     ///
     /// # Errors
     /// [`ReloadError::Size`].
     pub fn check_size(&self, table: &Table) -> Result<(), ReloadError> {
         let table_bytes = table.size_bytes();
-        if table_bytes != self.shared.export.size_bytes {
+        let export_bytes = self.shared.device.map().size_bytes();
+        if table_bytes != export_bytes {
             return Err(ReloadError::Size {
                 table_bytes,
-                export_bytes: self.shared.export.size_bytes,
+                export_bytes,
             });
         }
         Ok(())

@@ -53,8 +53,9 @@ pub(crate) enum Verdict {
     },
 }
 
-/// Judges `request` against `export`.
-pub(crate) fn judge(request: &Request, export: &Export) -> Verdict {
+/// Judges `request` against `export`, whose client was told it holds
+/// `size_bytes`.
+pub(crate) fn judge(request: &Request, export: &Export, size_bytes: u64) -> Verdict {
     let refuse = |error, reason| Verdict::Refuse { error, reason };
     // FUA on every command: proto.md says a server that advertises
     // SEND_FUA must accept it anywhere (clients set it on reads and
@@ -86,7 +87,7 @@ pub(crate) fn judge(request: &Request, export: &Export) -> Verdict {
     } else if request
         .offset
         .checked_add(u64::from(request.length))
-        .is_none_or(|end| end > export.size_bytes)
+        .is_none_or(|end| end > size_bytes)
     {
         let error = if op.is_write() { ENOSPC } else { EINVAL };
         return refuse(error, "range beyond the end of the export");
@@ -104,11 +105,13 @@ pub(crate) fn judge(request: &Request, export: &Export) -> Verdict {
 mod tests {
     use super::*;
 
+    /// The size the tests' clients were told.
+    const SIZE: u64 = 1 << 20;
+
     fn export(read_only: bool) -> Export {
         Export {
             name: "mpio".into(),
             description: String::new(),
-            size_bytes: 1 << 20,
             read_only,
         }
     }
@@ -162,13 +165,19 @@ mod tests {
             (request(CMD_DISC, 0, 0, 0), &rw, Some(Verdict::Disconnect)),
         ];
         for (request, export, expected) in cases {
-            assert_eq!(Some(judge(&request, export)), expected, "{request:?}");
+            assert_eq!(Some(judge(&request, export, SIZE)), expected, "{request:?}");
         }
-        assert_eq!(refused(judge(&request(99, 0, 0, 0), &rw)), EINVAL);
-        assert_eq!(refused(judge(&request(CMD_WRITE, 0, 0, 512), &ro)), EPERM);
-        assert_eq!(refused(judge(&request(CMD_TRIM, 0, 0, 512), &ro)), EPERM);
+        assert_eq!(refused(judge(&request(99, 0, 0, 0), &rw, SIZE)), EINVAL);
         assert_eq!(
-            judge(&request(CMD_READ, CMD_FLAG_FUA, 0, 512), &rw),
+            refused(judge(&request(CMD_WRITE, 0, 0, 512), &ro, SIZE)),
+            EPERM
+        );
+        assert_eq!(
+            refused(judge(&request(CMD_TRIM, 0, 0, 512), &ro, SIZE)),
+            EPERM
+        );
+        assert_eq!(
+            judge(&request(CMD_READ, CMD_FLAG_FUA, 0, 512), &rw, SIZE),
             Verdict::Io {
                 op: Op::Read,
                 fua: true
@@ -176,35 +185,44 @@ mod tests {
             "FUA is accepted on every command"
         );
         assert_eq!(
-            refused(judge(&request(CMD_READ, CMD_FLAG_DF, 0, 512), &rw)),
+            refused(judge(&request(CMD_READ, CMD_FLAG_DF, 0, 512), &rw, SIZE)),
             EINVAL
         );
         assert_eq!(
-            refused(judge(&request(CMD_READ, 0, (1 << 20) - 511, 512), &rw)),
+            refused(judge(
+                &request(CMD_READ, 0, (1 << 20) - 511, 512),
+                &rw,
+                SIZE
+            )),
             EINVAL
         );
         assert_eq!(
-            refused(judge(&request(CMD_WRITE, 0, 1 << 20, 1), &rw)),
+            refused(judge(&request(CMD_WRITE, 0, 1 << 20, 1), &rw, SIZE)),
             ENOSPC
         );
         assert_eq!(
-            refused(judge(&request(CMD_READ, 0, u64::MAX, 1), &rw)),
+            refused(judge(&request(CMD_READ, 0, u64::MAX, 1), &rw, SIZE)),
             EINVAL
         );
-        assert_eq!(refused(judge(&request(CMD_FLUSH, 0, 0, 1), &rw)), EINVAL);
-        let mut huge = export(false);
-        huge.size_bytes = u64::MAX;
         assert_eq!(
-            refused(judge(&request(CMD_READ, 0, 0, MAX_PAYLOAD + 1), &huge)),
+            refused(judge(&request(CMD_FLUSH, 0, 0, 1), &rw, SIZE)),
+            EINVAL
+        );
+        assert_eq!(
+            refused(judge(
+                &request(CMD_READ, 0, 0, MAX_PAYLOAD + 1),
+                &rw,
+                u64::MAX
+            )),
             EINVAL
         );
         assert!(matches!(
-            judge(&request(CMD_WRITE, 0, 0, MAX_PAYLOAD + 1), &huge),
+            judge(&request(CMD_WRITE, 0, 0, MAX_PAYLOAD + 1), &rw, u64::MAX),
             Verdict::Close { .. }
         ));
         // A trim may be far larger than a payload.
         assert_eq!(
-            judge(&request(CMD_TRIM, 0, 0, u32::MAX), &huge),
+            judge(&request(CMD_TRIM, 0, 0, u32::MAX), &rw, u64::MAX),
             io(Op::Discard, false)
         );
     }

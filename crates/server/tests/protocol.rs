@@ -352,3 +352,30 @@ fn a_client_idle_in_the_handshake_is_disconnected() {
     client.request(CMD_READ, 1, 0, 512, &[]);
     assert_eq!(client.simple_reply(512).0, 0);
 }
+
+#[test]
+fn a_grown_map_is_told_to_new_connections_only() {
+    let server = TestServer::on_disk(ServerConfig::default(), 2 * MAP_BYTES);
+    let mut before = RawClient::ready(server.socket());
+    // What a resize does: the larger table installed under the export,
+    // which a reload refuses.
+    let table = mpio_core::table::Table::parse(&table_text("disk").replacen(
+        &(MAP_BYTES / 512).to_string(),
+        &(2 * MAP_BYTES / 512).to_string(),
+        1,
+    ))
+    .unwrap();
+    assert!(server.server.check_size(&table).is_err());
+    server.transports.reload(&server.device, &table).unwrap();
+    server.server.notice_reload();
+    assert!(server.server.check_size(&table).is_ok());
+    let mut after = RawClient::ready(server.socket());
+    // Past the old end: the client told the old size is refused, the one
+    // told the new size is served.
+    before.request(CMD_READ, 1, MAP_BYTES, 4096, &[]);
+    assert_eq!(before.simple_reply(0), (EINVAL, 1, vec![]));
+    after.request(CMD_READ, 2, MAP_BYTES, 4096, &[]);
+    assert_eq!(after.simple_reply(4096), (0, 2, vec![0; 4096]));
+    after.request(CMD_READ, 3, 2 * MAP_BYTES, 4096, &[]);
+    assert_eq!(after.simple_reply(0), (EINVAL, 3, vec![]));
+}

@@ -419,7 +419,12 @@ fn a_table_of_another_size_is_refused_and_the_map_stays() {
         matches!(error, ReloadError::Size { .. }),
         "{error}: not a size refusal"
     );
-    assert!(error.to_string().contains("cannot resize"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("a reload keeps an exported map's size"),
+        "{error}"
+    );
     assert!(Arc::ptr_eq(&server.device.map(), &server.map));
     still_serves(server.socket());
 }

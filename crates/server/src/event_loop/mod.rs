@@ -622,8 +622,11 @@ impl EventLoop {
         let arrivals = &mut self.arrivals;
         let counters = &export.shared.counters;
         let refusals = &mut self.refusals_log;
+        let device = &export.shared.device;
         connection.receive(
             &export.shared.export,
+            // The map's size now: `mpio resize` may have grown it.
+            &|| device.map().size_bytes(),
             &mut self.pool,
             &mut |incoming| arrivals.push(incoming),
             &mut |reason| {

@@ -101,13 +101,15 @@ impl Handshake {
     /// Consumes as many whole client messages from `input` as it holds,
     /// appending the replies to `out`. Returns the bytes consumed and
     /// what comes next; after [`Step::Transmission`] or [`Step::Close`]
-    /// nothing more is consumed.
+    /// nothing more is consumed. The export is described as holding
+    /// `size_bytes`.
     ///
     /// # Errors
     /// See the module docs; after an error the connection must close.
     pub(crate) fn feed(
         &mut self,
         export: &Export,
+        size_bytes: u64,
         input: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<(usize, Step), HandshakeError> {
@@ -143,7 +145,7 @@ impl Handshake {
                     }
                     consumed += total;
                     let payload = &rest[OptionHeader::LEN..total];
-                    match self.option(export, header.option, payload, out)? {
+                    match self.option(export, size_bytes, header.option, payload, out)? {
                         Step::NeedMore => {}
                         step => {
                             self.state = State::Finished;
@@ -159,6 +161,7 @@ impl Handshake {
     fn option(
         &mut self,
         export: &Export,
+        size_bytes: u64,
         option: u32,
         payload: &[u8],
         out: &mut Vec<u8>,
@@ -199,7 +202,7 @@ impl Handshake {
                 }
                 let mut infos = vec![
                     Info::Export {
-                        size: export.size_bytes,
+                        size: size_bytes,
                         flags: export.transmission_flags(),
                     },
                     Info::BlockSize {
@@ -235,7 +238,7 @@ impl Handshake {
                     return Err(HandshakeError::UnknownExport(mpio_core::table::quote(name)));
                 }
                 ExportNameReply {
-                    size: export.size_bytes,
+                    size: size_bytes,
                     flags: export.transmission_flags(),
                 }
                 .encode(self.no_zeroes, out);

@@ -1,10 +1,12 @@
 use super::*;
 
+/// The size the export is described as holding.
+const SIZE: u64 = 1 << 30;
+
 fn export() -> Export {
     Export {
         name: "mpio".into(),
         description: "a map".into(),
-        size_bytes: 1 << 30,
         read_only: false,
     }
 }
@@ -68,7 +70,7 @@ fn go_after_structured_reply_and_list_byte_by_byte() {
     let mut step = Step::NeedMore;
     for end in 1..=input.len() {
         let (used, now) = handshake
-            .feed(&export(), &input[consumed..end], &mut out)
+            .feed(&export(), SIZE, &input[consumed..end], &mut out)
             .unwrap();
         consumed += used;
         step = now;
@@ -102,7 +104,7 @@ fn go_after_structured_reply_and_list_byte_by_byte() {
     assert_eq!(
         Info::decode(&replies[3].2).unwrap(),
         Info::Export {
-            size: 1 << 30,
+            size: SIZE,
             flags: export().transmission_flags()
         }
     );
@@ -127,7 +129,7 @@ fn errors_keep_the_session_and_faults_end_it() {
     input.extend(option(OPT_INFO, b"\x00\x00"));
     input.extend(option(OPT_STRUCTURED_REPLY, b"x"));
     input.extend(option(OPT_EXPORT_NAME, b""));
-    let (used, step) = handshake.feed(&export(), &input, &mut out).unwrap();
+    let (used, step) = handshake.feed(&export(), SIZE, &input, &mut out).unwrap();
     assert_eq!(used, input.len());
     assert_eq!(step, Step::Transmission { structured: false });
     let replies = replies(&out[..out.len() - ExportNameReply::LEN]);
@@ -164,7 +166,7 @@ fn errors_keep_the_session_and_faults_end_it() {
     for input in cases {
         let (mut handshake, mut out) = started();
         assert!(
-            handshake.feed(&export(), &input, &mut out).is_err(),
+            handshake.feed(&export(), SIZE, &input, &mut out).is_err(),
             "{input:?}"
         );
     }
@@ -176,7 +178,7 @@ fn abort_and_the_option_bound() {
     let mut input = FLAG_C_FIXED_NEWSTYLE.to_be_bytes().to_vec();
     input.extend(option(OPT_ABORT, &[]));
     input.extend(option(OPT_LIST, &[]));
-    let (_, step) = handshake.feed(&export(), &input, &mut out).unwrap();
+    let (_, step) = handshake.feed(&export(), SIZE, &input, &mut out).unwrap();
     assert_eq!(step, Step::Close);
     assert_eq!(replies(&out), [(OPT_ABORT, REP_ACK, vec![])]);
 
@@ -186,7 +188,7 @@ fn abort_and_the_option_bound() {
         input.extend(option(OPT_STRUCTURED_REPLY, &[]));
     }
     assert_eq!(
-        handshake.feed(&export(), &input, &mut out),
+        handshake.feed(&export(), SIZE, &input, &mut out),
         Err(HandshakeError::TooManyOptions)
     );
 }
@@ -202,7 +204,9 @@ fn an_unknown_export_is_named_cut_short() {
         &option(OPT_EXPORT_NAME, name.as_bytes()),
     ]
     .concat();
-    let error = handshake.feed(&export(), &input, &mut out).unwrap_err();
+    let error = handshake
+        .feed(&export(), SIZE, &input, &mut out)
+        .unwrap_err();
     let line = error.to_string();
     assert!(line.len() < 200, "{} bytes: {line:.200}", line.len());
     assert!(line.contains("(60000 bytes)"), "{line}");

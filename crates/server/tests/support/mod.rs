@@ -59,11 +59,18 @@ pub fn table_text(disk: &str) -> String {
 impl TestServer {
     /// Starts a server with `config` (its unix socket set here) on a new
     /// memory map.
-    pub fn start(mut config: ServerConfig) -> TestServer {
+    pub fn start(config: ServerConfig) -> TestServer {
+        TestServer::on_disk(config, MAP_BYTES)
+    }
+
+    /// As [`TestServer::start`], on a memory disk of `disk_bytes` (at
+    /// least the map's): room for the map to grow.
+    pub fn on_disk(mut config: ServerConfig, disk_bytes: u64) -> TestServer {
         mpio_test_support::log_to_test_output();
         let dir = TempDir::new("serve");
         config.unix_socket = Some(dir.join("nbd.sock"));
         let transports = Transports::new();
+        transports.disk("disk", disk_bytes);
         let table = Table::parse(&table_text("disk")).unwrap();
         let device = transports.build(&table, MapOptions::default()).unwrap();
         let map = Arc::clone(&device.map);
