@@ -274,6 +274,29 @@ impl UblkExports {
         }
     }
 
+    /// Refuses a resize of a map served by a ublk device when this
+    /// kernel cannot resize a live device (checked before the map grows).
+    ///
+    /// # Errors
+    /// [`UblkError::Unsupported`]; [`UblkError::EngineStopped`].
+    pub(crate) fn check_resize(&self) -> Result<(), UblkError> {
+        match self.running() {
+            Some(engine) => engine.check_resize(),
+            None => Err(UblkError::EngineStopped),
+        }
+    }
+
+    /// Gives live `device` the size of its map, `size_bytes`.
+    ///
+    /// # Errors
+    /// As [`Engine::resize`].
+    pub(crate) fn resize(&self, device: &UblkDevice, size_bytes: u64) -> Result<(), UblkError> {
+        match self.running() {
+            Some(engine) => engine.resize(device, size_bytes),
+            None => Err(UblkError::EngineStopped),
+        }
+    }
+
     /// Removes `device` at once, without a flush: for a daemon whose start
     /// failed, or that is dropped.
     pub(crate) fn remove(&self, device: UblkDevice) -> Result<(), UblkError> {

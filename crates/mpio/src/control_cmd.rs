@@ -108,6 +108,26 @@ pub fn remove(args: &RemoveArgs) -> Result<(), String> {
     run(&args.control, &request, args.json)
 }
 
+/// Arguments of `mpio resize`.
+#[derive(Debug, clap::Args)]
+pub struct ResizeArgs {
+    /// The map.
+    map: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    control: ControlArgs,
+}
+
+/// `mpio resize MAP`.
+pub fn resize(args: &ResizeArgs) -> Result<(), String> {
+    let request = Request::Resize {
+        map: args.map.clone(),
+    };
+    run(&args.control, &request, args.json)
+}
+
 /// `mpio status [MAP]`.
 pub fn status(args: &ReadArgs) -> Result<(), String> {
     run(

@@ -57,6 +57,10 @@ enum Command {
     /// drained, its block devices removed; refused while a device is
     /// mounted or open, naming who holds it, unless --force.
     Remove(control_cmd::RemoveArgs),
+    /// Grow a map to what its paths hold now (`multipathd resize map`),
+    /// with its ublk devices where the kernel can resize them; refused
+    /// if a path is smaller than the map.
+    Resize(control_cmd::ResizeArgs),
     /// Run a fio-like load against a map (default: 8 null paths, round-robin) or the raw path.
     Bench(bench::BenchArgs),
     /// Deterministic simulation of failover: run seeds, or replay one.
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
         Command::Message(args) => control_cmd::message(args),
         Command::Reload(args) => control_cmd::reload(args),
         Command::Remove(args) => control_cmd::remove(args),
+        Command::Resize(args) => control_cmd::resize(args),
         Command::Sim(args) => sim_cmd::main(args),
         Command::Discover(args) => discover_cmd::main(args),
         Command::Generate(args) => generate_cmd::main(args, Cli::command()),

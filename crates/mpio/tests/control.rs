@@ -253,7 +253,10 @@ fn bad_requests_get_errors_that_name_what_was_wrong() {
         "mpatha",
         "0 16384 multipath 0 0 1 1 round-robin 0 1 1 memory:d#a 1",
     ]);
-    assert!(error.contains("cannot resize an exported map"), "{error}");
+    assert!(
+        error.contains("a reload keeps an exported map's size"),
+        "{error}"
+    );
     assert_eq!(
         daemon.ok(&["table", "mpatha"]).trim(),
         TABLE.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -29,6 +29,7 @@ mod memory;
 mod nbd;
 mod null;
 mod path_handle;
+mod path_size;
 pub mod probe;
 mod setup_error;
 mod transports;

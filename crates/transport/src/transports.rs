@@ -249,7 +249,7 @@ impl Transports {
     }
 
     /// The memory disk `name`, if it exists.
-    fn existing_disk(&self, name: &str) -> Option<Arc<MemoryDisk>> {
+    pub(crate) fn existing_disk(&self, name: &str) -> Option<Arc<MemoryDisk>> {
         lock(&self.disks).get(name).map(Arc::clone)
     }
 

@@ -151,6 +151,31 @@ impl Control {
         self.command(name, nr, command).map(drop)
     }
 
+    /// The driver's features (`UBLK_F_*`).
+    ///
+    /// # Errors
+    /// Any refusal (a kernel before 6.5 has no such command).
+    pub(crate) fn features(&mut self) -> Result<u64, UblkError> {
+        let mut features = 0u64;
+        // The command names no device.
+        self.with_buffer(
+            "GET_FEATURES",
+            uapi::CMD_GET_FEATURES,
+            u32::MAX,
+            &mut features,
+        )?;
+        Ok(features)
+    }
+
+    /// Sets live device `id`'s size to `sectors`.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` from a kernel without [`uapi::F_UPDATE_SIZE`]; any
+    /// refusal.
+    pub(crate) fn update_size(&mut self, id: u32, sectors: u64) -> Result<(), UblkError> {
+        self.simple("UPDATE_SIZE", uapi::CMD_UPDATE_SIZE, id, sectors)
+    }
+
     /// Readies quiesced device `id` (its server died) for this process.
     ///
     /// # Errors

@@ -112,6 +112,8 @@ pub struct StoppedDevice {
 pub struct Engine {
     workers: Vec<Worker>,
     control: Mutex<Control>,
+    /// The driver's features (`UBLK_F_*`), read at start.
+    features: u64,
     config: EngineConfig,
     /// The devices served, by number.
     served: Mutex<Vec<u32>>,
@@ -126,7 +128,10 @@ impl Engine {
     /// No ublk driver, no permission, or an io_uring that cannot be set
     /// up (the error says what to change).
     pub fn start(config: EngineConfig) -> Result<Engine, UblkError> {
-        let control = Control::open()?;
+        let mut control = Control::open()?;
+        // A kernel before 6.5 cannot say: it has none of the optional
+        // features asked about.
+        let features = control.features().unwrap_or(0);
         let server_lock = ServerLock::take()?;
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         let threads = if config.threads == 0 {
@@ -154,6 +159,7 @@ impl Engine {
         Ok(Engine {
             workers,
             control: Mutex::new(control),
+            features,
             config,
             served: Mutex::new(Vec::new()),
             _server_lock: server_lock,
@@ -382,6 +388,33 @@ impl Engine {
             }
         }
         Ok(device)
+    }
+
+    /// Whether the kernel can resize a live device ([`Engine::resize`]):
+    /// to ask before anything else changes.
+    ///
+    /// # Errors
+    /// [`UblkError::Unsupported`] from a kernel that cannot.
+    pub fn check_resize(&self) -> Result<(), UblkError> {
+        if self.features & uapi::F_UPDATE_SIZE == 0 {
+            return Err(UblkError::Unsupported {
+                what: "resize a live device",
+                needs: "UBLK_F_UPDATE_SIZE, Linux 6.16 or later",
+            });
+        }
+        Ok(())
+    }
+
+    /// Gives live `device` a size of `size_bytes` (a multiple of 512):
+    /// its disk's capacity changes at once and the kernel tells user
+    /// space. Its map must be that large already.
+    ///
+    /// # Errors
+    /// [`UblkError::Unsupported`] from a kernel that cannot resize a live
+    /// device; any refusal.
+    pub fn resize(&self, device: &UblkDevice, size_bytes: u64) -> Result<(), UblkError> {
+        self.check_resize()?;
+        lock(&self.control).update_size(device.id(), size_bytes >> 9)
     }
 
     /// Stops and deletes `device` ([`Engine::stop`], [`Engine::delete`]).

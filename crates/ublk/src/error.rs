@@ -51,6 +51,17 @@ pub enum UblkError {
         /// What the paths take that the driver cannot match.
         reason: String,
     },
+    /// The running kernel's driver lacks a feature.
+    #[error(
+        "the ublk driver of this kernel ({}) cannot {what}: that needs {needs}",
+        kernel_release()
+    )]
+    Unsupported {
+        /// What it cannot do.
+        what: &'static str,
+        /// The feature it would need, and the first kernel with it.
+        needs: &'static str,
+    },
     /// The I/O threads are gone (a thread panicked and the daemon is
     /// going down).
     #[error("the ublk I/O threads have stopped")]
@@ -89,4 +100,11 @@ impl UblkError {
             source,
         }
     }
+}
+
+/// The running kernel's release (`uname -r`), or `unknown release`.
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|release| format!("Linux {}", release.trim()))
+        .unwrap_or_else(|_| "unknown release".into())
 }

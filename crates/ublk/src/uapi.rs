@@ -27,6 +27,11 @@ pub(crate) const CMD_START_USER_RECOVERY: u8 = 0x10;
 /// Hands a recovered device to the new server once every queue fetched
 /// all its tags; the waiting requests flow again.
 pub(crate) const CMD_END_USER_RECOVERY: u8 = 0x11;
+/// Reads the driver's features (`UBLK_F_*`, 8 bytes), no device needed.
+pub(crate) const CMD_GET_FEATURES: u8 = 0x13;
+/// Sets a live device's size in sectors (`data[0]`); the disk's
+/// capacity changes and the kernel tells user space (a uevent).
+pub(crate) const CMD_UPDATE_SIZE: u8 = 0x15;
 
 /// Device state (`ublksrv_ctrl_dev_info::state`): no disk.
 pub(crate) const S_DEV_DEAD: u16 = 0;
@@ -65,6 +70,8 @@ pub(crate) const F_USER_RECOVERY: u64 = 1 << 3;
 pub(crate) const F_USER_RECOVERY_REISSUE: u64 = 1 << 4;
 /// The kernel accepts the ioctl-encoded commands.
 pub(crate) const F_CMD_IOCTL_ENCODE: u64 = 1 << 6;
+/// Driver feature: [`CMD_UPDATE_SIZE`] resizes a live device (6.16+).
+pub(crate) const F_UPDATE_SIZE: u64 = 1 << 10;
 
 /// Request operations (`op_flags & 0xff`).
 pub(crate) const IO_OP_READ: u8 = 0;
@@ -236,7 +243,7 @@ const IOC_READ_WRITE: u32 = 3;
 
 /// The ioctl-encoded control command `UBLK_U_CMD_<nr>`.
 pub(crate) const fn ctrl_op(nr: u8) -> u32 {
-    let direction = if matches!(nr, CMD_GET_DEV_INFO | CMD_GET_PARAMS) {
+    let direction = if matches!(nr, CMD_GET_DEV_INFO | CMD_GET_PARAMS | CMD_GET_FEATURES) {
         IOC_READ
     } else {
         IOC_READ_WRITE
@@ -272,6 +279,10 @@ mod tests {
         // evaluate them.
         assert_eq!(ctrl_op(CMD_ADD_DEV), 0xc020_7504);
         assert_eq!(ctrl_op(CMD_GET_DEV_INFO), 0x8020_7502);
+        // UBLK_U_CMD_GET_FEATURES (_IOR) and UBLK_U_CMD_UPDATE_SIZE
+        // (_IOWR), as 6.16's header evaluates them.
+        assert_eq!(ctrl_op(CMD_GET_FEATURES), 0x8020_7513);
+        assert_eq!(ctrl_op(CMD_UPDATE_SIZE), 0xc020_7515);
         assert_eq!(io_op(IO_FETCH_REQ), 0xc010_7520);
     }
 

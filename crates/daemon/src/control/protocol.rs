@@ -67,6 +67,12 @@ pub enum Request {
         /// Remove its devices even while held open.
         force: bool,
     },
+    /// Grow a map, its ublk devices and its exports to what its paths
+    /// hold now.
+    Resize {
+        /// The map.
+        map: String,
+    },
 }
 
 /// What a reload loads.

@@ -1,13 +1,15 @@
 //! A control request answered ([`handle`]): the read verbs render the
 //! map named, or all ([`crate::view`]); a message goes to one map; a
 //! reload goes to [`reload`], a reload of the config file to
-//! [`reload_file`], and a removal to [`remove_map`]. Requests run one at a time, under the
+//! [`reload_file`], a removal to [`remove_map`] and a resize to
+//! [`resize_map`]. Requests run one at a time, under the
 //! state's `control` lock; an unknown map's answer lists the maps there
 //! are.
 
 use super::reconfigure::reload_file;
 use super::reload::reload;
 use super::removal::remove_map;
+use super::resize::resize_map;
 use super::state::State;
 use crate::control::protocol::{Request, Response};
 use crate::running::RunningMap;
@@ -41,6 +43,7 @@ pub(super) fn handle(state: &State, request: Request) -> Response {
         }
         Request::Reload { map, source } => reload(state, &map, source),
         Request::ReloadConfig => reload_file(state),
+        Request::Resize { map } => resize_map(state, &map),
         Request::Remove { map, force } => remove_map(state, &map, force).map(|done| {
             let mut text = format!("removed {map}\n");
             for line in &done {

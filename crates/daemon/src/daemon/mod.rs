@@ -25,6 +25,8 @@
 //!   and changed to match it.
 //! - `removal.rs`: a map taken out (`mpio remove`, or by a reload), not
 //!   while its device is held open.
+//! - `resize.rs`: a map grown to what its paths hold now (`mpio resize`),
+//!   its ublk devices and new NBD connections with it.
 //! - `health.rs`: the watchdog (`WATCHDOG=1` while every loop turns).
 //! - `service_status.rs`: the service manager's one-line `STATUS=`.
 //! - `rescan.rs`: the devices thread's round (access states, maps by WWID).
@@ -44,6 +46,7 @@ mod reload;
 mod removal;
 mod report;
 mod rescan;
+mod resize;
 mod scrape;
 mod service_status;
 mod settings;

@@ -25,7 +25,7 @@
 //!   `READY=1`, with a `STATUS=` that begins `reload failed:` when it
 //!   failed.
 
-use super::reload::{install, reload_notes};
+use super::reload::{install, reload_notes, Source};
 use super::removal::remove_map;
 use super::service_status::service_status;
 use super::start::start_map;
@@ -100,7 +100,7 @@ fn apply(state: &State, path: &Path) -> Result<Response, String> {
     }
     for config in &plan.changed {
         let name = config.name.clone();
-        match install(state, &name, config.clone(), "config") {
+        match install(state, &name, config.clone(), Source::Config) {
             Ok(_) => tracing::info!(map = %name, "map changed by the config"),
             Err(error) => errors.push(error),
         }
@@ -189,7 +189,8 @@ fn plan(running: &[RunningMap], config: DaemonConfig) -> Result<Plan, String> {
             plan.unchanged.push(new.name);
             continue;
         }
-        reload_notes(old, &new).map_err(|error| format!("{error}; no map changed"))?;
+        reload_notes(old, &new, Source::Config)
+            .map_err(|error| format!("{error}; no map changed"))?;
         plan.changed.push(new);
     }
     Ok(plan)

@@ -6,8 +6,9 @@
 //! flight finishes where it is. The exports and the checker settings stay
 //! those the daemon started with; a reload from a config that changes
 //! them says so in its answer. A reload that would point a path word at
-//! another endpoint, or resize an NBD export, is refused and the map
-//! keeps its table.
+//! another endpoint, or change the size of a map served by an NBD export
+//! or a ublk device, is refused and the map keeps its table: only a
+//! resize ([`super::resize`]) grows such a map, once its paths have.
 //!
 //! [`Transports::reload_named`]: mpio_transport::Transports::reload_named
 
@@ -22,6 +23,28 @@ use mpio_transport::limits::Limits;
 use mpio_transport::lock;
 use std::sync::Arc;
 
+/// Where a map's new config came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Source {
+    /// A dm table (`mpio reload MAP --table`).
+    Table,
+    /// A config's section (a reload, a rescan by WWID, the config file).
+    Config,
+    /// `mpio resize`: the same map, larger, as its paths are now.
+    Resize,
+}
+
+impl Source {
+    /// Its name in a reload's answer.
+    fn word(self) -> &'static str {
+        match self {
+            Source::Table => "table",
+            Source::Config => "config",
+            Source::Resize => "resize",
+        }
+    }
+}
+
 /// Reloads map `name` from `source`. The caller holds `control`.
 pub(super) fn reload(state: &State, name: &str, source: ReloadSource) -> Result<Response, String> {
     let (new_config, kind) = {
@@ -32,7 +55,7 @@ pub(super) fn reload(state: &State, name: &str, source: ReloadSource) -> Result<
 }
 
 /// Gives map `name` the table, paths and options of `new_config`, which
-/// came from a source of `kind` (`table`, `config`). The caller holds
+/// came from `kind`. The caller holds
 /// `control`; `maps` is taken to read the map's config and slot, released
 /// while the new map is built and installed, and taken again to record
 /// it.
@@ -40,12 +63,12 @@ pub(super) fn install(
     state: &State,
     name: &str,
     new_config: MapConfig,
-    kind: &'static str,
+    kind: Source,
 ) -> Result<Response, String> {
     let (slot, notes, served_as) = {
         let mut maps = lock(&state.maps);
         let running = find(&mut maps, name)?;
-        let notes = reload_notes(running, &new_config)?;
+        let notes = reload_notes(running, &new_config, kind)?;
         let served_as: Vec<Limits> = running
             .ublk_devices
             .iter()
@@ -90,7 +113,7 @@ pub(super) fn install(
         text: notes.iter().map(|note| format!("note: {note}\n")).collect(),
         json: serde_json::json!({
             "map": name,
-            "from": kind,
+            "from": kind.word(),
             "table": map.table().to_string(),
             "notes": notes,
         }),
@@ -102,14 +125,14 @@ pub(super) fn install(
 fn reload_config(
     running: &RunningMap,
     source: ReloadSource,
-) -> Result<(MapConfig, &'static str), String> {
+) -> Result<(MapConfig, Source), String> {
     let name = &running.config.name;
     match source {
         ReloadSource::Table(text) => {
             let table = Table::parse(&text).map_err(|error| format!("table: {error}"))?;
             let mut config = running.config.clone();
             config.table = table;
-            Ok((config, "table"))
+            Ok((config, Source::Table))
         }
         ReloadSource::Config { origin, text } => {
             let daemon_config =
@@ -118,16 +141,18 @@ fn reload_config(
                 .map(name)
                 .cloned()
                 .ok_or_else(|| format!("{origin}: no map named {name:?}"))?;
-            Ok((config, "config"))
+            Ok((config, Source::Config))
         }
     }
 }
 
-/// Refuses a reload of `running` to `new_config` that would move a path
-/// word or resize the export; else the notes for what it leaves as is.
+/// Refuses a reload of `running` to `new_config` from `kind` that would
+/// move a path word or (but for a resize) change the size its exports
+/// and devices were given; else the notes for what it leaves as is.
 pub(super) fn reload_notes(
     running: &RunningMap,
     new_config: &MapConfig,
+    kind: Source,
 ) -> Result<Vec<&'static str>, String> {
     let name = &running.config.name;
     // Path state, counters and the checker's records follow the path word
@@ -152,11 +177,31 @@ pub(super) fn reload_notes(
     if new_config.checker != running.config.checker {
         notes.push("the checker settings differ and stay as started");
     }
-    // Clients were told the export's size at their handshake.
+    if kind != Source::Resize {
+        check_size(running, new_config)?;
+    }
+    Ok(notes)
+}
+
+/// Refuses `new_config` if its size is not the map's while an export or
+/// device serves the map: clients were told the export's size at their
+/// handshake, and a ublk device's size is the kernel's to change.
+fn check_size(running: &RunningMap, new_config: &MapConfig) -> Result<(), String> {
+    let name = &running.config.name;
     if let Some(server) = running.servers.first() {
         server
             .check_size(&new_config.table)
             .map_err(|error| format!("map {name:?}: {error}; the map keeps its table"))?;
     }
-    Ok(notes)
+    let map_bytes = running.map().size_bytes();
+    let table_bytes = new_config.table.size_bytes();
+    match running.ublk_devices.first() {
+        Some(ublk) if table_bytes != map_bytes => Err(format!(
+            "map {name:?}: the table is {table_bytes} bytes but {} is {map_bytes}: a reload keeps \
+             a served map's size (`mpio resize {name}` grows it, once every path has grown); the \
+             map keeps its table",
+            ublk.device.path()
+        )),
+        _ => Ok(()),
+    }
 }

@@ -31,5 +31,6 @@ mod ublk;
 mod ublk_latency;
 mod ublk_limits;
 mod ublk_remove;
+mod ublk_resize;
 mod ublk_restart;
 mod ublk_transports;

@@ -314,6 +314,16 @@ impl FilePath {
         Ok(file)
     }
 
+    /// The bytes `path` holds now (a block device's size, a regular
+    /// file's length), read from a fresh open as a path opens it.
+    ///
+    /// # Errors
+    /// As a path's open: [`FileError::Open`], [`FileError::Read`],
+    /// [`FileError::NotStorage`], [`FileError::DirectRefused`].
+    pub(crate) fn size_now(path: &Path, direct: bool) -> Result<u64, FileError> {
+        Opened::open(path, direct).map(|opened| opened.size_bytes)
+    }
+
     /// Why the path is not open yet; `None` once it is.
     pub fn unready(&self) -> Option<String> {
         self.unready

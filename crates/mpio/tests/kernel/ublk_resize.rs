@@ -1,0 +1,112 @@
+//! `mpio resize` of a map served as `/dev/ublkb1017`, over two file
+//! paths to one file that grows: where the kernel can resize a live ublk
+//! device (6.16 and later) the device follows the map and data written
+//! past its old end reads back through it; on an older kernel the resize
+//! is refused, naming the kernel, and nothing changes. Which of the two
+//! is expected comes from the kernel's release, not from mpio.
+
+use crate::daemon::{test_dir, Daemon};
+use crate::devices::{modprobe, read_attribute, wait_until};
+use crate::failover::LIMIT;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+const MIB: u64 = 1 << 20;
+const DEVICE: &str = "/dev/ublkb1017";
+
+/// Whether the running kernel is `major.minor` or later.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|number| number.parse::<u32>().unwrap_or(0));
+    let running = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    running >= (major, minor)
+}
+
+/// The device's size in bytes, as the kernel has it.
+fn device_bytes() -> u64 {
+    let sectors = read_attribute("/sys/block/ublkb1017/size").expect("the device's size");
+    sectors.parse::<u64>().unwrap() * 512
+}
+
+#[test]
+#[ignore = "kernel test: needs root and ublk_drv; run scripts/kernel-test.sh"]
+fn resize_grows_the_ublk_device_where_the_kernel_can() {
+    modprobe(&["ublk_drv"]);
+    let dir = test_dir("ublk-resize-files");
+    let lun = dir.join("lun.img");
+    let file = std::fs::File::create(&lun).unwrap();
+    file.set_len(32 * MIB).unwrap();
+    let mut config = format!("[[map]]\nname = \"m\"\nsize = {}\n", 32 * MIB);
+    for path in ["a", "b"] {
+        // The guest's root is a RAM file system: no O_DIRECT.
+        config.push_str(&format!(
+            "[[map.path]]\nname = \"{path}\"\nuri = \"file:{}?direct=0#{path}\"\n",
+            lun.display()
+        ));
+    }
+    config.push_str("[[map.export]]\nublk = 1017\n");
+    let config_file = dir.join("mpio.toml");
+    std::fs::write(&config_file, config).unwrap();
+    let daemon = Daemon::start(
+        test_dir("ublk-resize"),
+        &["--config", config_file.to_str().unwrap()],
+    );
+    assert_eq!(daemon.devices, [DEVICE]);
+    assert_eq!(device_bytes(), 32 * MIB);
+
+    // The LUN grows, holding data past the map's end.
+    file.set_len(64 * MIB).unwrap();
+    let pattern: Vec<u8> = (0..MIB).map(|byte| (byte * 13 % 251) as u8).collect();
+    file.write_all_at(&pattern, 40 * MIB).unwrap();
+    file.sync_all().unwrap();
+
+    if kernel_at_least(6, 16) {
+        let answer = daemon.ok(&["resize", "m"]);
+        assert!(
+            answer.contains("map m grown from 33554432 to 67108864 bytes"),
+            "{answer}"
+        );
+        assert!(
+            answer.contains("/dev/ublkb1017 is now 67108864 bytes"),
+            "{answer}"
+        );
+        wait_until("the device takes its new size", LIMIT, || {
+            device_bytes() == 64 * MIB
+        });
+        let device = std::fs::File::open(DEVICE).unwrap();
+        let mut read = vec![0; MIB as usize];
+        device.read_exact_at(&mut read, 40 * MIB).unwrap();
+        assert!(read == pattern, "the data past the old end reads back");
+        // And a write there goes to the file.
+        let device = std::fs::OpenOptions::new()
+            .write(true)
+            .open(DEVICE)
+            .unwrap();
+        device.write_all_at(&[0x5a; 4096], 60 * MIB).unwrap();
+        device.sync_all().unwrap();
+        let mut back = [0; 4096];
+        file.read_exact_at(&mut back, 60 * MIB).unwrap();
+        assert!(back.iter().all(|&byte| byte == 0x5a));
+    } else {
+        let error = daemon.error(&["resize", "m"]);
+        assert!(
+            error.contains("cannot resize a live device") && error.contains("Linux 6.16"),
+            "{error}"
+        );
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        assert!(error.contains(release.trim()), "names the kernel: {error}");
+        assert_eq!(device_bytes(), 32 * MIB, "the device keeps its size");
+        assert_eq!(
+            daemon.ok(&["table", "m"]).split_whitespace().nth(1),
+            Some("65536"),
+            "the map keeps its size"
+        );
+    }
+    let removed = daemon.ok(&["remove", "m"]);
+    assert!(removed.contains("/dev/ublkb1017 removed"), "{removed}");
+    wait_until("the device goes", LIMIT, || !Path::new(DEVICE).exists());
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(&dir);
+}
