@@ -14,8 +14,10 @@
 //!
 //! A free device is returned claimed: the `O_EXCL` open stays until the
 //! claim is dropped, so nothing mounts it between the look and the
-//! removal. A process may still open it plainly in that window; it sees
-//! the disk go as after `--force`.
+//! removal. A process may still open it plainly in that window: where
+//! the kernel has TRY_STOP_DEV (7.0+) the stop itself finds it, and the
+//! device is removed as a held one (`crate::ublk`); elsewhere it sees the
+//! disk go as after `--force`, and the deletion waits until it closes.
 
 use std::fs::File;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};

@@ -22,7 +22,7 @@ use crate::links::DeviceLinks;
 use crate::running::RunningUblk;
 use mpio_server::{flush_map, Engine as NbdEngine, EngineConfig as NbdEngineConfig, FlushOutcome};
 use mpio_transport::{lock, DeviceSlot};
-use mpio_ublk::{DeviceOptions, Engine, EngineConfig, Released, UblkDevice, UblkError};
+use mpio_ublk::{DeviceOptions, Engine, EngineConfig, Released, TryStop, UblkDevice, UblkError};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -310,6 +310,13 @@ impl UblkExports {
     /// no one holds it and the removal waits for its deletion; held, its
     /// disk goes at once (its holders' I/O fails) and it is deleted once
     /// they close it, which is returned as what happened.
+    ///
+    /// A claim keeps out mounts, not a plain open, and the deletion waits
+    /// for every opener. Where the kernel can stop a device only while no
+    /// one has it open (TRY_STOP_DEV), the claim is let go and the stop
+    /// checks for openers itself, in one step: a process that opened the
+    /// device meanwhile makes it a held device, and the deletion never
+    /// waits.
     fn remove_device(
         &self,
         engine: &Engine,
@@ -324,15 +331,32 @@ impl UblkExports {
             }
         }
         let claim = claim.ok_or(()).or_else(|()| Claim::take(Path::new(&path)));
-        let stopped = engine.stop(device)?;
-        match claim {
+        let (stopped, holders) = match claim {
+            Ok(claim) if engine.can_try_stop() => {
+                // The stop counts every opener, the claim too.
+                drop(claim);
+                match engine.try_stop(device)? {
+                    TryStop::Stopped(stopped) => (stopped, None),
+                    TryStop::Held(device) => {
+                        let holders = Claim::take(Path::new(&path))
+                            .err()
+                            .unwrap_or_else(|| vec!["a process that opened it meanwhile".into()]);
+                        (engine.stop(device)?, Some(holders))
+                    }
+                }
+            }
             Ok(claim) => {
+                let stopped = engine.stop(device)?;
                 // The disk is gone, so no one can open it now; the
                 // deletion waits for every opener, the claim's too.
                 drop(claim);
-                engine.delete(stopped).map(|()| None)
+                (stopped, None)
             }
-            Err(holders) => engine.delete_when_closed(stopped).map(|()| {
+            Err(holders) => (engine.stop(device)?, Some(holders)),
+        };
+        match holders {
+            None => engine.delete(stopped).map(|()| None),
+            Some(holders) => engine.delete_when_closed(stopped).map(|()| {
                 Some(format!(
                     "held: {}; their I/O fails, and its number is free once they close it",
                     holders.join("; ")

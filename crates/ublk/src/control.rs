@@ -221,6 +221,15 @@ impl Control {
         self.simple("STOP_DEV", uapi::CMD_STOP_DEV, id, 0)
     }
 
+    /// Stops device `id` as [`Control::stop`] does if no one has its disk
+    /// open; from then on no one can open it.
+    ///
+    /// # Errors
+    /// `EBUSY` while someone has it open; any refusal.
+    pub(crate) fn try_stop(&mut self, id: u32) -> Result<(), UblkError> {
+        self.simple("TRY_STOP_DEV", uapi::CMD_TRY_STOP_DEV, id, 0)
+    }
+
     /// Deletes stopped device `id`; waits until nothing has its char
     /// device open.
     ///

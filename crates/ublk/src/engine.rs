@@ -74,6 +74,10 @@ pub struct DeviceOptions {
 pub struct UblkDevice {
     device: Arc<SharedDevice>,
     limits: Limits,
+    /// Its flags (`UBLK_F_*`), as the kernel made it.
+    flags: u64,
+    /// The driver's features, as the engine read them.
+    driver: u64,
 }
 
 impl UblkDevice {
@@ -92,6 +96,42 @@ impl UblkDevice {
     pub fn limits(&self) -> Limits {
         self.limits
     }
+
+    /// How its data moves between the kernel and mpio: `get-data copy`
+    /// (a write's data is copied in once its buffer is given, a read's
+    /// out at commit).
+    pub fn data_mode(&self) -> &'static str {
+        if self.flags & uapi::F_NEED_GET_DATA != 0 {
+            "get-data copy"
+        } else {
+            "copy"
+        }
+    }
+
+    /// The optional kernel features serving it, in words: user recovery
+    /// (a restart keeps it), and what the driver offers that mpio uses
+    /// (a live resize, a stop only while no one has it open).
+    pub fn features(&self) -> Vec<&'static str> {
+        let recovery = uapi::F_USER_RECOVERY | uapi::F_USER_RECOVERY_REISSUE;
+        [
+            (self.flags & recovery == recovery, "user recovery"),
+            (self.driver & uapi::F_UPDATE_SIZE != 0, "live resize"),
+            (self.driver & uapi::F_SAFE_STOP_DEV != 0, "safe stop"),
+        ]
+        .into_iter()
+        .filter_map(|(used, name)| used.then_some(name))
+        .collect()
+    }
+}
+
+/// What [`Engine::try_stop`] did.
+#[derive(Debug)]
+#[must_use = "a stopped device stays until deleted; a held one is still served"]
+pub enum TryStop {
+    /// No one had its disk open: stopped, and no one can open it now.
+    Stopped(StoppedDevice),
+    /// Someone has its disk open: nothing changed.
+    Held(UblkDevice),
 }
 
 /// A device [`Engine::stop`] stopped: its disk is gone, the device
@@ -270,6 +310,8 @@ impl Engine {
                 Ok(UblkDevice {
                     device,
                     limits: limits_of(&params),
+                    flags: info.flags,
+                    driver: self.features,
                 })
             }
             Err(error) => {
@@ -332,7 +374,12 @@ impl Engine {
             device = id,
             "ublk device recovered: its waiting I/O flows again"
         );
-        Ok(UblkDevice { device, limits })
+        Ok(UblkDevice {
+            device,
+            limits,
+            flags: info.flags,
+            driver: self.features,
+        })
     }
 
     /// Opens device `info.dev_id`'s char device and has every thread
@@ -433,9 +480,47 @@ impl Engine {
     /// # Errors
     /// The kernel refused, or the queues did not let go in time.
     pub fn stop(&self, device: UblkDevice) -> Result<StoppedDevice, UblkError> {
+        let stopped = lock(&self.control).stop(device.id());
+        self.stopped(device, stopped)
+    }
+
+    /// Whether the kernel can stop a device only while no one has it
+    /// open ([`Engine::try_stop`]).
+    pub fn can_try_stop(&self) -> bool {
+        self.features & uapi::F_SAFE_STOP_DEV != 0
+    }
+
+    /// Stops `device` as [`Engine::stop`] does if no one has its disk
+    /// open, in one step the kernel takes under the disk's open lock: no
+    /// one can open it between the check and the stop, nor after. Where
+    /// no one held it, [`Engine::delete`] then waits for no one.
+    ///
+    /// # Errors
+    /// [`UblkError::Unsupported`] from a kernel without it
+    /// ([`Engine::can_try_stop`]); the kernel refused; the queues did not
+    /// let go in time.
+    pub fn try_stop(&self, device: UblkDevice) -> Result<TryStop, UblkError> {
+        if !self.can_try_stop() {
+            return Err(UblkError::Unsupported {
+                what: "stop a device only while no one has it open",
+                needs: "UBLK_F_SAFE_STOP_DEV, Linux 7.0 or later",
+            });
+        }
+        match lock(&self.control).try_stop(device.id()) {
+            Err(error) if error.errno() == Some(libc::EBUSY) => Ok(TryStop::Held(device)),
+            stopped => self.stopped(device, stopped).map(TryStop::Stopped),
+        }
+    }
+
+    /// `device` once the kernel answered its stop with `stopped`: no
+    /// longer served, its queues let go.
+    fn stopped(
+        &self,
+        device: UblkDevice,
+        stopped: Result<(), UblkError>,
+    ) -> Result<StoppedDevice, UblkError> {
         let id = device.id();
         lock(&self.served).retain(|served| *served != id);
-        let stopped = lock(&self.control).stop(id);
         let deadline = Instant::now() + DEVICE_WAIT;
         while Arc::strong_count(&device.device) > 1 {
             if Instant::now() >= deadline {

@@ -36,7 +36,7 @@ mod ring;
 mod thread;
 mod uapi;
 
-pub use engine::{DeviceOptions, Engine, EngineConfig, StoppedDevice, UblkDevice};
+pub use engine::{DeviceOptions, Engine, EngineConfig, StoppedDevice, TryStop, UblkDevice};
 pub use error::UblkError;
 pub use keeper::{keep, Kept, LOCK_FILE};
 pub use thread::Released;

@@ -32,6 +32,9 @@ pub(crate) const CMD_GET_FEATURES: u8 = 0x13;
 /// Sets a live device's size in sectors (`data[0]`); the disk's
 /// capacity changes and the kernel tells user space (a uevent).
 pub(crate) const CMD_UPDATE_SIZE: u8 = 0x15;
+/// Stops a device only if no one has its disk open (`EBUSY` otherwise),
+/// and refuses every open from then on.
+pub(crate) const CMD_TRY_STOP_DEV: u8 = 0x17;
 
 /// Device state (`ublksrv_ctrl_dev_info::state`): no disk.
 pub(crate) const S_DEV_DEAD: u16 = 0;
@@ -72,6 +75,8 @@ pub(crate) const F_USER_RECOVERY_REISSUE: u64 = 1 << 4;
 pub(crate) const F_CMD_IOCTL_ENCODE: u64 = 1 << 6;
 /// Driver feature: [`CMD_UPDATE_SIZE`] resizes a live device (6.16+).
 pub(crate) const F_UPDATE_SIZE: u64 = 1 << 10;
+/// Driver feature: [`CMD_TRY_STOP_DEV`] (7.0+).
+pub(crate) const F_SAFE_STOP_DEV: u64 = 1 << 17;
 
 /// Request operations (`op_flags & 0xff`).
 pub(crate) const IO_OP_READ: u8 = 0;
@@ -279,10 +284,11 @@ mod tests {
         // evaluate them.
         assert_eq!(ctrl_op(CMD_ADD_DEV), 0xc020_7504);
         assert_eq!(ctrl_op(CMD_GET_DEV_INFO), 0x8020_7502);
-        // UBLK_U_CMD_GET_FEATURES (_IOR) and UBLK_U_CMD_UPDATE_SIZE
-        // (_IOWR), as 6.16's header evaluates them.
+        // UBLK_U_CMD_GET_FEATURES (_IOR), UBLK_U_CMD_UPDATE_SIZE and
+        // UBLK_U_CMD_TRY_STOP_DEV (_IOWR), as 7.0's header evaluates them.
         assert_eq!(ctrl_op(CMD_GET_FEATURES), 0x8020_7513);
         assert_eq!(ctrl_op(CMD_UPDATE_SIZE), 0xc020_7515);
+        assert_eq!(ctrl_op(CMD_TRY_STOP_DEV), 0xc020_7517);
         assert_eq!(io_op(IO_FETCH_REQ), 0xc010_7520);
     }
 

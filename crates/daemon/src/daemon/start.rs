@@ -62,7 +62,14 @@ pub(super) fn start_map(
         if let Some(number) = export.ublk {
             match ublk.add(&slot, number, export.read_only) {
                 Ok(device) => {
-                    tracing::info!(map = %config.name, export = %export.name, device = %device.path(), "ublk device ready");
+                    tracing::info!(
+                        map = %config.name,
+                        export = %export.name,
+                        device = %device.path(),
+                        data = device.data_mode(),
+                        features = %device.features().join(", "),
+                        "ublk device ready"
+                    );
                     if let Some(dev_dir) = &config.device_links {
                         let wwid = config.wwid.as_deref();
                         let links = DeviceLinks::new(dev_dir, device.id(), &config.name, wwid);

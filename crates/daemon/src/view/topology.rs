@@ -11,6 +11,9 @@
 //!
 //! A map by WWID names it after its block devices in both forms:
 //! `wwid=naa.600a0980… (3600a0980…)`, the kernel's and multipath-tools'.
+//! A map served as a ublk device has a line per device under its first:
+//! `ublk /dev/ublkb1: get-data copy; user recovery, live resize`, how
+//! its data moves and the optional kernel features it uses.
 
 use super::facts::{path_facts, PathFacts};
 use crate::control::protocol::Response;
@@ -51,6 +54,21 @@ pub fn topology(maps: &[&RunningMap]) -> Response {
             if read_only { "ro" } else { "rw" },
             if status.queueing { " queueing" } else { "" },
         );
+        // Each ublk device: how its data moves, what the kernel gives it.
+        let mut ublk_json = Vec::new();
+        for ublk in &running.ublk_devices {
+            let (path, data, features) = (
+                ublk.device.path(),
+                ublk.device.data_mode(),
+                ublk.device.features(),
+            );
+            let _ = writeln!(text, "ublk {path}: {data}; {}", features.join(", "));
+            ublk_json.push(serde_json::json!({
+                "device": path,
+                "data_mode": data,
+                "features": features,
+            }));
+        }
         let mut groups_json = Vec::new();
         for (position, (group, spec)) in status.groups.iter().zip(&table.groups).enumerate() {
             let last_group = position + 1 == status.groups.len();
@@ -118,6 +136,7 @@ pub fn topology(maps: &[&RunningMap]) -> Response {
             "path_failures": status.path_failures,
             "exports": running.servers.iter().flat_map(mpio_server::Server::uris).collect::<Vec<_>>(),
             "block_devices": block_devices,
+            "ublk": ublk_json,
             "groups": groups_json,
         }));
     }

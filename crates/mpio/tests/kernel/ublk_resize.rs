@@ -3,7 +3,8 @@
 //! device (6.16 and later) the device follows the map and data written
 //! past its old end reads back through it; on an older kernel the resize
 //! is refused, naming the kernel, and nothing changes. Which of the two
-//! is expected comes from the kernel's release, not from mpio.
+//! is expected comes from the kernel's release, not from mpio; so does
+//! which optional features `mpio show topology` says the device uses.
 
 use crate::daemon::{test_dir, Daemon};
 use crate::devices::{modprobe, read_attribute, wait_until};
@@ -55,6 +56,29 @@ fn resize_grows_the_ublk_device_where_the_kernel_can() {
     );
     assert_eq!(daemon.devices, [DEVICE]);
     assert_eq!(device_bytes(), 32 * MIB);
+    // The device says how its data moves and which of the kernel's
+    // optional features serve it: those this kernel has.
+    let topology = daemon.json(&["show", "topology", "m"]);
+    let ublk = &topology[0]["ublk"][0];
+    assert_eq!(ublk["device"], DEVICE, "{topology}");
+    assert_eq!(ublk["data_mode"], "get-data copy", "{topology}");
+    let features = ublk["features"].to_string();
+    assert!(features.contains("user recovery"), "{features}");
+    assert_eq!(
+        features.contains("live resize"),
+        kernel_at_least(6, 16),
+        "{features}"
+    );
+    assert_eq!(
+        features.contains("safe stop"),
+        kernel_at_least(7, 0),
+        "{features}"
+    );
+    let text = daemon.ok(&["show", "topology", "m"]);
+    assert!(
+        text.contains("ublk /dev/ublkb1017: get-data copy; user recovery"),
+        "{text}"
+    );
 
     // The LUN grows, holding data past the map's end.
     file.set_len(64 * MIB).unwrap();
