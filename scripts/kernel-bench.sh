@@ -7,7 +7,8 @@
 # rounds. Prints each configuration's median IOPS and its
 # ratio to raw null_blk's median: the table docs/BENCHMARKS.md records.
 #
-# Settings (environment), beside scripts/kernel-vm/host.sh's:
+# Settings (environment), beside scripts/kernel-vm/host.sh's (among
+# them MPIO_KERNEL=6.12 | newest, the kernel the guest boots [6.12]):
 #   ROUNDS=3        interleaved rounds (one sample per configuration each)
 #   RUNTIME=5       seconds per sample (after 1 s of ramp)
 #   CONFIGS='*'     configurations to run, as shell patterns
@@ -48,12 +49,12 @@ NULLB_COMPLETION_NS=${NULLB_COMPLETION_NS:-0}
 PROGRAMS='$programs'
 CONF
 mkdir -p "$KVM_CACHE/logs"
-log=$KVM_CACHE/logs/bench-$(date +%Y%m%d-%H%M%S).log
+log=$KVM_CACHE/logs/bench-$KVM_KVER-$(date +%Y%m%d-%H%M%S)-$$.log
 status=0
 kvm_boot "$overlay" "${MPIO_KVM_TIMEOUT:-5400}" "$log" > /dev/null || status=$?
 
 echo
-echo "kernel $KVM_KVER under $(kvm_accel), $KVM_CPUS vCPUs, $KVM_MEM; host $(nproc) CPUs; $(date -u +%Y-%m-%d)"
+echo "kernel $KVM_KERNEL_LABEL under $(kvm_accel), $KVM_CPUS vCPUs, $KVM_MEM; host $(nproc) CPUs; $(date -u +%Y-%m-%d)"
 echo "fio randread 4k libaio iodepth=${IODEPTH:-32} numjobs=${NUMJOBS:-$KVM_CPUS} direct=1, ${RUNTIME:-5} s per sample, ${ROUNDS:-3} interleaved rounds"
 [ "${NULLB_COMPLETION_NS:-0}" -gt 0 ] && echo "null_blk completes each I/O after ${NULLB_COMPLETION_NS} ns (timer)"
 [ "$(kvm_accel)" = tcg ] && echo "TCG emulation: absolute IOPS mean nothing; compare only ratios measured in this run."

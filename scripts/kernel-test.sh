@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Runs the kernel test suite (crates/mpio/tests/kernel/) against a real
 # Linux kernel: natively where the running kernel has the modules the
-# tests load and the caller is root, otherwise in a QEMU guest booting
-# Debian's 6.12 kernel (KVM where usable, TCG elsewhere). Exits with the
-# tests' status. docs/TESTING.md describes the harness.
+# tests load, the caller is root and no kernel is asked for, otherwise
+# in a QEMU guest booting a Debian kernel (KVM where usable, TCG
+# elsewhere): 6.12 by default, or the newest from trixie-backports.
+# Exits with the tests' status, after a summary line naming the kernel.
+# docs/TESTING.md describes the harness.
 #
 #   scripts/kernel-test.sh [FILTER...]       arguments go to the test binary
+#   MPIO_KERNEL=6.12 | newest                the guest's kernel [6.12]; set,
+#                                            it is always a guest
 #   MPIO_KVM_SHELL=1 scripts/kernel-test.sh  a shell in the guest instead
 #   MPIO_KVM_FORCE=1 scripts/kernel-test.sh  the guest even where native works
 #   MPIO_KVM_TIMEOUT=N                       the guest's limit, s [1500]
 #   SOAK_SECS=N SOAK_SEED=N                  the soak's length and seed, passed on
+# (scripts/kernel-vm/host.sh lists the guest's other settings.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/kernel-vm/host.sh
@@ -26,7 +31,7 @@ test_binary=$(cargo test --release -p mpio --test kernel --no-run --locked \
 [ -x "$test_binary" ] || { kvm_log "no kernel test binary"; exit 1; }
 
 native=1
-[ "$(id -u)" = 0 ] && [ "${MPIO_KVM_FORCE:-0}" != 1 ] || native=0
+[ "$(id -u)" = 0 ] && [ "${MPIO_KVM_FORCE:-0}" != 1 ] && [ -z "${MPIO_KERNEL:-}" ] || native=0
 for module in $test_modules; do
     [ "$native" = 1 ] && modprobe -n -q "$module" 2>/dev/null || native=0
 done
@@ -51,8 +56,12 @@ for name in SOAK_SECS SOAK_SEED; do
     echo "export $name=$value" >> "$overlay/kvm/env"
 done
 mkdir -p "$KVM_CACHE/logs"
-log=$KVM_CACHE/logs/test-$(date +%Y%m%d-%H%M%S).log
+log=$KVM_CACHE/logs/test-$KVM_KVER-$(date +%Y%m%d-%H%M%S)-$$.log
 status=0
 kvm_boot "$overlay" "${MPIO_KVM_TIMEOUT:-1500}" "$log" || status=$?
 [ -e "$log" ] && kvm_log "console log: $log"
+# The summary names the kernel: a run of both kernels (scripts/test.sh)
+# says which one each count belongs to.
+result=$(grep -a '^test result:' "$log" 2>/dev/null | tail -1 | sed 's/^test result: //')
+kvm_log "kernel tests on $KVM_KERNEL_LABEL: ${result:-no test result} (exit status $status)"
 exit "$status"

@@ -3,8 +3,10 @@
 #
 #   build-image.sh KERNEL_ROOT KERNEL_VERSION OUT.cpio.gz
 #
-# KERNEL_ROOT is a Debian linux-image package extracted with dpkg -x. The
-# image holds static busybox with its applets, the tools in $KVM_TOOLS
+# KERNEL_ROOT is a Debian kernel extracted with dpkg -x: a linux-image
+# package with lib/modules/<version> (6.12), or from 7.x the split
+# linux-binary, linux-modules and linux-base packages, merged-/usr, with
+# usr/lib/modules/<version>. The image holds static busybox with its applets, the tools in $KVM_TOOLS
 # and the nbdkit plugins in $KVM_NBDKIT_PLUGINS with their shared
 # libraries, and the modules in $KVM_MODULES with
 # every module they depend on, decompressed (busybox cannot load .ko.xz)
@@ -13,11 +15,16 @@
 set -euo pipefail
 
 kernel_root=$1 kernel_version=$2 out=$3
-modules_dir=$kernel_root/lib/modules/$kernel_version
-[ -d "$modules_dir" ] || { echo "build-image.sh: no $modules_dir" >&2; exit 1; }
+# The directory whose lib/modules/<version> holds the modules, as
+# modprobe -d and depmod -b take it: KERNEL_ROOT, or its usr/ when the
+# tree is merged-/usr.
+module_root=$kernel_root
+[ -d "$module_root/lib/modules/$kernel_version" ] || module_root=$kernel_root/usr
+modules_dir=$module_root/lib/modules/$kernel_version
+[ -d "$modules_dir" ] || { echo "build-image.sh: no modules for $kernel_version in $kernel_root" >&2; exit 1; }
 
 stage=$(mktemp -d "${out%/*}/stage.XXXXXX")
-trap 'rm -rf "$stage"' EXIT
+trap 'rm -rf "$stage" "$stage.cpio.gz"' EXIT
 mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,lib,lib64,etc/kvm,dev,proc,sys,tmp,run,mnt}
 ln -s ../lib "$stage/usr/lib"
 
@@ -56,15 +63,15 @@ cp -L /lib64/ld-linux-x86-64.so.2 "$stage/lib64/"
 ln -sf mke2fs "$stage/usr/bin/mkfs.ext4"
 
 # Modules and their dependencies, as modprobe resolves them.
-[ -e "$modules_dir/modules.dep" ] || depmod -b "$kernel_root" "$kernel_version"
+[ -e "$modules_dir/modules.dep" ] || depmod -b "$module_root" "$kernel_version"
 : > "$stage/etc/kvm/modules-missing"
 for module in ${KVM_MODULES:?}; do
-    if ! depends=$(modprobe -d "$kernel_root" -S "$kernel_version" --show-depends "$module" 2>/dev/null); then
+    if ! depends=$(modprobe -d "$module_root" -S "$kernel_version" --show-depends "$module" 2>/dev/null); then
         echo "$module" >> "$stage/etc/kvm/modules-missing"
         continue
     fi
     for ko in $(echo "$depends" | awk '$1 == "insmod" {print $2}'); do
-        relative=${ko#"$kernel_root"/}
+        relative=${ko#"$module_root"/}
         case $relative in
             *.ko.xz) target=$stage/${relative%.xz} decompress=(xz -dc) ;;
             *.ko.zst) target=$stage/${relative%.zst} decompress=(zstd -qdc) ;;
@@ -81,8 +88,10 @@ for index in modules.builtin modules.builtin.modinfo modules.order; do
 done
 depmod -b "$stage" "$kernel_version"
 
+# Written beside OUT under a name of its own and renamed: a build running
+# at the same time never reads or writes a half-written image.
 (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) |
-    gzip -1 > "$out.partial"
-mv "$out.partial" "$out"
+    gzip -1 > "$stage.cpio.gz"
+mv "$stage.cpio.gz" "$out"
 echo "build-image.sh: $out ($(du -h "$out" | cut -f1)); modules not built by $kernel_version:" \
     "$(tr '\n' ' ' < "$stage/etc/kvm/modules-missing")" >&2

@@ -1,7 +1,7 @@
 # Host side of the kernel test VM, sourced by scripts/kernel-test.sh and
 # scripts/kernel-bench.sh (docs/TESTING.md).
 #
-# It prepares, once and cached, everything a guest needs: Debian's 6.12
+# It prepares, once and cached, everything a guest needs: a Debian
 # kernel and its modules, a private QEMU (installing Debian's
 # qemu-system-x86 would replace the newer qemu-utils the NBD tests use),
 # and a base initramfs of busybox, the user-space tools the tests call
@@ -9,9 +9,20 @@
 # top of the base image, boots it under KVM or TCG, streams the console
 # and returns the payload's exit status.
 #
+# The kernel (MPIO_KERNEL):
+#   6.12    Debian's 6.12 from the host's own apt sources (bookworm-security,
+#           linux-image-6.12-amd64, or MPIO_KERNEL_PKG): the default
+#   newest  the newest Debian kernel: trixie-backports' linux-image-amd64,
+#           fetched through an apt source list and state of the harness's
+#           own under the cache (the host's apt configuration is never
+#           touched: adding trixie to it would upgrade a bookworm host)
+# Each kernel's extracted tree and base images are named by its version,
+# so the two never share a cache entry.
+#
 # Settings (environment):
+#   MPIO_KERNEL      6.12 | newest       [6.12]
 #   MPIO_KVM_CACHE   cache directory     [${XDG_CACHE_HOME:-$HOME/.cache}/mpio/kernel-vm]
-#   MPIO_KERNEL_PKG  kernel package      [linux-image-6.12-amd64]
+#   MPIO_KERNEL_PKG  MPIO_KERNEL=6.12's package, from the host's sources [linux-image-6.12-amd64]
 #   MPIO_KVM_ACCEL   auto | kvm | tcg    [auto]
 #   MPIO_KVM_CPUS    guest vCPUs         [2]
 #   MPIO_KVM_MEM     guest memory        [4G]
@@ -19,9 +30,18 @@
 
 KVM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KVM_CACHE=${MPIO_KVM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mpio/kernel-vm}
-KVM_KERNEL_PKG=${MPIO_KERNEL_PKG:-linux-image-6.12-amd64}
+KVM_KERNEL=${MPIO_KERNEL:-6.12}
 KVM_CPUS=${MPIO_KVM_CPUS:-2}
 KVM_MEM=${MPIO_KVM_MEM:-4G}
+# The apt options of the harness's own configuration for
+# MPIO_KERNEL=newest (kvm_newest_apt sets them); the 6.12 kernel and
+# QEMU come through the host's sources, with none.
+KVM_APT=()
+
+# The newest kernel's archive, and the key it is signed with: bookworm's
+# debian-archive-keyring carries trixie's keys.
+KVM_NEWEST_SOURCE="http://deb.debian.org/debian trixie-backports main"
+KVM_NEWEST_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 # The kernel modules the tests and the benchmark load, with their
 # dependencies. A module the kernel does not build is left out of the
@@ -59,51 +79,121 @@ kvm_apt_install() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
 }
 
-# kvm_download PACKAGE[=VERSION]: the package's .deb in the cache,
-# downloaded once; prints its path. A meta package
-# (linux-image-6.12-amd64) is followed to the concrete package it
-# depends on.
+# kvm_download PACKAGE[=VERSION] [APT-OPTION...]: the package's .deb in
+# the cache, downloaded once (with apt's options, if any); prints its
+# path.
 kvm_download() {
-    local package=$1 target deb
-    target=$(apt-cache depends "$package" 2>/dev/null |
-        awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ {print $2; exit}')
-    [ -n "$target" ] && package=$target
+    local package=$1 deb
+    shift
     mkdir -p "$KVM_CACHE/debs"
     deb=$(ls -1 "$KVM_CACHE/debs/${package%%=*}_"*.deb 2>/dev/null | tail -1)
     if [ -z "$deb" ]; then
         kvm_log "downloading $package"
         # apt-get download writes as the _apt user where it can; the
         # cache is root's, so it downloads unsandboxed and says so.
-        (cd "$KVM_CACHE/debs" && apt-get download -q "$package" 2>&1 | grep -v unsandboxed >&2) || true
+        (cd "$KVM_CACHE/debs" && apt-get "$@" download -q "$package" 2>&1 | grep -v unsandboxed >&2) || true
         deb=$(ls -1 "$KVM_CACHE/debs/${package%%=*}_"*.deb 2>/dev/null | tail -1)
     fi
     [ -n "$deb" ] || { kvm_log "could not download $package"; return 1; }
     echo "$deb"
 }
 
-# kvm_extract DEB: the package's files under the cache, extracted once;
-# prints the directory.
+# kvm_depends PACKAGE PATTERN [APT-OPTION...]: the packages PACKAGE
+# depends on whose names match the extended regular expression PATTERN,
+# one a line.
+kvm_depends() {
+    local package=$1 pattern=$2
+    shift 2
+    apt-cache "$@" depends "$package" 2>/dev/null |
+        awk -v pattern="$pattern" '$1 == "Depends:" && $2 ~ pattern {print $2}'
+}
+
+# kvm_extract DEB...: the packages' files in one directory under the
+# cache, named after the first, extracted once; prints the directory.
 kvm_extract() {
-    local deb=$1 dir
-    dir=$KVM_CACHE/root/$(basename "$deb" .deb)
+    local dir deb
+    dir=$KVM_CACHE/root/$(basename "$1" .deb)
     if [ ! -e "$dir/.extracted" ]; then
         rm -rf "$dir" && mkdir -p "$dir"
-        dpkg -x "$deb" "$dir"
+        for deb in "$@"; do
+            dpkg -x "$deb" "$dir"
+        done
         touch "$dir/.extracted"
     fi
     echo "$dir"
 }
 
-# Sets KVM_KROOT (the extracted kernel package), KVM_KVER, KVM_VMLINUZ.
+# kvm_newest_apt: sets KVM_APT to apt options for a configuration of the
+# harness's own under the cache that sees only trixie-backports (its
+# source list, package lists, apt cache and an empty dpkg status: the
+# host's apt sources, lists and installed packages play no part). The
+# lists are refreshed when a day old; a failed refresh keeps old ones.
+# apt checks the archive's signature against KVM_NEWEST_KEYRING. The
+# cache is root's, so apt fetches as root, not as its _apt user (which
+# it would warn about).
+kvm_newest_apt() {
+    local dir=$KVM_CACHE/apt/trixie-backports
+    [ -s "$KVM_NEWEST_KEYRING" ] ||
+        { kvm_log "no $KVM_NEWEST_KEYRING to check trixie-backports with (debian-archive-keyring)"; return 1; }
+    mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial"
+    echo "deb [signed-by=$KVM_NEWEST_KEYRING] $KVM_NEWEST_SOURCE" > "$dir/sources.list"
+    touch "$dir/status"
+    KVM_APT=(-o "Dir::Etc::sourcelist=$dir/sources.list" -o Dir::Etc::sourceparts=/dev/null
+        -o "Dir::State::Lists=$dir/lists" -o "Dir::State::status=$dir/status"
+        -o "Dir::Cache=$dir/cache" -o Acquire::Languages=none -o APT::Sandbox::User=root)
+    [ -n "$(find "$dir" -maxdepth 1 -name updated -mmin -1440)" ] && return 0
+    kvm_log "updating the package lists of $KVM_NEWEST_SOURCE (the harness's own, in $dir)"
+    if apt-get "${KVM_APT[@]}" update -qq >&2; then
+        touch "$dir/updated"
+    elif [ -e "$dir/updated" ]; then
+        kvm_log "could not update them; the lists of $(date -r "$dir/updated" +%F) stay"
+    else
+        kvm_log "could not fetch the package lists of $KVM_NEWEST_SOURCE" \
+            "(a NO_PUBKEY error: $KVM_NEWEST_KEYRING lacks trixie's keys, which" \
+            "debian-archive-keyring 2023.3+deb12u1 and later carry)"
+        return 1
+    fi
+}
+
+# Sets KVM_KROOT (the extracted kernel), KVM_KVER, KVM_VMLINUZ and
+# KVM_KERNEL_LABEL (which kernel, for the logs) for MPIO_KERNEL. The
+# meta package (linux-image-6.12-amd64, linux-image-amd64) is followed
+# to the concrete linux-image-<version> package. From 7.x Debian splits
+# that into a small meta package depending on linux-binary-<version>
+# (vmlinuz), linux-modules-<version> and linux-base-<version>: those are
+# extracted into the same tree, which is then merged-/usr
+# (usr/lib/modules/<version>/vmlinuz, no /boot).
 kvm_fetch_kernel() {
-    local deb
+    local package apt=() image part deb debs=() modules
+    case $KVM_KERNEL in
+        6.12) package=${MPIO_KERNEL_PKG:-linux-image-6.12-amd64} ;;
+        newest)
+            package=linux-image-amd64
+            kvm_newest_apt || return 1
+            apt=("${KVM_APT[@]}") ;;
+        *) kvm_log "MPIO_KERNEL must be 6.12 or newest, not $KVM_KERNEL"; return 1 ;;
+    esac
+    image=$(kvm_depends "$package" '^linux-image-[0-9]' "${apt[@]}" | head -1)
     # The meta package resolves only with current package lists.
-    ls "$KVM_CACHE"/debs/linux-image-[0-9]*.deb >/dev/null 2>&1 || apt-get update -qq
-    deb=$(kvm_download "$KVM_KERNEL_PKG") || return 1
-    KVM_KROOT=$(kvm_extract "$deb")
-    KVM_KVER=$(ls -1 "$KVM_KROOT/lib/modules" | head -1)
+    if [ -z "$image" ] && [ "$KVM_KERNEL" = 6.12 ]; then
+        apt-get update -qq
+        image=$(kvm_depends "$package" '^linux-image-[0-9]' | head -1)
+    fi
+    image=${image:-$package}
+    for part in "$image" $(kvm_depends "$image" '^linux-(binary|modules|base)-[0-9]' "${apt[@]}"); do
+        deb=$(kvm_download "$part" "${apt[@]}") || return 1
+        debs+=("$deb")
+    done
+    KVM_KROOT=$(kvm_extract "${debs[@]}")
+    for modules in "$KVM_KROOT/lib/modules" "$KVM_KROOT/usr/lib/modules"; do
+        [ -d "$modules" ] && break
+    done
+    KVM_KVER=$(ls -1 "$modules" 2>/dev/null | head -1)
     KVM_VMLINUZ=$KVM_KROOT/boot/vmlinuz-$KVM_KVER
-    [ -e "$KVM_VMLINUZ" ] || { kvm_log "no kernel in $deb"; return 1; }
+    [ -e "$KVM_VMLINUZ" ] || KVM_VMLINUZ=$modules/$KVM_KVER/vmlinuz
+    [ -n "$KVM_KVER" ] && [ -e "$KVM_VMLINUZ" ] || { kvm_log "no kernel in ${debs[*]}"; return 1; }
+    KVM_KERNEL_LABEL="$KVM_KERNEL: $KVM_KVER ($(basename "${debs[0]}" .deb))"
+    kvm_log "kernel $KVM_KERNEL_LABEL"
 }
 
 # Sets KVM_QEMU and KVM_FIRMWARE. Debian's qemu-system-x86 (7.2 in bookworm) breaks the
@@ -144,21 +234,27 @@ kvm_fetch_qemu() {
 
 # Sets KVM_BASE: the base initramfs for KVM_KVER, rebuilt only when its
 # inputs change (the build script, the module list, the tools' package
-# versions, the kernel).
+# versions, the kernel). Each kernel's images live in a directory of
+# their own, images/<version>/, named by a hash of those inputs. Each
+# use touches the image; images of other inputs are removed once unused
+# for a day, so a run of another checkout with other inputs (which
+# builds its own) keeps its image while it boots.
 kvm_build_base_image() {
-    local stamp
+    local stamp dir
     stamp=$({
         sha256sum "$KVM_DIR/build-image.sh"
         echo "$KVM_KVER" "$KVM_MODULES" "$KVM_TOOLS" "$KVM_NBDKIT_PLUGINS"
         dpkg-query -W busybox-static fio dmsetup nvme-cli e2fsprogs util-linux nbd-client nbdkit libc6
     } | sha256sum | cut -c1-16)
-    KVM_BASE=$KVM_CACHE/images/base-$KVM_KVER-$stamp.cpio.gz
+    dir=$KVM_CACHE/images/$KVM_KVER
+    KVM_BASE=$dir/base-$stamp.cpio.gz
+    mkdir -p "$dir"
+    find "$dir" -maxdepth 1 -name 'base-*.cpio.gz' ! -name "${KVM_BASE##*/}" -mmin +1440 -delete
     if [ -s "$KVM_BASE" ]; then
+        touch "$KVM_BASE"
         kvm_log "base image $KVM_BASE (cached)"
         return 0
     fi
-    mkdir -p "$KVM_CACHE/images"
-    rm -f "$KVM_CACHE/images/base-$KVM_KVER-"*.cpio.gz
     kvm_log "building base image $KVM_BASE"
     KVM_MODULES=$KVM_MODULES KVM_TOOLS=$KVM_TOOLS KVM_NBDKIT_PLUGINS=$KVM_NBDKIT_PLUGINS \
         bash "$KVM_DIR/build-image.sh" "$KVM_KROOT" "$KVM_KVER" "$KVM_BASE"
@@ -229,7 +325,7 @@ kvm_boot() {
         # vCPU per host thread, and fewer retranslations.
         tcg) qemu+=(-accel tcg,thread=multi,tb-size=512 -cpu max) ;;
     esac
-    kvm_log "booting $KVM_KVER under $accel (${KVM_CPUS} vCPUs, $KVM_MEM), limit ${limit}s"
+    kvm_log "booting $KVM_KERNEL_LABEL under $accel (${KVM_CPUS} vCPUs, $KVM_MEM), limit ${limit}s"
     if [ "${MPIO_KVM_SHELL:-0}" = 1 ]; then
         "${qemu[@]}"
         rm -f "$initrd"

@@ -4,8 +4,10 @@
 //! lacks (null_blk, nbd, ext4, ...), so each is `#[ignore]`d with that
 //! reason: a plain `cargo test` lists them as ignored, never as passed.
 //! `scripts/kernel-test.sh` runs them with `--ignored`, natively where
-//! the running kernel has the modules and the caller is root, else in a
-//! QEMU guest booting Debian's 6.12 kernel (docs/TESTING.md). There
+//! the running kernel has the modules, the caller is root and no
+//! kernel is asked for, else in a QEMU guest booting Debian's 6.12
+//! kernel or the newest Debian kernel (`MPIO_KERNEL`; docs/TESTING.md,
+//! `scripts/test.sh` runs both). There
 //! `MPIO_BIN` names the `mpio` binary; each test loads the modules it
 //! needs, makes its own devices and removes them when it ends.
 
