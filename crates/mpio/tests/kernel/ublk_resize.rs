@@ -37,7 +37,12 @@ fn resize_grows_the_ublk_device_where_the_kernel_can() {
     modprobe(&["ublk_drv"]);
     let dir = test_dir("ublk-resize-files");
     let lun = dir.join("lun.img");
-    let file = std::fs::File::create(&lun).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&lun)
+        .unwrap();
     file.set_len(32 * MIB).unwrap();
     let mut config = format!("[[map]]\nname = \"m\"\nsize = {}\n", 32 * MIB);
     for path in ["a", "b"] {
