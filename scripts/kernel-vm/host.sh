@@ -98,6 +98,20 @@ kvm_download() {
     echo "$deb"
 }
 
+# kvm_newest_ublk_header: the newest kernel's <linux/ublk_cmd.h>, from
+# trixie-backports' linux-libc-dev (cached like the kernels); prints its
+# path. The ublk crate's ABI test checks every constant mpio uses against
+# it: the host's own header (bookworm's, 6.1) lacks most of them.
+kvm_newest_ublk_header() {
+    local deb root
+    kvm_newest_apt || return 1
+    deb=$(kvm_download linux-libc-dev "${KVM_APT[@]}") || return 1
+    root=$(kvm_extract "$deb")
+    [ -s "$root/usr/include/linux/ublk_cmd.h" ] ||
+        { kvm_log "no linux/ublk_cmd.h in $deb"; return 1; }
+    echo "$root/usr/include/linux/ublk_cmd.h"
+}
+
 # kvm_depends PACKAGE PATTERN [APT-OPTION...]: the packages PACKAGE
 # depends on whose names match the extended regular expression PATTERN,
 # one a line.

@@ -125,7 +125,7 @@ impl Control {
     /// Any refusal.
     pub(crate) fn params(&mut self, id: u32) -> Result<Params, UblkError> {
         let mut params = Params {
-            len: std::mem::size_of::<Params>() as u32,
+            len: uapi::PARAMS_LEN,
             ..Params::default()
         };
         self.with_buffer("GET_PARAMS", uapi::CMD_GET_PARAMS, id, &mut params)?;

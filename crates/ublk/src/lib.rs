@@ -35,6 +35,8 @@ mod queue;
 mod ring;
 mod thread;
 mod uapi;
+#[cfg(test)]
+mod uapi_header;
 
 pub use engine::{DeviceOptions, Engine, EngineConfig, StoppedDevice, TryStop, UblkDevice};
 pub use error::UblkError;

@@ -57,7 +57,7 @@ pub(crate) fn params_for(
         attrs |= uapi::ATTR_READ_ONLY;
     }
     Ok(Params {
-        len: std::mem::size_of::<Params>() as u32,
+        len: uapi::PARAMS_LEN,
         types: uapi::PARAM_TYPE_BASIC | uapi::PARAM_TYPE_DISCARD,
         basic: ParamBasic {
             attrs,

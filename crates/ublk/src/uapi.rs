@@ -1,8 +1,8 @@
 //! The ublk user-space ABI (`include/uapi/linux/ublk_cmd.h`), the part
 //! mpio uses, written out by hand so that building needs neither the
-//! kernel headers nor bindgen and libclang. `tests/uapi_layout.rs`
-//! compiles a C program against the installed header and checks every
-//! size and offset here against it.
+//! kernel headers nor bindgen and libclang. `uapi_header.rs` compiles a
+//! C program against the newest kernel's header and checks every size,
+//! offset and constant here against it.
 //!
 //! Commands are the ioctl-encoded forms (`UBLK_U_CMD_*`,
 //! `UBLK_U_IO_*`), which every kernel with ublk accepts from 6.0 on,
@@ -229,7 +229,7 @@ pub struct ParamDiscard {
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub struct Params {
-    /// Bytes of this struct.
+    /// Bytes given: [`PARAMS_LEN`].
     pub len: u32,
     /// `UBLK_PARAM_TYPE_*` present.
     pub types: u32,
@@ -238,6 +238,13 @@ pub struct Params {
     /// Discard limits.
     pub discard: ParamDiscard,
 }
+
+/// The bytes of [`Params`] the kernel is given: up to the end of its
+/// discard member. Its size rounds that up to its alignment, and in
+/// newer headers the 4 bytes of padding are where the next member
+/// begins.
+pub(crate) const PARAMS_LEN: u32 =
+    (std::mem::offset_of!(Params, discard) + std::mem::size_of::<ParamDiscard>()) as u32;
 
 /// `_IOC(direction, 'u', nr, size)`, as the kernel's ioctl encoding.
 const fn ioctl(direction: u32, nr: u8, size: usize) -> u32 {
