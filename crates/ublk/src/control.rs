@@ -132,6 +132,29 @@ impl Control {
         Ok(params)
     }
 
+    /// The CPUs whose requests queue `queue` of added device `id` gets
+    /// (the block layer's map, fixed once the device is added).
+    ///
+    /// # Errors
+    /// Any refusal (`EINVAL` for a queue it does not have).
+    pub(crate) fn queue_cpus(&mut self, id: u32, queue: u16) -> Result<Vec<u32>, UblkError> {
+        // A mask of 4096 CPUs; the kernel wants at least its possible
+        // CPUs' bits, in whole longs.
+        let mut mask = [0u64; 64];
+        let command = CtrlCmd {
+            dev_id: id,
+            queue_id: u16::MAX,
+            len: std::mem::size_of_val(&mask) as u16,
+            addr: mask.as_mut_ptr() as u64,
+            data: [u64::from(queue), 0],
+        };
+        self.command("GET_QUEUE_AFFINITY", uapi::CMD_GET_QUEUE_AFFINITY, command)?;
+        Ok((0..mask.len() * 64)
+            .filter(|&cpu| mask[cpu / 64] & (1 << (cpu % 64)) != 0)
+            .map(|cpu| cpu as u32)
+            .collect())
+    }
+
     /// Command `nr` for device `id` whose buffer (in, out or both) is
     /// `buffer`, one of the ABI's plain structs.
     fn with_buffer<T: Copy>(

@@ -20,7 +20,7 @@
 use crate::control::Control;
 use crate::keeper::{server_runs, ServerLock};
 use crate::params::{limits_of, params_for};
-use crate::placement::run_cpus;
+use crate::placement::{assign_queues, run_cpus};
 use crate::queue::SharedDevice;
 use crate::thread::{Released, Request, Worker};
 use crate::uapi::{self, DevInfo};
@@ -151,6 +151,8 @@ pub struct StoppedDevice {
 #[derive(Debug)]
 pub struct Engine {
     workers: Vec<Worker>,
+    /// The CPU each thread is for (whose requests it serves).
+    queue_cpus: Vec<u32>,
     control: Mutex<Control>,
     /// The driver's features (`UBLK_F_*`), read at start.
     features: u64,
@@ -180,8 +182,9 @@ impl Engine {
             config.threads
         };
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
-        // Thread i serves CPU i's queue (the CPU it tells its map queues)
-        // and runs on a neighbour of it: see `placement`.
+        // Thread i is CPU i's: it serves the queue of each device that
+        // gets CPU i's requests, and runs on a neighbour of it: see
+        // `placement`.
         let queue_cpus: Vec<u32> = (0..threads)
             .map(|index| {
                 let core = core_ids.get(index % core_ids.len().max(1));
@@ -190,14 +193,14 @@ impl Engine {
             .collect();
         let run_cpus = run_cpus(&queue_cpus, &host_topology());
         let pinned = !core_ids.is_empty();
-        let workers = queue_cpus
+        let workers = run_cpus
             .iter()
-            .zip(&run_cpus)
             .enumerate()
-            .map(|(index, (&queue_cpu, &run_cpu))| Worker::spawn(index, queue_cpu, run_cpu, pinned))
+            .map(|(index, &run_cpu)| Worker::spawn(index, run_cpu, pinned))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Engine {
             workers,
+            queue_cpus,
             control: Mutex::new(control),
             features,
             config,
@@ -301,7 +304,7 @@ impl Engine {
         let id = info.dev_id;
         let started = control
             .set_params(id, &params)
-            .and_then(|()| self.serve_queues(&info, slot))
+            .and_then(|()| self.serve_queues(&mut control, &info, slot))
             .and_then(|device| control.start(id).map(|()| device));
         match started {
             Ok(device) => {
@@ -367,7 +370,7 @@ impl Engine {
                 Err(error) => return Err(error),
             }
         }
-        let device = self.serve_queues(&info, slot)?;
+        let device = self.serve_queues(control, &info, slot)?;
         control.end_recovery(id)?;
         lock(&self.served).push(id);
         tracing::info!(
@@ -383,9 +386,11 @@ impl Engine {
     }
 
     /// Opens device `info.dev_id`'s char device and has every thread
-    /// serve its queue, its fetches with the kernel.
+    /// serve the queue that gets its CPU's requests (as the kernel maps
+    /// them: [`assign_queues`]), its fetches with the kernel.
     fn serve_queues(
         &self,
+        control: &mut Control,
         info: &DevInfo,
         slot: &Arc<DeviceSlot>,
     ) -> Result<Arc<SharedDevice>, UblkError> {
@@ -414,11 +419,17 @@ impl Engine {
             depth: info.queue_depth,
             max_io_bytes: info.max_io_buf_bytes,
         });
+        let affinity = (0..info.nr_hw_queues)
+            .map(|queue| control.queue_cpus(id, queue))
+            .collect::<Result<Vec<_>, _>>()?;
+        let queues = assign_queues(&self.queue_cpus, &affinity);
         let (answer, answers) = mpsc::channel();
-        for worker in &self.workers {
+        for (worker, &(queue, cpu)) in self.workers.iter().zip(&queues) {
             worker.send(Request::Serve {
                 device: Arc::clone(&device),
                 slot: Arc::clone(slot),
+                queue,
+                cpu,
                 answer: answer.clone(),
             })?;
         }

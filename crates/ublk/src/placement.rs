@@ -1,9 +1,12 @@
-//! Which CPU each I/O thread runs on.
+//! Which CPU each I/O thread runs on, and which queue of a device it
+//! serves.
 //!
-//! Thread `i` serves hardware queue `i` of every device, and with one
-//! queue per CPU blk-mq sends that queue the requests submitted on CPU
-//! `i`: that is the CPU the thread tells its map queues (so `io-affinity`
-//! and `numa` pick by where the I/O was submitted). The thread itself is
+//! Thread `i` is CPU `i`'s: it serves, of every device, the hardware
+//! queue that blk-mq sends the requests submitted on CPU `i`, and tells
+//! its map queues that CPU (so `io-affinity` and `numa` pick by where the
+//! I/O was submitted). Which queue that is, the kernel says per device
+//! (GET_QUEUE_AFFINITY): 6.12 maps CPU `i` to queue `i`, 7.3 does not
+//! ([`assign_queues`]). The thread itself is
 //! pinned to the next CPU of the same NUMA node, in the order the CPUs
 //! are listed, and to CPU `i` only when that CPU is alone on its node.
 //! Every CPU still runs exactly one I/O thread.
@@ -39,9 +42,60 @@ pub(crate) fn run_cpus(queue_cpus: &[u32], topology: &NumaTopology) -> Vec<u32> 
         .collect()
 }
 
+/// The hardware queue each thread serves, and the CPU whose requests it
+/// gets there (same order as `queue_cpus`, the CPU each thread is for):
+/// the queue whose CPUs (`affinity[q]`, from the kernel) include the
+/// thread's. Where that matches no queue to each thread one to one (a
+/// thread count below the CPUs'), thread `t` serves queue `t`, for the
+/// first of its CPUs.
+pub(crate) fn assign_queues(queue_cpus: &[u32], affinity: &[Vec<u32>]) -> Vec<(u16, u32)> {
+    let matched: Vec<Option<usize>> = queue_cpus
+        .iter()
+        .map(|cpu| affinity.iter().position(|cpus| cpus.contains(cpu)))
+        .collect();
+    let mut queues: Vec<usize> = matched.iter().flatten().copied().collect();
+    queues.sort_unstable();
+    queues.dedup();
+    let one_to_one = queues.len() == queue_cpus.len() && queue_cpus.len() == affinity.len();
+    queue_cpus
+        .iter()
+        .zip(&matched)
+        .enumerate()
+        .map(|(thread, (&cpu, queue))| match queue {
+            Some(queue) if one_to_one => (*queue as u16, cpu),
+            _ => {
+                let first = affinity.get(thread).and_then(|cpus| cpus.first());
+                (thread as u16, first.copied().unwrap_or(cpu))
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_thread_serves_the_queue_of_its_cpu() {
+        // 6.12's map, and 7.3's in a 2-CPU guest.
+        assert_eq!(
+            assign_queues(&[0, 1], &[vec![0], vec![1]]),
+            [(0, 0), (1, 1)]
+        );
+        assert_eq!(
+            assign_queues(&[0, 1], &[vec![1], vec![0]]),
+            [(1, 0), (0, 1)]
+        );
+        // Two threads on four CPUs: queue t, for its first CPU.
+        assert_eq!(
+            assign_queues(&[0, 1], &[vec![0, 2], vec![1, 3]]),
+            [(0, 0), (1, 1)]
+        );
+        assert_eq!(
+            assign_queues(&[0, 1], &[vec![2, 3], vec![0, 1]]),
+            [(0, 2), (1, 0)]
+        );
+    }
 
     fn nodes(cpu_node: Vec<u16>, count: usize) -> NumaTopology {
         let distance = (0..count)

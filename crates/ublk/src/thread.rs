@@ -49,11 +49,14 @@ use std::time::Duration;
 
 /// What the engine asks of a thread.
 pub(crate) enum Request {
-    /// Serve this thread's queue of a device; answer once its fetches
-    /// are with the kernel.
+    /// Serve hardware queue `queue` of a device, which gets the requests
+    /// submitted on CPU `cpu` (what its map queue is told); answer once
+    /// its fetches are with the kernel.
     Serve {
         device: Arc<SharedDevice>,
         slot: Arc<DeviceSlot>,
+        queue: u16,
+        cpu: u32,
         answer: Sender<Result<(), String>>,
     },
     /// Release this thread's queue of device `device` (see Release in
@@ -101,26 +104,19 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// Starts thread `index`, which serves CPU `queue_cpu`'s queue of
-    /// every device (the CPU it tells its map queues) and runs on
-    /// `run_cpu`, pinned there if `pin`.
+    /// Starts thread `index`, which runs on `run_cpu`, pinned there if
+    /// `pin`, and serves the queues [`Request::Serve`] names.
     ///
     /// # Errors
     /// Its ring or its thread could not be made.
-    pub(crate) fn spawn(
-        index: usize,
-        queue_cpu: u32,
-        run_cpu: u32,
-        pin: bool,
-    ) -> Result<Worker, UblkError> {
+    pub(crate) fn spawn(index: usize, run_cpu: u32, pin: bool) -> Result<Worker, UblkError> {
         let ring = Ring::new()?;
         let waker = ring.waker_file();
         let (sender, receiver) = mpsc::channel();
         let heartbeat = Arc::new(Heartbeat::default());
         let thread = Thread {
             heartbeat: Arc::clone(&heartbeat),
-            queue_id: u16::try_from(index).expect("at most 65536 threads"),
-            queue_cpu,
+            index,
             ring,
             requests: receiver,
             served: Vec::new(),
@@ -181,10 +177,8 @@ impl Worker {
 
 /// One I/O thread.
 struct Thread {
-    queue_id: u16,
-    /// The CPU whose submissions its queues receive (not the one it runs
-    /// on: see `placement`).
-    queue_cpu: u32,
+    /// Its number among the engine's threads.
+    index: usize,
     ring: Ring,
     requests: Receiver<Request>,
     /// The queues it serves, by slot (the high bits of a command's user
@@ -380,9 +374,11 @@ impl Thread {
                 Request::Serve {
                     device,
                     slot,
+                    queue,
+                    cpu,
                     answer,
                 } => {
-                    let _ = answer.send(self.serve(device, &slot));
+                    let _ = answer.send(self.serve(device, &slot, queue, cpu));
                 }
             }
         }
@@ -450,15 +446,20 @@ impl Thread {
         });
     }
 
-    /// Starts serving this thread's queue of `device`: maps its
-    /// descriptors, takes a free slot and hands the kernel every tag's
-    /// fetch at once (START_DEV waits for them).
-    fn serve(&mut self, device: Arc<SharedDevice>, slot: &Arc<DeviceSlot>) -> Result<(), String> {
+    /// Starts serving queue `queue_id` of `device`, which gets CPU
+    /// `cpu`'s requests: maps its descriptors, takes a free slot and hands
+    /// the kernel every tag's fetch at once (START_DEV waits for them).
+    fn serve(
+        &mut self,
+        device: Arc<SharedDevice>,
+        slot: &Arc<DeviceSlot>,
+        queue_id: u16,
+        cpu: u32,
+    ) -> Result<(), String> {
         let id = device.id;
-        let queue_id = self.queue_id;
         let depth = usize::from(device.depth);
         let waker = self.ring.waker();
-        let map_queue = waking_device_queue(slot, depth, self.queue_cpu, Some(waker));
+        let map_queue = waking_device_queue(slot, depth, cpu, Some(waker));
         let new = ServedQueue::new(device, queue_id, map_queue)
             .map_err(|error| format!("mapping queue {queue_id} of /dev/ublkc{id}: {error}"))?;
         let index = self
@@ -487,7 +488,7 @@ impl Thread {
             hosted.quit();
         }
         tracing::info!(
-            thread = self.queue_id,
+            thread = self.index,
             idle = counts.idle,
             rests = counts.rests,
             ready = counts.ready,

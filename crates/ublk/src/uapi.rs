@@ -9,6 +9,10 @@
 //! whatever `CONFIG_BLKDEV_UBLK_LEGACY_OPCODES` says.
 
 /// Control commands, sent to `/dev/ublk-control` (`_IOC_NR` values).
+/// The CPUs whose requests a queue (`data[0]`) of an added device gets,
+/// as a CPU mask.
+pub(crate) const CMD_GET_QUEUE_AFFINITY: u8 = 0x01;
+/// Reads a device's description.
 pub(crate) const CMD_GET_DEV_INFO: u8 = 0x02;
 /// Adds a device (`ublksrv_ctrl_dev_info` in, and back with its id).
 pub(crate) const CMD_ADD_DEV: u8 = 0x04;
@@ -255,7 +259,10 @@ const IOC_READ_WRITE: u32 = 3;
 
 /// The ioctl-encoded control command `UBLK_U_CMD_<nr>`.
 pub(crate) const fn ctrl_op(nr: u8) -> u32 {
-    let direction = if matches!(nr, CMD_GET_DEV_INFO | CMD_GET_PARAMS | CMD_GET_FEATURES) {
+    let direction = if matches!(
+        nr,
+        CMD_GET_QUEUE_AFFINITY | CMD_GET_DEV_INFO | CMD_GET_PARAMS | CMD_GET_FEATURES
+    ) {
         IOC_READ
     } else {
         IOC_READ_WRITE

@@ -52,6 +52,10 @@ fn layout() -> Vec<(&'static str, i64)> {
 fn constants() -> Vec<(&'static str, i64)> {
     let command = |nr| i64::from(ctrl_op(nr));
     vec![
+        (
+            "UBLK_U_CMD_GET_QUEUE_AFFINITY",
+            command(CMD_GET_QUEUE_AFFINITY),
+        ),
         ("UBLK_U_CMD_GET_DEV_INFO", command(CMD_GET_DEV_INFO)),
         ("UBLK_U_CMD_ADD_DEV", command(CMD_ADD_DEV)),
         ("UBLK_U_CMD_DEL_DEV", command(CMD_DEL_DEV)),
