@@ -37,6 +37,13 @@ use std::time::{Duration, Instant};
 /// queues to let go of it at removal.
 const DEVICE_WAIT: Duration = Duration::from_secs(30);
 
+/// How long a device whose server ended may take to be quiesced by the
+/// kernel before a new server takes it over (under load, 6.12 took more
+/// than 30 s in the kernel test VM; below systemd's 90 s start timeout),
+/// and when the wait is logged.
+const SETTLE_WAIT: Duration = Duration::from_secs(60);
+const SETTLE_NOTICE: Duration = Duration::from_secs(5);
+
 /// How the engine sizes its threads and devices.
 #[derive(Clone, Copy, Debug)]
 pub struct EngineConfig {
@@ -631,20 +638,32 @@ impl Drop for Engine {
 
 /// Device `id`'s description once the kernel has settled it: a live
 /// device whose server has ended is about to be quiesced (the kernel does
-/// that after the server's files close), so it is asked again until it
-/// is, for at most [`DEVICE_WAIT`].
+/// that once the server's rings are torn down and the requests it held
+/// are back in the queue), so it is asked again until it is, for at most
+/// [`SETTLE_WAIT`], saying so after [`SETTLE_NOTICE`]. Waiting long
+/// costs nothing: the device's I/O waits either way, and no keeper
+/// removes it while this engine runs.
 ///
 /// # Errors
 /// As [`Control::info`].
 fn settled_info(control: &mut Control, id: u32) -> Result<DevInfo, UblkError> {
-    let deadline = Instant::now() + DEVICE_WAIT;
+    let started = Instant::now();
+    let mut noticed = false;
     loop {
         let info = control.info(id)?;
         if info.state != uapi::S_DEV_LIVE
             || server_runs(info.ublksrv_pid)
-            || Instant::now() >= deadline
+            || started.elapsed() >= SETTLE_WAIT
         {
             return Ok(info);
+        }
+        if !noticed && started.elapsed() >= SETTLE_NOTICE {
+            noticed = true;
+            tracing::info!(
+                device = id,
+                server = info.ublksrv_pid,
+                "waiting for the kernel to quiesce the device: its server has ended"
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }
