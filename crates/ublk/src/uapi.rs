@@ -233,7 +233,7 @@ pub struct ParamDiscard {
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub struct Params {
-    /// Bytes given: [`PARAMS_LEN`].
+    /// Bytes given: up to the end of `discard` (60), not the size.
     pub len: u32,
     /// `UBLK_PARAM_TYPE_*` present.
     pub types: u32,
