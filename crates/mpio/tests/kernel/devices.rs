@@ -96,6 +96,29 @@ pub fn modprobe(module_and_parameters: &[&str]) {
     run("modprobe", module_and_parameters, Duration::from_secs(60));
 }
 
+/// Loads `module` afresh with `parameters`: unloaded first if an earlier
+/// test left it loaded (its parameters would stay, as `modprobe` of a
+/// loaded module does nothing). A disk it serves may be held a moment
+/// after the test that used it ends (a killed daemon's rings are torn
+/// down after it is reaped), so the unload is tried until the module is
+/// gone.
+pub fn modprobe_fresh(module: &str, parameters: &[&str]) {
+    let loaded = Path::new("/sys/module").join(module);
+    wait_until(
+        &format!("{module} of an earlier test unloads"),
+        Duration::from_secs(120),
+        || {
+            if loaded.exists() {
+                let _ = Command::new("modprobe").args(["-r", module]).output();
+            }
+            !loaded.exists()
+        },
+    );
+    let mut arguments = vec![module];
+    arguments.extend(parameters);
+    modprobe(&arguments);
+}
+
 /// A memory-backed null_blk disk made through configfs (the module's
 /// parameter-made disks keep no data), removed when dropped.
 pub struct NullBlk {

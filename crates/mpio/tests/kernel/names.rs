@@ -9,7 +9,7 @@
 //! and are gone once a SIGTERM removed it.
 
 use crate::daemon::{test_dir, Daemon};
-use crate::devices::{modprobe, read_attribute, wait_until, write_attribute};
+use crate::devices::{modprobe, modprobe_fresh, read_attribute, wait_until, write_attribute};
 use crate::failover::LIMIT;
 use crate::scsi::disks_where;
 use crate::ublk::terminate;
@@ -24,7 +24,7 @@ struct TwoLuns;
 impl TwoLuns {
     fn new() -> TwoLuns {
         modprobe(&["sd_mod"]);
-        modprobe(&["scsi_debug", "dev_size_mb=16", "max_luns=2"]);
+        modprobe_fresh("scsi_debug", &["dev_size_mb=16", "max_luns=2"]);
         wait_until("both scsi_debug LUNs appear", LIMIT, || {
             disks_where("model", "scsi_debug").len() == 2
         });

@@ -5,7 +5,9 @@
 //! test sets; and a `scsi_debug` disk that answers reads of some sectors
 //! with a medium error. Each is undone when dropped.
 
-use crate::devices::{modprobe, read_attribute, wait_until, write_attribute, NullBlk};
+use crate::devices::{
+    modprobe, modprobe_fresh, read_attribute, wait_until, write_attribute, NullBlk,
+};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -159,7 +161,7 @@ impl ScsiDebug {
     /// A 64 MiB disk with medium errors on (`opts=2`).
     pub fn with_medium_errors() -> ScsiDebug {
         modprobe(&["sd_mod"]);
-        modprobe(&["scsi_debug", "dev_size_mb=64", "opts=2"]);
+        modprobe_fresh("scsi_debug", &["dev_size_mb=64", "opts=2"]);
         let mut disks = Vec::new();
         wait_until(
             "the scsi_debug disk appears",
