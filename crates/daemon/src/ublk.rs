@@ -148,6 +148,14 @@ impl UblkExports {
     fn running(&self) -> Option<Arc<Engine>> {
         lock(&self.engine).clone()
     }
+
+    /// The engine, for a verb on a device it serves.
+    ///
+    /// # Errors
+    /// [`UblkError::EngineStopped`] when it does not run.
+    fn serving(&self) -> Result<Arc<Engine>, UblkError> {
+        self.running().ok_or(UblkError::EngineStopped)
+    }
 }
 
 /// The engine in `engine`, started first if it is not running.
@@ -280,10 +288,7 @@ impl UblkExports {
     /// # Errors
     /// [`UblkError::Unsupported`]; [`UblkError::EngineStopped`].
     pub(crate) fn check_resize(&self) -> Result<(), UblkError> {
-        match self.running() {
-            Some(engine) => engine.check_resize(),
-            None => Err(UblkError::EngineStopped),
-        }
+        self.serving()?.check_resize()
     }
 
     /// Gives live `device` the size of its map, `size_bytes`.
@@ -291,19 +296,14 @@ impl UblkExports {
     /// # Errors
     /// As [`Engine::resize`].
     pub(crate) fn resize(&self, device: &UblkDevice, size_bytes: u64) -> Result<(), UblkError> {
-        match self.running() {
-            Some(engine) => engine.resize(device, size_bytes),
-            None => Err(UblkError::EngineStopped),
-        }
+        self.serving()?.resize(device, size_bytes)
     }
 
     /// Removes `device` at once, without a flush: for a daemon whose start
     /// failed, or that is dropped.
     pub(crate) fn remove(&self, device: UblkDevice) -> Result<(), UblkError> {
-        match self.running() {
-            Some(engine) => self.remove_device(&engine, device, None).map(drop),
-            None => Err(UblkError::EngineStopped),
-        }
+        let engine = self.serving()?;
+        self.remove_device(&engine, device, None).map(drop)
     }
 
     /// Removes `device` and its links. Claimed (by `claim`, else here),

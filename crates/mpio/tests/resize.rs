@@ -29,31 +29,36 @@ fn config(dir: &Path, lun: &Path, size: u64) -> String {
     text
 }
 
-/// What `nbdinfo --size` says of the export: a new connection's size.
-fn export_size(dir: &Path) -> u64 {
-    let uri = format!("nbd+unix:///m?socket={}", dir.join("nbd.sock").display());
-    let output = Command::new("nbdinfo")
-        .args(["--size", &uri])
+/// Runs `program` of libnbd-bin to its end, which must succeed; its
+/// standard output.
+fn libnbd(program: &str, args: &[&str]) -> String {
+    let output = Command::new(program)
+        .args(args)
         .output()
-        .expect("nbdinfo (libnbd-bin) runs");
-    assert!(output.status.success(), "{output:?}");
-    String::from_utf8(output.stdout)
-        .unwrap()
+        .unwrap_or_else(|error| panic!("{program} (libnbd-bin) runs: {error}"));
+    assert!(output.status.success(), "{program}: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// What `nbdinfo --size` says of the export: a new connection's size.
+fn export_size(daemon: &Daemon) -> u64 {
+    libnbd("nbdinfo", &["--size", &daemon.uris[0]])
         .trim()
         .parse()
         .unwrap()
 }
 
 /// The export's bytes, through a new connection.
-fn export_bytes(dir: &Path) -> Vec<u8> {
-    let uri = format!("nbd+unix:///m?socket={}", dir.join("nbd.sock").display());
-    let copy = dir.join("copy.img");
-    let output = Command::new("nbdcopy")
-        .args([uri.as_str(), copy.to_str().unwrap()])
-        .output()
-        .expect("nbdcopy (libnbd-bin) runs");
-    assert!(output.status.success(), "{output:?}");
+fn export_bytes(daemon: &Daemon) -> Vec<u8> {
+    let copy = daemon.dir.join("copy.img");
+    libnbd("nbdcopy", &[&daemon.uris[0], copy.to_str().unwrap()]);
     std::fs::read(copy).unwrap()
+}
+
+/// The length of the map's table, in sectors.
+fn table_sectors(daemon: &Daemon) -> String {
+    let table = daemon.ok(&["table", "m"]);
+    table.split_whitespace().nth(1).unwrap().to_string()
 }
 
 #[test]
@@ -77,7 +82,7 @@ fn resize_grows_the_map_to_its_paths_and_only_grows() {
     file.set_len(8 * MIB).unwrap();
     let pattern: Vec<u8> = (0..MIB).map(|byte| (byte * 7 % 251) as u8).collect();
     std::os::unix::fs::FileExt::write_all_at(&file, &pattern, 6 * MIB).unwrap();
-    assert_eq!(export_size(&dir), 4 * MIB, "not before the resize");
+    assert_eq!(export_size(&daemon), 4 * MIB, "not before the resize");
     let json = daemon.json(&["resize", "m"]);
     assert_eq!(json["from_bytes"], 4 * MIB, "{json}");
     assert_eq!(json["to_bytes"], 8 * MIB, "{json}");
@@ -87,12 +92,9 @@ fn resize_grows_the_map_to_its_paths_and_only_grows() {
         "{json}"
     );
     assert!(notes.contains("make it 8388608 bytes there"), "{json}");
-    assert_eq!(
-        daemon.ok(&["table", "m"]).split_whitespace().nth(1),
-        Some("16384")
-    );
-    assert_eq!(export_size(&dir), 8 * MIB);
-    let bytes = export_bytes(&dir);
+    assert_eq!(table_sectors(&daemon), "16384");
+    assert_eq!(export_size(&daemon), 8 * MIB);
+    let bytes = export_bytes(&daemon);
     assert_eq!(bytes.len() as u64, 8 * MIB);
     assert_eq!(&bytes[6 * MIB as usize..7 * MIB as usize], &pattern[..]);
     // Both paths serve the new size.
@@ -114,10 +116,7 @@ fn resize_grows_the_map_to_its_paths_and_only_grows() {
         "{error}"
     );
     assert!(error.contains("a map only grows"), "{error}");
-    assert_eq!(
-        daemon.ok(&["table", "m"]).split_whitespace().nth(1),
-        Some("16384")
-    );
+    assert_eq!(table_sectors(&daemon), "16384");
     let error = daemon.error(&["resize", "nope"]);
     assert!(error.contains("no map named \"nope\""), "{error}");
 }

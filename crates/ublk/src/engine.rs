@@ -511,19 +511,14 @@ impl Engine {
     /// Stops `device` as [`Engine::stop`] does if no one has its disk
     /// open, in one step the kernel takes under the disk's open lock: no
     /// one can open it between the check and the stop, nor after. Where
-    /// no one held it, [`Engine::delete`] then waits for no one.
+    /// no one held it, [`Engine::delete`] then waits for no one. For a
+    /// kernel that [`Engine::can_try_stop`]: the caller chooses how to
+    /// stop before it lets go of its own hold on the device.
     ///
     /// # Errors
-    /// [`UblkError::Unsupported`] from a kernel without it
-    /// ([`Engine::can_try_stop`]); the kernel refused; the queues did not
-    /// let go in time.
+    /// The kernel refused (`EOPNOTSUPP` without the command); the queues
+    /// did not let go in time.
     pub fn try_stop(&self, device: UblkDevice) -> Result<TryStop, UblkError> {
-        if !self.can_try_stop() {
-            return Err(UblkError::Unsupported {
-                what: "stop a device only while no one has it open",
-                needs: "UBLK_F_SAFE_STOP_DEV, Linux 7.0 or later",
-            });
-        }
         match lock(&self.control).try_stop(device.id()) {
             Err(error) if error.errno() == Some(libc::EBUSY) => Ok(TryStop::Held(device)),
             stopped => self.stopped(device, stopped).map(TryStop::Stopped),

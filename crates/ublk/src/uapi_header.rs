@@ -51,6 +51,7 @@ fn layout() -> Vec<(&'static str, i64)> {
 /// (macro, Rust value) pairs: every constant `uapi.rs` defines.
 fn constants() -> Vec<(&'static str, i64)> {
     let command = |nr| i64::from(ctrl_op(nr));
+    let io_command = |nr| i64::from(io_op(nr));
     vec![
         (
             "UBLK_U_CMD_GET_QUEUE_AFFINITY",
@@ -74,15 +75,12 @@ fn constants() -> Vec<(&'static str, i64)> {
         ("UBLK_U_CMD_GET_FEATURES", command(CMD_GET_FEATURES)),
         ("UBLK_U_CMD_UPDATE_SIZE", command(CMD_UPDATE_SIZE)),
         ("UBLK_U_CMD_TRY_STOP_DEV", command(CMD_TRY_STOP_DEV)),
-        ("UBLK_U_IO_FETCH_REQ", i64::from(io_op(IO_FETCH_REQ))),
+        ("UBLK_U_IO_FETCH_REQ", io_command(IO_FETCH_REQ)),
         (
             "UBLK_U_IO_COMMIT_AND_FETCH_REQ",
-            i64::from(io_op(IO_COMMIT_AND_FETCH_REQ)),
+            io_command(IO_COMMIT_AND_FETCH_REQ),
         ),
-        (
-            "UBLK_U_IO_NEED_GET_DATA",
-            i64::from(io_op(IO_NEED_GET_DATA)),
-        ),
+        ("UBLK_U_IO_NEED_GET_DATA", io_command(IO_NEED_GET_DATA)),
         ("UBLK_S_DEV_DEAD", i64::from(S_DEV_DEAD)),
         ("UBLK_S_DEV_LIVE", i64::from(S_DEV_LIVE)),
         ("UBLK_S_DEV_QUIESCED", i64::from(S_DEV_QUIESCED)),

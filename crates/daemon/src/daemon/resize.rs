@@ -45,24 +45,24 @@ use mpio_transport::lock;
 /// kernel that cannot resize the map's ublk device, or a reload or a
 /// device resize that failed: the error says which, and what changed.
 pub(super) fn resize_map(state: &State, name: &str) -> Result<Response, String> {
-    let (config, map_bytes, words, block) = {
+    let (config, map_bytes, words, has_ublk, unit) = {
         let mut maps = lock(&state.maps);
         let running = find(&mut maps, name)?;
         let map = running.map();
         let words: Vec<String> = (0..map.paths().len())
             .map(|index| map.path_name(index).to_string())
             .collect();
-        let block = running
+        let unit = running
             .ublk_devices
             .iter()
             .map(|ublk| u64::from(ublk.device.limits().logical_block))
             .fold(512, u64::max);
-        let has_ublk = !running.ublk_devices.is_empty();
         (
             running.config.clone(),
             map.size_bytes(),
             words,
-            has_ublk.then_some(block),
+            !running.ublk_devices.is_empty(),
+            unit,
         )
     };
     let names = names_of(&config);
@@ -80,7 +80,6 @@ pub(super) fn resize_map(state: &State, name: &str) -> Result<Response, String> 
             left_out.join("; ")
         ));
     };
-    let unit = block.unwrap_or(512);
     let new_bytes = path_bytes / unit * unit;
     if new_bytes < map_bytes {
         return Err(format!(
@@ -88,18 +87,15 @@ pub(super) fn resize_map(state: &State, name: &str) -> Result<Response, String> 
              map's {map_bytes}: a map only grows (shrinking would cut off what is kept at its end)"
         ));
     }
-    let mut lines: Vec<String> = left_out
+    let left_out = left_out
         .iter()
-        .map(|why| format!("left out, held to the map's size when it returns: {why}"))
-        .collect();
+        .map(|why| format!("left out, held to the map's size when it returns: {why}"));
     if new_bytes == map_bytes {
-        lines.insert(
-            0,
-            format!("map {name} is {map_bytes} bytes already: its paths hold no more"),
-        );
+        let first = format!("map {name} is {map_bytes} bytes already: its paths hold no more");
+        let lines = std::iter::once(first).chain(left_out).collect();
         return Ok(answer(name, map_bytes, map_bytes, lines));
     }
-    if block.is_some() {
+    if has_ublk {
         state.ublk.check_resize().map_err(|error| {
             format!("map {name:?} not resized: {error}; the map keeps its size")
         })?;
@@ -109,10 +105,8 @@ pub(super) fn resize_map(state: &State, name: &str) -> Result<Response, String> 
     new_config.table.length_sectors = new_bytes >> 9;
     install(state, name, new_config, Source::Resize)?;
     tracing::info!(map = %name, from = map_bytes, to = new_bytes, "map resized");
-    lines.insert(
-        0,
-        format!("map {name} grown from {map_bytes} to {new_bytes} bytes"),
-    );
+    let first = format!("map {name} grown from {map_bytes} to {new_bytes} bytes");
+    let mut lines: Vec<String> = std::iter::once(first).chain(left_out).collect();
     let mut maps = lock(&state.maps);
     let running = find(&mut maps, name)?;
     for ublk in &running.ublk_devices {

@@ -15,14 +15,40 @@ use std::path::Path;
 const MIB: u64 = 1 << 20;
 const DEVICE: &str = "/dev/ublkb1017";
 
+/// The running kernel's release (`uname -r`).
+fn kernel_release() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    release.trim().to_string()
+}
+
 /// Whether the running kernel is `major.minor` or later.
 fn kernel_at_least(major: u32, minor: u32) -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let release = kernel_release();
     let mut numbers = release
         .split(|c: char| !c.is_ascii_digit())
         .map(|number| number.parse::<u32>().unwrap_or(0));
     let running = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
     running >= (major, minor)
+}
+
+/// The config of map `m`, `size` bytes over two file paths to `lun`,
+/// served as /dev/ublkb1017.
+fn config(lun: &Path, size: u64) -> String {
+    let mut config = format!("[[map]]\nname = \"m\"\nsize = {size}\n");
+    for path in ["a", "b"] {
+        // The guest's root is a RAM file system: no O_DIRECT.
+        config.push_str(&format!(
+            "[[map.path]]\nname = \"{path}\"\nuri = \"file:{}?direct=0#{path}\"\n",
+            lun.display()
+        ));
+    }
+    config + "[[map.export]]\nublk = 1017\n"
+}
+
+/// The length of map `m`'s table, in sectors.
+fn table_sectors(daemon: &Daemon) -> String {
+    let table = daemon.ok(&["table", "m"]);
+    table.split_whitespace().nth(1).unwrap().to_string()
 }
 
 /// The device's size in bytes, as the kernel has it.
@@ -44,17 +70,8 @@ fn resize_grows_the_ublk_device_where_the_kernel_can() {
         .open(&lun)
         .unwrap();
     file.set_len(32 * MIB).unwrap();
-    let mut config = format!("[[map]]\nname = \"m\"\nsize = {}\n", 32 * MIB);
-    for path in ["a", "b"] {
-        // The guest's root is a RAM file system: no O_DIRECT.
-        config.push_str(&format!(
-            "[[map.path]]\nname = \"{path}\"\nuri = \"file:{}?direct=0#{path}\"\n",
-            lun.display()
-        ));
-    }
-    config.push_str("[[map.export]]\nublk = 1017\n");
     let config_file = dir.join("mpio.toml");
-    std::fs::write(&config_file, config).unwrap();
+    std::fs::write(&config_file, config(&lun, 32 * MIB)).unwrap();
     let daemon = Daemon::start(
         test_dir("ublk-resize"),
         &["--config", config_file.to_str().unwrap()],
@@ -124,15 +141,24 @@ fn resize_grows_the_ublk_device_where_the_kernel_can() {
             error.contains("cannot resize a live device") && error.contains("Linux 6.16"),
             "{error}"
         );
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-        assert!(error.contains(release.trim()), "names the kernel: {error}");
-        assert_eq!(device_bytes(), 32 * MIB, "the device keeps its size");
-        assert_eq!(
-            daemon.ok(&["table", "m"]).split_whitespace().nth(1),
-            Some("65536"),
-            "the map keeps its size"
+        assert!(
+            error.contains(&kernel_release()),
+            "names the kernel: {error}"
         );
+        assert_eq!(device_bytes(), 32 * MIB, "the device keeps its size");
+        assert_eq!(table_sectors(&daemon), "65536", "the map keeps its size");
     }
+    // A reload keeps the size of a map a ublk device serves: only a
+    // resize grows it.
+    let sectors = table_sectors(&daemon);
+    std::fs::write(&config_file, config(&lun, 48 * MIB)).unwrap();
+    let refused = daemon.error(&["reload"]);
+    assert!(
+        refused.contains("a reload keeps a served map's size")
+            && refused.contains("/dev/ublkb1017 is"),
+        "{refused}"
+    );
+    assert_eq!(table_sectors(&daemon), sectors, "the map keeps its table");
     let removed = daemon.ok(&["remove", "m"]);
     assert!(removed.contains("/dev/ublkb1017 removed"), "{removed}");
     wait_until("the device goes", LIMIT, || !Path::new(DEVICE).exists());
