@@ -2,8 +2,8 @@
 //! (the NBD server's event loops and the ublk threads): no sockets, rings
 //! or maps, only the rules a loop turns by.
 //!
-//! - [`Rest`] and [`Waker`] (`rest.rs`): what a path queue says about a
-//!   thread about to wait, and the eventfd it may sleep on.
+//! - [`Rest`] (`rest.rs`): what a path queue says about a thread about
+//!   to wait.
 //! - [`Pace`] and [`Wait`] (`pace.rs`): the one policy by which a loop
 //!   with requests at its queues polls or waits ([`SPIN_TURNS`] turns
 //!   without work polled without sleeping, then waits of at most
@@ -25,4 +25,4 @@ mod rest;
 pub use heartbeat::{Beat, Heartbeat};
 pub use hosted::{HostedLoop, Step};
 pub use pace::{Pace, Wait, BUSY_WAIT, REST_BOUND, SPIN_TURNS};
-pub use rest::{Rest, Waker};
+pub use rest::Rest;

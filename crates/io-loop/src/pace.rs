@@ -3,8 +3,8 @@
 //! at once or how long they may sleep.
 //!
 //! What the queues say together ([`crate::Rest`]) decides first: work
-//! already waiting goes on at once; queues whose every completion
-//! signals the loop's waker let it sleep until the waker fires, at most
+//! already waiting goes on at once; queues whose every completion lands
+//! on the loop's own ring let it sleep on that ring, at most
 //! [`REST_BOUND`] (the maps' own timers: I/O timeouts, stalls, held I/O,
 //! are checked at least that often). Queues that complete where only a
 //! poll sees them (NBD sockets, memory, null) are polled without sleeping
@@ -25,7 +25,7 @@ use std::time::Duration;
 pub const SPIN_TURNS: u32 = 64;
 /// How long such a loop then waits between polls.
 pub const BUSY_WAIT: Duration = Duration::from_micros(100);
-/// The longest a loop sleeps on its waker while requests are at its
+/// The longest a loop sleeps on its ring while requests are at its
 /// queues: their maps' own timers are checked at least this often.
 pub const REST_BOUND: Duration = Duration::from_millis(1);
 
@@ -38,8 +38,8 @@ pub struct Pace {
 /// What a loop with requests at its queues does before its next turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
-    /// Sleep until the waker fires, at most [`REST_BOUND`].
-    OnWaker,
+    /// Sleep on the loop's ring, at most [`REST_BOUND`].
+    OnRing,
     /// Go on at once: work already waits.
     Ready,
     /// Poll again without sleeping.
@@ -53,7 +53,7 @@ impl Wait {
     /// is to go on at once.
     pub fn bound(self) -> Duration {
         match self {
-            Wait::OnWaker => REST_BOUND,
+            Wait::OnRing => REST_BOUND,
             Wait::Ready | Wait::Spin => Duration::ZERO,
             Wait::Nap => BUSY_WAIT,
         }
@@ -75,7 +75,7 @@ impl Pace {
     /// next turn.
     pub fn wait(&self, rest: Rest) -> Wait {
         match rest {
-            Rest::OnWaker => Wait::OnWaker,
+            Rest::OnRing => Wait::OnRing,
             Rest::Ready => Wait::Ready,
             Rest::Poll if self.idle_turns < SPIN_TURNS => Wait::Spin,
             Rest::Poll => Wait::Nap,
@@ -104,12 +104,12 @@ mod tests {
     }
 
     #[test]
-    fn waker_and_waiting_work_do_not_count_turns() {
+    fn resting_on_the_ring_and_waiting_work_do_not_count_turns() {
         let mut pace = Pace::default();
         for _ in 0..2 * SPIN_TURNS {
             pace.turned(false);
         }
-        assert_eq!(pace.wait(Rest::OnWaker).bound(), REST_BOUND);
+        assert_eq!(pace.wait(Rest::OnRing).bound(), REST_BOUND);
         assert_eq!(pace.wait(Rest::Ready), Wait::Ready);
         assert_eq!(pace.wait(Rest::Ready).bound(), Duration::ZERO);
     }

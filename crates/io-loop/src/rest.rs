@@ -1,21 +1,14 @@
 //! What a thread about to wait may do about the requests its path queues
-//! hold ([`Rest`]), and the eventfd it sleeps on meanwhile ([`Waker`]).
-//! A queue answers for itself; a thread watching several combines their
-//! answers with [`Rest::and`] (or [`Rest::of`]), so one queue that must
-//! be polled keeps the whole thread polling.
-
-/// An eventfd a thread sleeps on, borrowed by the path queues it opens:
-/// each completion they post while it rests signals it (see [`Rest`]).
-/// The thread keeps it open for as long as those queues live.
-#[derive(Clone, Copy, Debug)]
-pub struct Waker(pub std::os::fd::RawFd);
+//! hold ([`Rest`]). A queue answers for itself; a thread watching several
+//! combines their answers with [`Rest::and`] (or [`Rest::of`]), so one
+//! queue that must be polled keeps the whole thread polling.
 
 /// What a thread about to wait may do about a path queue's requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rest {
-    /// Sleep until the [`Waker`] fires: all the queue holds is with the
-    /// kernel, and its next completion signals the waker (armed now).
-    OnWaker,
+    /// Sleep on the thread's own io_uring: all the queue holds is with
+    /// the kernel, and its next completion lands on that ring.
+    OnRing,
     /// Poll at once: work is already waiting (a completion to reap, or
     /// I/O not yet submitted).
     Ready,
@@ -30,14 +23,14 @@ impl Rest {
         match (self, other) {
             (Rest::Ready, _) | (_, Rest::Ready) => Rest::Ready,
             (Rest::Poll, _) | (_, Rest::Poll) => Rest::Poll,
-            (Rest::OnWaker, Rest::OnWaker) => Rest::OnWaker,
+            (Rest::OnRing, Rest::OnRing) => Rest::OnRing,
         }
     }
 
     /// The rest for all of `rests` watched together ([`Rest::and`]);
-    /// [`Rest::OnWaker`] for none, as nothing then needs a poll.
+    /// [`Rest::OnRing`] for none, as nothing then needs a poll.
     pub fn of(rests: impl IntoIterator<Item = Rest>) -> Rest {
-        rests.into_iter().fold(Rest::OnWaker, Rest::and)
+        rests.into_iter().fold(Rest::OnRing, Rest::and)
     }
 }
 
@@ -47,11 +40,11 @@ mod tests {
 
     #[test]
     fn work_waiting_comes_first_then_polling() {
-        assert_eq!(Rest::of([]), Rest::OnWaker);
-        assert_eq!(Rest::of([Rest::OnWaker, Rest::OnWaker]), Rest::OnWaker);
-        assert_eq!(Rest::of([Rest::OnWaker, Rest::Poll]), Rest::Poll);
+        assert_eq!(Rest::of([]), Rest::OnRing);
+        assert_eq!(Rest::of([Rest::OnRing, Rest::OnRing]), Rest::OnRing);
+        assert_eq!(Rest::of([Rest::OnRing, Rest::Poll]), Rest::Poll);
         assert_eq!(
-            Rest::of([Rest::Poll, Rest::Ready, Rest::OnWaker]),
+            Rest::of([Rest::Poll, Rest::Ready, Rest::OnRing]),
             Rest::Ready
         );
         assert_eq!(Rest::Ready.and(Rest::Poll), Rest::Ready);

@@ -23,11 +23,9 @@ pub enum AnyQueue {
 }
 
 impl AnyQueue {
-    /// Whether a thread may sleep until the
-    /// [`Waker`](mpio_io_loop::Waker) this queue was opened with fires
-    /// instead of polling it ([`Rest`]). A file path's ring can signal it
-    /// (the waker is its eventfd); the other transports complete where
-    /// only a poll sees it.
+    /// Whether a thread may sleep on its own ring instead of polling this
+    /// queue ([`Rest`]). A file path on the thread's ring completes there;
+    /// the other transports complete where only a poll sees it.
     pub fn rest(&mut self) -> Rest {
         match self {
             AnyQueue::File(queue) => queue.rest(),

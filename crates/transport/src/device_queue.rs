@@ -1,13 +1,16 @@
 //! [`DeviceSlot`] and [`DeviceQueue`]: a device that takes new tables
 //! while it serves, and one thread's queue on it, which opens path
 //! queues from the handles of whatever map the slot serves (see
-//! [`mpio_core::ReloadingQueue`]) and answers for them all whether its thread
-//! may rest before its next poll.
+//! [`mpio_core::ReloadingQueue`]), answers for them all whether its thread
+//! may rest before its next poll, and moves its file paths' entries and
+//! completions to and from the thread's ring when they share it
+//! ([`RingShare`]).
 
-use crate::{open_paths, AnyQueue, PathHandle};
+use crate::{open_paths, AnyQueue, PathHandle, RingShare};
+use io_uring::squeue;
 use mpio_core::map::Map;
 use mpio_core::{MapSlot, ReloadingQueue};
-use mpio_io_loop::{Rest, Waker};
+use mpio_io_loop::Rest;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
@@ -18,8 +21,9 @@ pub type DeviceSlot = MapSlot<Vec<PathHandle>>;
 /// A thread's queue on a [`DeviceSlot`]: a [`ReloadingQueue`] opening
 /// path queues from the handles of whatever map the slot serves, which
 /// also answers for all those path queues whether its thread may rest
-/// ([`DeviceQueue::rest`]). It is used as the [`ReloadingQueue`] it
-/// holds (`Deref`) for everything else.
+/// ([`DeviceQueue::rest`]) and exchanges their I/O with the thread's ring
+/// ([`DeviceQueue::deliver`], [`DeviceQueue::drain_entries`]). It is used
+/// as the [`ReloadingQueue`] it holds (`Deref`) for everything else.
 pub struct DeviceQueue(ReloadingQueue<AnyQueue, Vec<PathHandle>, Opener>);
 
 /// How a [`DeviceQueue`] opens the path queues of a map it moves to.
@@ -30,12 +34,38 @@ impl DeviceQueue {
     /// what every path queue of every map it still holds I/O on says
     /// together ([`AnyQueue::rest`], [`Rest::of`]).
     pub fn rest(&mut self) -> Rest {
-        Rest::of(
-            self.0
-                .queues_mut()
-                .flat_map(|queue| queue.path_queues_mut().iter_mut())
-                .map(AnyQueue::rest),
-        )
+        Rest::of(self.path_queues().map(AnyQueue::rest))
+    }
+
+    /// Hands its file paths the completions of `completions` that are
+    /// theirs (taken from the thread's ring), before the thread polls it;
+    /// the others stay.
+    pub fn deliver(&mut self, completions: &mut Vec<(u64, i32)>) {
+        for queue in self.path_queues() {
+            if completions.is_empty() {
+                return;
+            }
+            if let AnyQueue::File(queue) = queue {
+                queue.deliver(completions);
+            }
+        }
+    }
+
+    /// Hands every entry its file paths wrote for the thread's ring to
+    /// `push`, after the thread polled it.
+    pub fn drain_entries(&mut self, push: &mut impl FnMut(squeue::Entry)) {
+        for queue in self.path_queues() {
+            if let AnyQueue::File(queue) = queue {
+                queue.drain_entries(push);
+            }
+        }
+    }
+
+    /// Every path queue of every map it still holds I/O on.
+    fn path_queues(&mut self) -> impl Iterator<Item = &mut AnyQueue> {
+        self.0
+            .queues_mut()
+            .flat_map(|queue| queue.path_queues_mut().iter_mut())
     }
 }
 
@@ -55,44 +85,38 @@ impl DerefMut for DeviceQueue {
 
 /// Opens a [`DeviceQueue`] of `depth` I/Os on `slot` for a thread on `cpu`.
 pub fn device_queue(slot: &Arc<DeviceSlot>, depth: usize, cpu: u32) -> DeviceQueue {
-    waking_device_queue(slot, depth, cpu, None)
+    device_queue_on(slot, depth, cpu, None)
 }
 
-/// As [`device_queue`], with path queues that signal `waker` at each
-/// completion where their transport can ([`DeviceQueue::rest`]).
-pub fn waking_device_queue(
+/// As [`device_queue`], with file path queues on the thread's ring
+/// `share` if given.
+pub fn device_queue_on(
     slot: &Arc<DeviceSlot>,
     depth: usize,
     cpu: u32,
-    waker: Option<Waker>,
+    share: Option<RingShare>,
 ) -> DeviceQueue {
     DeviceQueue(ReloadingQueue::new(
         Arc::clone(slot),
-        Box::new(move |_: &Arc<Map>, paths: &Vec<PathHandle>| open_paths(paths, depth, waker)),
+        Box::new(move |_: &Arc<Map>, paths: &Vec<PathHandle>| {
+            open_paths(paths, depth, share.as_ref())
+        }),
         depth,
         cpu,
     ))
 }
 
 #[cfg(test)]
-#[allow(unsafe_code)]
 mod tests {
-    use crate::{waking_device_queue, Transports};
+    use crate::{device_queue_on, RingShare, Transports};
+    use io_uring::IoUring;
     use mpio_core::map::MapOptions;
     use mpio_core::table::Table;
-    use mpio_io_loop::{Rest, Waker};
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use mpio_io_loop::Rest;
 
-    fn eventfd() -> OwnedFd {
-        // SAFETY: eventfd has no preconditions; the result is checked.
-        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        assert!(raw >= 0, "eventfd: {}", std::io::Error::last_os_error());
-        // SAFETY: `raw` is a new descriptor that nothing else owns.
-        unsafe { OwnedFd::from_raw_fd(raw) }
-    }
-
-    /// A map of file paths lets its thread rest on the waker; one path
-    /// that only a poll sees keeps it polling.
+    /// A map of file paths on its thread's ring lets the thread rest on
+    /// that ring; one path that only a poll sees, or file paths on rings
+    /// of their own, keep it polling.
     #[test]
     fn a_device_queue_answers_for_all_its_paths() {
         let dir = tempfile::tempdir().unwrap();
@@ -102,9 +126,10 @@ mod tests {
             format!("file:{}?direct=0", path.display())
         };
         let (a, b) = (file("a"), file("b"));
-        let waker = eventfd();
+        let ring = IoUring::new(8).unwrap();
+        let share = RingShare::lend(&ring, 8).unwrap();
         let transports = Transports::new();
-        let rest_of = |words: &[&str]| {
+        let rest_of = |words: &[&str], share: Option<RingShare>| {
             let text = format!(
                 "0 2048 multipath 0 0 1 1 round-robin 0 {} 0 {}",
                 words.len(),
@@ -115,13 +140,18 @@ mod tests {
                 .build(&table, MapOptions::default())
                 .unwrap()
                 .into_slot();
-            waking_device_queue(&slot, 4, 0, Some(Waker(waker.as_raw_fd()))).rest()
+            device_queue_on(&slot, 4, 0, share).rest()
         };
-        assert_eq!(rest_of(&[&a, &b]), Rest::OnWaker, "file paths");
         assert_eq!(
-            rest_of(&[&a, "memory:disk#port"]),
+            rest_of(&[&a, &b], Some(share.clone())),
+            Rest::OnRing,
+            "file paths"
+        );
+        assert_eq!(
+            rest_of(&[&a, "memory:disk#port"], Some(share)),
             Rest::Poll,
             "a memory path beside a file path"
         );
+        assert_eq!(rest_of(&[&a], None), Rest::Poll, "a ring of its own");
     }
 }

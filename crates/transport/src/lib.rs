@@ -38,8 +38,8 @@ pub mod uri;
 
 pub use any_queue::AnyQueue;
 pub use device::Device;
-pub use device_queue::{device_queue, waking_device_queue, DeviceQueue, DeviceSlot};
-pub use file::{FileError, FilePath};
+pub use device_queue::{device_queue, device_queue_on, DeviceQueue, DeviceSlot};
+pub use file::{is_path_completion, FileError, FilePath, RingShare};
 pub use lock::lock;
 pub use memory::{PortControl, CHUNK_SIZE as MEMORY_CHUNK_SIZE};
 pub use nbd::address::{Address as NbdAddress, Socket as NbdSocket};

@@ -7,7 +7,7 @@ use crate::memory::{MemoryDisk, MemoryQueue, PortControl};
 use crate::nbd::{NbdQueue, NbdTarget};
 use crate::null::NullQueue;
 use crate::AnyQueue;
-use mpio_io_loop::Waker;
+use crate::RingShare;
 use std::sync::Arc;
 
 /// What one path leads to, resolved: all a thread needs to open its own
@@ -77,14 +77,14 @@ impl PathHandle {
     }
 
     /// Opens one thread's queue to the path, with room for `depth` I/Os;
-    /// a queue that can signals `waker` at each completion.
-    pub fn open(&self, depth: usize, waker: Option<Waker>) -> AnyQueue {
+    /// a file path's goes through the thread's ring `share` if given.
+    pub fn open(&self, depth: usize, share: Option<&RingShare>) -> AnyQueue {
         match self {
             PathHandle::Null { latency_ns } => AnyQueue::Null(NullQueue::new(*latency_ns, depth)),
             PathHandle::Memory { disk, port } => {
                 AnyQueue::Memory(MemoryQueue::new(Arc::clone(disk), Arc::clone(port), depth))
             }
-            PathHandle::File(file) => AnyQueue::File(file.open_queue(depth, waker)),
+            PathHandle::File(file) => AnyQueue::File(file.open_queue(depth, share.cloned())),
             PathHandle::Nbd(target) => AnyQueue::Nbd(NbdQueue::open(Arc::clone(target), depth)),
         }
     }
@@ -100,7 +100,7 @@ pub fn paths_limits(paths: &[PathHandle]) -> Option<Limits> {
 pub(crate) fn open_paths(
     paths: &[PathHandle],
     depth: usize,
-    waker: Option<Waker>,
+    share: Option<&RingShare>,
 ) -> Vec<AnyQueue> {
-    paths.iter().map(|path| path.open(depth, waker)).collect()
+    paths.iter().map(|path| path.open(depth, share)).collect()
 }

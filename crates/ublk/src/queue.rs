@@ -288,15 +288,21 @@ impl ServedQueue {
         self.finished.push(tag);
     }
 
-    /// Submits what waited for room at the map, polls the map, and
-    /// pushes a COMMIT_AND_FETCH for every answered request through
-    /// `push`; returns how many it answered.
+    /// Hands its file paths their completions of `path_done` (reaped
+    /// from the thread's ring), submits what waited for room at the map,
+    /// polls the map, pushes a COMMIT_AND_FETCH for every answered
+    /// request through `push`, then the entries its file paths wrote for
+    /// the ring; returns how many it answered.
     pub(crate) fn poll(
         &mut self,
         slot: usize,
         now_ns: u64,
+        path_done: &mut Vec<(u64, i32)>,
         push: &mut impl FnMut(squeue::Entry),
     ) -> usize {
+        if !path_done.is_empty() {
+            self.map_queue.deliver(path_done);
+        }
         while let Some(io) = self.backlog.pop_front() {
             if let Err(io) = self.map_queue.submit(io, now_ns) {
                 self.backlog.push_front(io);
@@ -329,6 +335,9 @@ impl ServedQueue {
             push(self.command(slot, tag, uapi::IO_COMMIT_AND_FETCH_REQ, result, addr));
         }
         self.finished.clear();
+        if self.map_queue.in_flight() > 0 {
+            self.map_queue.drain_entries(push);
+        }
         answered
     }
 

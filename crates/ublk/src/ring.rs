@@ -1,7 +1,21 @@
-//! A ublk thread's io_uring: the one ring every command of the thread
-//! goes through, and the waker read on it (an eventfd the engine writes
-//! to wake the thread, and the thread's file paths' rings signal). The
-//! thread's ring `unsafe` is all here.
+//! A ublk thread's io_uring: the one ring every command of the thread and
+//! every read and write of its file paths go through, and the waker read
+//! on it (an eventfd the engine writes to wake the thread). The thread's
+//! ring `unsafe` is all here.
+//!
+//! # How it is set up
+//! - One issuer (`IORING_SETUP_SINGLE_ISSUER`): made disabled on the
+//!   engine's thread and enabled by the I/O thread ([`Ring::enable`]),
+//!   the only thread that enters it.
+//! - Deferred task work (`IORING_SETUP_DEFER_TASKRUN`): the kernel
+//!   completes a command or a path's I/O as work queued for the thread,
+//!   run when the thread enters the ring to wait, not by interrupting it
+//!   wherever it runs; `IORING_SQ_TASKRUN` says such work waits, and a
+//!   turn that would not enter the kernel enters then
+//!   ([`Ring::submit_queued`]).
+//! - A sparse table of [`FILE_SLOTS`] fixed files, lent with the ring to
+//!   the thread's file path queues ([`RingShare`]): their entries go on
+//!   this ring, their completions come back on it.
 //!
 //! # Memory the kernel writes
 //! An entry on the ring may name memory the kernel reads or writes until
@@ -9,20 +23,23 @@
 //! ([`Submissions::push`]) keeps that memory alive until then. The
 //! thread's entries are the waker's read, into a counter this ring owns
 //! and frees only after the ring is closed; the poll of a hosted loop's
-//! descriptor, which names no memory; and the queues' commands, whose
-//! buffers stay in their tags while the kernel holds them (`queue.rs`).
+//! descriptor, which names no memory; the queues' commands, whose
+//! buffers stay in their tags while the kernel holds them (`queue.rs`);
+//! and its file paths' I/O, whose buffers stay in their path queue until
+//! the completion is delivered back (`mpio_transport`'s `RingShare`).
 //!
 //! # User data
 //! A completion's user data says whose it is: [`WAKER`] and [`HOSTED`]
-//! are the ring's own; every other value is a queue's slot and tag
-//! (`queue::user_data`), which stay below them.
+//! are the ring's own; a file path's is marked
+//! ([`mpio_transport::is_path_completion`]); every other value is a
+//! queue's slot and tag (`queue::user_data`), which stay below them.
 
 #![allow(unsafe_code)]
 
 use crate::UblkError;
 use io_uring::{cqueue, opcode, squeue, types, CompletionQueue, IoUring};
 use io_uring::{SubmissionQueue, Submitter};
-use mpio_io_loop::Waker;
+use mpio_transport::RingShare;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -35,6 +52,10 @@ pub(crate) const HOSTED: u64 = u64::MAX - 1;
 /// Ring entries per thread; the completion queue has twice as many, and
 /// the kernel keeps completions that overflow it (IORING_FEAT_NODROP).
 const RING_ENTRIES: u32 = 1024;
+/// Fixed files the ring lends its file paths (each path queue of the
+/// thread takes one), at most the open-file limit; a path queue finding
+/// none left gets a ring of its own.
+const FILE_SLOTS: u32 = 4096;
 
 /// One thread's ring and its waker. See the module docs.
 pub(crate) struct Ring {
@@ -43,6 +64,9 @@ pub(crate) struct Ring {
     /// so it is freed after the ring is closed (and with it the read).
     waker_count: Box<u64>,
     waker: Arc<File>,
+    /// The ring as its file paths borrow it; `None` if its table could
+    /// not be registered (each path queue then has a ring of its own).
+    share: Option<RingShare>,
 }
 
 /// The submission side of a [`Ring`], while its completions are read.
@@ -61,6 +85,11 @@ impl Ring {
     pub(crate) fn new() -> Result<Ring, UblkError> {
         let ring = IoUring::builder()
             .setup_cqsize(2 * RING_ENTRIES)
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_coop_taskrun()
+            .setup_taskrun_flag()
+            .setup_r_disabled()
             .build(RING_ENTRIES)
             .map_err(|error| {
                 UblkError::system(
@@ -78,21 +107,41 @@ impl Ring {
         }
         // SAFETY: `raw` is a new descriptor that nothing else owns.
         let waker = Arc::new(File::from(unsafe { OwnedFd::from_raw_fd(raw) }));
+        let share = share(&ring)
+            .map_err(|error| {
+                tracing::warn!(
+                    "a ublk thread's ring cannot lend fixed files ({error}): \
+                     each file path gets a ring of its own"
+                );
+            })
+            .ok();
         Ok(Ring {
             ring,
             waker_count: Box::new(0),
             waker,
+            share,
         })
+    }
+
+    /// The ring as its file paths borrow it, if it lends its table.
+    pub(crate) fn share(&self) -> Option<RingShare> {
+        self.share.clone()
+    }
+
+    /// Makes the calling thread the ring's one submitter: the ring is
+    /// made disabled on the engine's thread and enabled by the I/O thread
+    /// before its first entry (`IORING_SETUP_SINGLE_ISSUER` fixes the
+    /// issuer at enabling).
+    ///
+    /// # Errors
+    /// The kernel refused to enable it.
+    pub(crate) fn enable(&self) -> std::io::Result<()> {
+        self.ring.submitter().register_enable_rings()
     }
 
     /// The waker's file, for the engine to write to.
     pub(crate) fn waker_file(&self) -> Arc<File> {
         Arc::clone(&self.waker)
-    }
-
-    /// The waker, for the path queues the thread opens to signal.
-    pub(crate) fn waker(&self) -> Waker {
-        Waker(self.waker.as_raw_fd())
     }
 
     /// Puts the waker's read (into `waker_count`) on the ring: at start,
@@ -131,7 +180,12 @@ impl Ring {
     /// Submits what is queued if anything is, entering the kernel only
     /// then.
     pub(crate) fn submit_queued(&mut self) -> std::io::Result<usize> {
-        if self.ring.submission().is_empty() {
+        let submissions = self.ring.submission();
+        // IORING_SQ_TASKRUN: completions wait as deferred task work,
+        // which only an entry runs.
+        let idle = submissions.is_empty() && !submissions.taskrun();
+        drop(submissions);
+        if idle {
             Ok(0)
         } else {
             self.ring.submit()
@@ -149,6 +203,22 @@ impl Ring {
         let arguments = types::SubmitArgs::new().timespec(&timeout);
         self.ring.submitter().submit_with_args(1, &arguments)
     }
+}
+
+/// Lends `ring` to the thread's file paths, with as many fixed files as
+/// [`FILE_SLOTS`] and the open-file limit allow.
+fn share(ring: &IoUring) -> std::io::Result<RingShare> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit, which `limit` is.
+    let slots = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        FILE_SLOTS.min(u32::try_from(limit.rlim_cur).unwrap_or(u32::MAX))
+    } else {
+        FILE_SLOTS
+    };
+    RingShare::lend(ring, slots)
 }
 
 impl Submissions<'_> {
@@ -169,10 +239,11 @@ impl Submissions<'_> {
 /// Pushes `entry`, submitting first when the submission queue is full.
 fn push(submitter: &Submitter<'_>, queue: &mut SubmissionQueue<'_>, entry: &squeue::Entry) {
     loop {
-        // SAFETY: every entry's memory (a tag's buffer, the waker's
-        // counter) lives until its completion is reaped: buffers stay
-        // in their tag while the kernel holds them, and the counter
-        // lives as long as the thread's ring.
+        // SAFETY: every entry's memory (a tag's buffer, a path I/O's
+        // buffer, the waker's counter) lives until its completion is
+        // reaped: buffers stay in their tag or path queue while the
+        // kernel holds them, and the counter lives as long as the
+        // thread's ring.
         if unsafe { queue.push(entry) }.is_ok() {
             return;
         }

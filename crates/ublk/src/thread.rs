@@ -3,22 +3,25 @@
 //!
 //! # A thread's turn
 //! Each thread owns one io_uring ([`Ring`]) for the commands of all the
-//! queues it serves, and an eventfd read on that ring through which the
-//! engine wakes it for a request (the waker; file paths' rings signal it
-//! too). A turn submits what is queued, then waits according to what the
-//! busy queues' paths say ([`Rest`]) and the pace every I/O loop shares
-//! ([`Pace`]): with no request at a map it sleeps until a command comes;
-//! when every path's ring will signal the waker it sleeps until a command
-//! or that signal (at most [`mpio_io_loop::REST_BOUND`]); when work
+//! queues it serves and the reads and writes of their file paths, and an
+//! eventfd read on that ring through which the engine wakes it for a
+//! request (the waker). A turn submits what is queued, then waits
+//! according to what the busy queues' paths say ([`Rest`]) and the pace
+//! every I/O loop shares ([`Pace`]): with no request at a map it sleeps
+//! until a command comes; when every path completes on the thread's ring
+//! it sleeps until a command or a completion comes (at most
+//! [`mpio_io_loop::REST_BOUND`]); when work
 //! already waits it goes on at once; and when a path completes where only
 //! a poll sees it (NBD sockets, memory) it polls without sleeping for
 //! [`mpio_io_loop::SPIN_TURNS`] turns, then waits at most
 //! [`mpio_io_loop::BUSY_WAIT`] between polls. A hosted loop's wait hint
 //! bounds every wait (`hosted.rs`). Then it hands every completed command
-//! to its queue (a new request goes to the map), takes the engine's
-//! requests if the waker fired, polls every queue (an answered request is
-//! committed, which also fetches the tag's next one), and takes a turn of
-//! the hosted loop when it is due.
+//! to its queue (a new request goes to the map) and keeps the file paths'
+//! completions, takes the engine's requests if the waker fired, polls
+//! every queue (its paths' completions delivered first; an answered
+//! request is committed, which also fetches the tag's next one; its paths'
+//! new entries put on the ring last), and takes a turn of the hosted loop
+//! when it is due.
 //!
 //! # Release
 //! A [`Request::Release`] puts the thread's queue of that device in
@@ -39,7 +42,7 @@ use crate::ring::{Ring, HOSTED, WAKER};
 use crate::UblkError;
 use core_affinity::CoreId;
 use mpio_io_loop::{Heartbeat, HostedLoop, Pace, Rest, Wait, REST_BOUND};
-use mpio_transport::{clock::now_ns, waking_device_queue, DeviceSlot};
+use mpio_transport::{clock::now_ns, device_queue_on, is_path_completion, DeviceSlot};
 use std::fs::File;
 use std::io::Write;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -120,6 +123,7 @@ impl Worker {
             ring,
             requests: receiver,
             served: Vec::new(),
+            path_done: Vec::new(),
             releases: Vec::new(),
             hosted: None,
         };
@@ -184,6 +188,9 @@ struct Thread {
     /// The queues it serves, by slot (the high bits of a command's user
     /// data); a finished queue leaves its slot empty for the next.
     served: Vec<Option<ServedQueue>>,
+    /// (user_data, result) of the file paths' completions reaped this
+    /// turn, for their queues.
+    path_done: Vec<(u64, i32)>,
     /// Releases asked for and not yet answered.
     releases: Vec<PendingRelease>,
     /// The loop it runs beside them, if it hosts one.
@@ -200,7 +207,7 @@ struct Thread {
 struct TurnCounts {
     /// Turns that slept with no request at a map.
     idle: u64,
-    /// Turns that slept on the waker while requests were at paths.
+    /// Turns that slept on the ring while requests were at paths.
     rests: u64,
     /// Turns taken at once because work already waited (a path's
     /// completion to reap, I/O to submit): not counted as spins.
@@ -227,6 +234,9 @@ struct Reaped {
 
 impl Thread {
     fn run(mut self) {
+        if let Err(error) = self.ring.enable() {
+            panic!("ublk thread: enabling its io_uring failed: {error}");
+        }
         self.ring.arm_waker();
         let mut pace = Pace::default();
         let mut counts = TurnCounts::default();
@@ -298,9 +308,9 @@ impl Thread {
         let wait = pace.wait(rest);
         let bound = hint.map_or(wait.bound(), |hint| hint.min(wait.bound()));
         match wait {
-            Wait::OnWaker => {
-                // Each path completion signals the waker, whose read is
-                // on this ring: sleep until it or a command comes.
+            Wait::OnRing => {
+                // Every path completes on this ring: sleep until a
+                // completion or a command comes.
                 counts.rests += 1;
                 self.ring.wait_at_most(bound)
             }
@@ -332,6 +342,9 @@ impl Thread {
             match completion.user_data() {
                 HOSTED => reaped.hosted_ready = true,
                 WAKER => reaped.woken = true,
+                user_data if is_path_completion(user_data) => {
+                    self.path_done.push((user_data, completion.result()));
+                }
                 user_data => {
                     counts.commands += 1;
                     let (slot, tag) = slot_and_tag(user_data);
@@ -390,13 +403,19 @@ impl Thread {
     fn poll_queues(&mut self, now: u64) -> bool {
         let mut answered = false;
         let (mut submissions, _) = self.ring.split();
+        let path_done = &mut self.path_done;
         for (slot, entry) in self.served.iter_mut().enumerate() {
             let Some(served) = entry else { continue };
-            answered |= served.poll(slot, now, &mut |command| submissions.push(&command)) > 0;
+            answered |= served.poll(slot, now, path_done, &mut |command| {
+                submissions.push(&command);
+            }) > 0;
             if served.is_finished() {
                 *entry = None;
             }
         }
+        // What no queue took belongs to a path queue that is gone (its
+        // slot retired): nothing waits for it.
+        path_done.clear();
         answered
     }
 
@@ -458,8 +477,7 @@ impl Thread {
     ) -> Result<(), String> {
         let id = device.id;
         let depth = usize::from(device.depth);
-        let waker = self.ring.waker();
-        let map_queue = waking_device_queue(slot, depth, cpu, Some(waker));
+        let map_queue = device_queue_on(slot, depth, cpu, self.ring.share());
         let new = ServedQueue::new(device, queue_id, map_queue)
             .map_err(|error| format!("mapping queue {queue_id} of /dev/ublkc{id}: {error}"))?;
         let index = self

@@ -1,8 +1,8 @@
 //! Paths with latency behind the ublk device: a null_blk disk that
 //! completes each I/O 200 µs after it is submitted (a timer), under fio
 //! verify. Every request then waits at a path, and the I/O threads must
-//! sleep on their waker (the paths' rings signal it) rather than poll:
-//! the log they write when they end must show turns resting on the waker
+//! sleep on their ring (the paths' I/O completes there) rather than poll:
+//! the log they write when they end must show turns resting on the ring
 //! and none spinning (a turn taken at once because a completion already
 //! waited is no spin: it is counted as `ready`), and fio must verify
 //! every block.
@@ -25,7 +25,7 @@ fn thread_total(log: &str, field: &str) -> u64 {
 
 #[test]
 #[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
-fn with_slow_paths_the_threads_rest_on_the_waker_and_verify_clean() {
+fn with_slow_paths_the_threads_rest_on_their_ring_and_verify_clean() {
     modprobe(&["ublk_drv"]);
     let mut disk = NullBlk::memory_backed_with(
         "mpio-kt-ublk-latency",
@@ -51,7 +51,7 @@ fn with_slow_paths_the_threads_rest_on_the_waker_and_verify_clean() {
     let (rests, spins) = (thread_total(&log, "rests"), thread_total(&log, "spins"));
     assert!(
         rests > 100,
-        "the threads rested on the waker {rests} times:\n{log}"
+        "the threads rested on their ring {rests} times:\n{log}"
     );
     assert_eq!(spins, 0, "the threads spun over file paths:\n{log}");
 }

@@ -79,11 +79,13 @@
 mod late;
 mod limits;
 mod ring;
+mod ring_share;
 
 use crate::limits::{Limits, ServedAs};
 use crate::unready::Unready;
 use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
 pub(crate) use ring::FileQueue;
+pub use ring_share::{is_path_completion, RingShare};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
@@ -386,13 +388,13 @@ impl FilePath {
     }
 
     /// Opens one thread's queue to this path, for `depth` I/Os in flight,
-    /// signalling `waker` at each completion if given.
+    /// on the thread's ring `share` if given.
     pub(crate) fn open_queue(
         self: &std::sync::Arc<Self>,
         depth: usize,
-        waker: Option<mpio_io_loop::Waker>,
+        share: Option<RingShare>,
     ) -> FileQueue {
-        FileQueue::new(std::sync::Arc::clone(self), depth, waker)
+        FileQueue::new(std::sync::Arc::clone(self), depth, share)
     }
 
     /// The switch count and the file a ring should use with it: none while

@@ -1,22 +1,28 @@
 //! One thread's io_uring queue to one file path: the file transport's
-//! unsafe code, beside one `statx` call in `limits`.
+//! unsafe code, beside one `statx` call in `limits` and the table update
+//! in `ring_share`.
 //!
 //! # Shape
-//! One ring per path queue, with the path's file registered as fixed file
-//! 0: no `fget`/`fput` of a file shared by every I/O thread on each
-//! request, and a per-queue switch the kernel itself enforces
-//! ([`super::FilePath::revoke`]). Buffers are not registered: each I/O
-//! brings its caller's [`mpio_core::io::Buffer`], so fixed buffers would
-//! mean a copy into a queue-owned pool, which costs more than the page
-//! pinning it saves at 4 KiB. Two path queues of one thread are two rings,
-//! so a poll enters the kernel once per path with work queued (measured in
-//! `docs/BENCHMARKS.md`: twice the enters for two paths, the same
-//! throughput); a shared per-thread ring would halve that.
+//! A queue's I/O goes through one of two rings, with the path's file as a
+//! fixed file: no `fget`/`fput` of a file shared by every I/O thread on
+//! each request, and a per-queue switch the kernel itself enforces
+//! ([`super::FilePath::revoke`]).
+//! - Its thread's ring ([`RingShare`], the ublk threads'): `submit` and
+//!   `poll` only fill an outbox and settle an inbox, which the thread
+//!   exchanges with its ring each turn; the thread's one entry per turn
+//!   submits every path's I/O with its own commands, and it sleeps on the
+//!   ring the completions land on ([`Rest::OnRing`]).
+//! - A ring of its own, with the file as fixed file 0 (the NBD server's
+//!   loops, and a thread whose table is full): `submit` only writes an
+//!   entry, `poll` enters the kernel once to submit what was queued and
+//!   reaps completions without a system call when it has nothing to
+//!   submit; its thread polls it ([`Rest::Poll`]).
 //!
-//! `submit` only writes a submission entry; `poll` enters the kernel once
-//! to submit what was queued and reaps completions from the shared ring
-//! without a system call when it has nothing to submit. Completions are
-//! matched to their I/O by `user_data`, the I/O's slot index.
+//! Buffers are not registered: each I/O brings its caller's
+//! [`mpio_core::io::Buffer`], so fixed buffers would mean a copy into a
+//! queue-owned pool, which costs more than the page pinning it saves at
+//! 4 KiB. Completions are matched to their I/O by `user_data`, the I/O's
+//! slot index (with the queue's table slot on a shared ring).
 //!
 //! # Contract (see [`PathQueue`])
 //! - Every submitted I/O comes back once, through `poll` or `abort`.
@@ -31,7 +37,7 @@
 //!   reach the disk, so the core may retry it at once; `abandon` is left
 //!   at its default (`None`): the kernel holds the buffer until it hands
 //!   the request back, so a write is waited for, however long.
-//! - A queue whose ring could not be set up completes every I/O with
+//! - A queue whose own ring could not be set up completes every I/O with
 //!   [`PathError::Transport`]: the path fails over like any broken route.
 //! - `EAGAIN` and `EINTR` completions are sent again at once, up to
 //!   `MAX_AGAIN` (8) times, then count as a path error: io_uring itself
@@ -42,18 +48,21 @@
 //! # Safety
 //! The kernel writes into (reads) and reads from (writes) an I/O's buffer
 //! until its completion is reaped. Each I/O stays in `slots`, untouched,
-//! from push to completion; its buffer's heap storage does not move when
-//! the `PathIo` that owns it does. Dropping the queue cancels what the
-//! kernel holds and waits for it (bounded); buffers still held after the
-//! bound are leaked, never freed under the kernel.
+//! from push to completion (on a shared ring: until the completion is
+//! delivered back and settled); its buffer's heap storage does not move
+//! when the `PathIo` that owns it does. Dropping a queue with its own ring
+//! cancels what the kernel holds and waits for it (bounded); buffers still
+//! held after the bound, or held by a shared ring the queue cannot wait
+//! on, are leaked, never freed under the kernel.
 
 #![allow(unsafe_code)]
 
+use super::ring_share::{path_user_data, slot_of, RingShare};
 use super::{end_of_file, outcome_of_errno, FilePath};
 use io_uring::{opcode, squeue, types, IoUring};
 use mpio_core::io::{Op, PathError, PathOutcome, TargetError};
 use mpio_core::queue::{PathCompletion, PathIo, PathQueue};
-use mpio_io_loop::{Rest, Waker};
+use mpio_io_loop::Rest;
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -83,12 +92,31 @@ struct InFlight {
     syncing: bool,
 }
 
+/// The ring a queue's I/O goes through (see the module docs).
+enum QueueRing {
+    /// Its own (boxed: it is large, and `AnyQueue` holds the queue by
+    /// value), with the path's file as fixed file 0.
+    Own(Box<IoUring>),
+    /// Its thread's.
+    Shared(Shared),
+}
+
+/// A queue's share of its thread's ring.
+struct Shared {
+    share: RingShare,
+    /// Its fixed file in the ring's table.
+    slot: u32,
+    /// Entries for the thread to put on its ring.
+    outbox: Vec<squeue::Entry>,
+    /// (user_data, result) of its completions the thread delivered.
+    inbox: Vec<(u64, i32)>,
+}
+
 /// One thread's queue to one file path. See the module docs.
 pub struct FileQueue {
     path: Arc<FilePath>,
-    /// The ring (boxed: it is large, and `AnyQueue` holds this queue by
-    /// value), or why it could not be set up.
-    ring: Result<Box<IoUring>, String>,
+    /// Its ring, or why its own could not be set up.
+    ring: Result<QueueRing, String>,
     slots: Vec<Option<InFlight>>,
     free: Vec<u32>,
     /// Slots to push to the ring: new I/O that found the submission ring
@@ -105,23 +133,23 @@ pub struct FileQueue {
     reaped: Vec<(u64, i32)>,
     /// The path's switch count this queue last applied to its ring.
     switches_seen: Option<u64>,
-    /// Fixed file 0 is the path's file (not an empty slot).
+    /// Its fixed file is the path's file (not an empty slot).
     file_registered: bool,
     /// The registered file is a block device.
     block_device: bool,
-    /// The ring has the waker the queue was opened with: its completions
-    /// signal it while the waker is armed.
-    signals_waker: bool,
-    /// The waker is armed ([`FileQueue::rest`]) and not yet
-    /// disarmed by a poll.
-    waker_armed: bool,
 }
 
 impl std::fmt::Debug for FileQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FileQueue")
             .field("path", &self.path.path())
-            .field("ring", &self.ring.as_ref().map(|_| "io_uring"))
+            .field(
+                "ring",
+                &self.ring.as_ref().map(|ring| match ring {
+                    QueueRing::Own(_) => "own".to_string(),
+                    QueueRing::Shared(shared) => format!("shared, slot {}", shared.slot),
+                }),
+            )
             .field("in_kernel", &self.in_kernel)
             .field("backlog", &self.backlog.len())
             .finish()
@@ -129,42 +157,35 @@ impl std::fmt::Debug for FileQueue {
 }
 
 impl FileQueue {
-    /// A queue to `path` with room for `depth` I/Os in flight; the ring
-    /// signals `waker` (`IORING_REGISTER_EVENTFD`) at each completion.
-    pub fn new(path: Arc<FilePath>, depth: usize, waker: Option<Waker>) -> Self {
+    /// A queue to `path` with room for `depth` I/Os in flight, on its
+    /// thread's ring `share` if given and its table has a slot left, else
+    /// on a ring of its own.
+    pub fn new(path: Arc<FilePath>, depth: usize, share: Option<RingShare>) -> Self {
         let entries = depth.clamp(1, MAX_RING_ENTRIES).next_power_of_two() as u32;
-        let mut ring = IoUring::builder()
-            .build(entries)
-            .and_then(|ring| {
-                // Fixed file 0 starts empty (-1); `apply_switch` below
-                // points it at the file when there is one.
-                ring.submitter().register_files(&[-1])?;
-                Ok(Box::new(ring))
-            })
-            .map_err(|error| {
-                let message = format!(
-                    "io_uring setup for {}: {error}; {}",
-                    path.path().display(),
-                    super::ring_setup_hint(&error)
-                );
-                // Every I/O on this queue fails over to another path: say
-                // why once, with what to change.
-                tracing::error!("{message}");
-                message
-            });
-        let max_in_kernel = match &mut ring {
-            Ok(ring) => ring.completion().capacity(),
-            Err(_) => 0,
-        };
-        // Without the registration the queue is only polled, as without
-        // a waker: slower to notice, never wrong.
-        let signals_waker = match (&mut ring, waker) {
-            (Ok(ring), Some(Waker(fd))) => {
-                // Disarmed until the poller is about to rest on it.
-                ring.completion().disable_eventfd();
-                ring.submitter().register_eventfd(fd).is_ok()
+        let slot = share.as_ref().and_then(RingShare::take_slot);
+        let mut ring = match (share, slot) {
+            (Some(share), Some(slot)) => Ok(QueueRing::Shared(Shared {
+                share,
+                slot,
+                outbox: Vec::with_capacity(depth),
+                inbox: Vec::with_capacity(depth),
+            })),
+            (share, _) => {
+                if share.is_some() {
+                    tracing::warn!(
+                        path = %path.path().display(),
+                        "the thread's ring has no fixed-file slot left: the path gets a ring of its own"
+                    );
+                }
+                own_ring(&path, entries)
             }
-            _ => false,
+        };
+        // Its completions always fit the completion ring (twice the
+        // entries), so none waits in the kernel's overflow list.
+        let max_in_kernel = match &mut ring {
+            Ok(QueueRing::Own(ring)) => ring.completion().capacity(),
+            Ok(QueueRing::Shared(_)) => 2 * entries as usize,
+            Err(_) => 0,
         };
         let mut queue = FileQueue {
             path,
@@ -179,51 +200,58 @@ impl FileQueue {
             switches_seen: None,
             file_registered: false,
             block_device: false,
-            signals_waker,
-            waker_armed: false,
         };
         queue.apply_switch();
         queue
     }
 
-    /// [`Rest::OnWaker`] when the waker is all a poller needs to watch:
-    /// the ring has it, all the queue holds is submitted (nothing waits in
-    /// the submission ring, the backlog, or `done`) and no completion
-    /// waits to be reaped; the waker is then armed, and from here to the
-    /// next poll every completion signals it. [`Rest::Ready`] when a poll
-    /// has something to do at once; [`Rest::Poll`] without a waker.
-    ///
-    /// The waker is disarmed while the poller is awake
-    /// (`IORING_CQ_EVENTFD_DISABLED`, set again by each poll): a completion
-    /// the poll reaps itself would otherwise wake the poller once more for
-    /// nothing, an extra kernel entry per request at low queue depth.
-    /// Arming stores the flag and then reads the completion tail, the
-    /// kernel stores the tail and then reads the flag, each with a full
-    /// barrier between (our fence; the kernel's `wq_has_sleeper` before
-    /// its eventfd signal): one of the two sees the other, so a completion
-    /// posted meanwhile either signals the waker or is seen here.
+    /// What its thread may do before the next poll: on its own ring, poll
+    /// ([`Rest::Poll`]: only an entry sees its completions); on the
+    /// thread's ring, sleep on that ring ([`Rest::OnRing`]) unless the
+    /// queue has something to do at once ([`Rest::Ready`]): completions
+    /// to settle or hand over, entries not yet handed to the thread, or
+    /// a backlog with room in the kernel.
     pub fn rest(&mut self) -> Rest {
-        let Ok(ring) = &mut self.ring else {
+        let Ok(QueueRing::Shared(shared)) = &self.ring else {
             return Rest::Poll;
         };
-        if !self.signals_waker {
-            return Rest::Poll;
-        }
         // A backlog the kernel has no room for (as many entries out as
         // the completion ring holds) waits for completions like the rest.
         let backlog_fits = !self.backlog.is_empty() && self.in_kernel < self.max_in_kernel;
-        if !self.done.is_empty() || backlog_fits || !ring.submission().is_empty() {
-            return Rest::Ready;
-        }
-        if !self.waker_armed {
-            ring.completion().enable_eventfd();
-            self.waker_armed = true;
-        }
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        if ring.completion().is_empty() {
-            Rest::OnWaker
-        } else {
+        if !self.done.is_empty()
+            || backlog_fits
+            || !shared.outbox.is_empty()
+            || !shared.inbox.is_empty()
+        {
             Rest::Ready
+        } else {
+            Rest::OnRing
+        }
+    }
+
+    /// On its thread's ring: takes the completions of `completions` that
+    /// are this queue's (settled at its next poll), leaving the others.
+    pub fn deliver(&mut self, completions: &mut Vec<(u64, i32)>) {
+        let Ok(QueueRing::Shared(shared)) = &mut self.ring else {
+            return;
+        };
+        let slot = shared.slot;
+        completions.retain(|&(user_data, result)| {
+            if slot_of(user_data) == slot {
+                shared.inbox.push((user_data, result));
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// On its thread's ring: hands every entry the queue wrote to `push`,
+    /// which puts it on the ring; what an entry names lives until its
+    /// completion is delivered back (see the module's Safety section).
+    pub fn drain_entries(&mut self, push: &mut impl FnMut(squeue::Entry)) {
+        if let Ok(QueueRing::Shared(shared)) = &mut self.ring {
+            shared.outbox.drain(..).for_each(push);
         }
     }
 
@@ -234,13 +262,15 @@ impl FileQueue {
         if self.switches_seen == Some(switches) {
             return;
         }
-        let Ok(ring) = &self.ring else {
-            return;
-        };
         let fd = file.map_or(-1, |opened| opened.file.as_raw_fd());
         // Only an unchanged count is skipped next time: a failed update is
         // tried again at the next submit or poll.
-        if ring.submitter().register_files_update(0, &[fd]).is_ok() {
+        let updated = match &self.ring {
+            Ok(QueueRing::Own(ring)) => ring.submitter().register_files_update(0, &[fd]).is_ok(),
+            Ok(QueueRing::Shared(shared)) => shared.share.point(shared.slot, fd).is_ok(),
+            Err(_) => return,
+        };
+        if updated {
             self.switches_seen = Some(switches);
             self.file_registered = file.is_some();
             self.block_device = file.is_some_and(|opened| opened.block_device);
@@ -255,12 +285,16 @@ impl FileQueue {
         });
     }
 
-    /// Pushes waiting slots into the submission ring while it has room.
+    /// Pushes waiting slots to the ring (its own submission ring, or the
+    /// outbox) while the kernel has room for them.
     fn push_backlog(&mut self) {
         let Ok(ring) = &mut self.ring else {
             return;
         };
-        let mut submission = ring.submission();
+        let (file, slot) = match ring {
+            QueueRing::Own(_) => (types::Fixed(0), None),
+            QueueRing::Shared(shared) => (types::Fixed(shared.slot), Some(shared.slot)),
+        };
         while self.in_kernel < self.max_in_kernel {
             let Some(&index) = self.backlog.front() else {
                 break;
@@ -269,38 +303,49 @@ impl FileQueue {
                 self.backlog.pop_front();
                 continue;
             };
-            let entry = entry_for(index, in_flight, self.block_device);
-            // SAFETY: the entry points into `in_flight.io.buf`, which stays
-            // in `slots`, unmoved and untouched, until this entry's
-            // completion is reaped (see the module's Safety section).
-            // Fixed file 0 is the path's file, or (revoked, not open) an
-            // empty slot, for which the kernel fails the request with EBADF: it
-            // never names another file.
-            if unsafe { submission.push(&entry) }.is_err() {
-                break;
+            let user_data = slot.map_or(u64::from(index), |slot| path_user_data(slot, index));
+            let entry = entry_for(file, in_flight, self.block_device).user_data(user_data);
+            match ring {
+                // SAFETY: the entry points into `in_flight.io.buf`, which
+                // stays in `slots`, unmoved and untouched, until this
+                // entry's completion is reaped (see the module's Safety
+                // section). The fixed file is the path's file, or
+                // (revoked, not open) an empty slot, for which the kernel
+                // fails the request with EBADF: it never names another
+                // file.
+                QueueRing::Own(ring) => {
+                    if unsafe { ring.submission().push(&entry) }.is_err() {
+                        break;
+                    }
+                }
+                QueueRing::Shared(shared) => shared.outbox.push(entry),
             }
             self.backlog.pop_front();
             self.in_kernel += 1;
         }
     }
 
-    /// Submits what is queued in the ring and reaps what completed.
+    /// Submits what is queued on its own ring and reaps what completed
+    /// there; settles what its thread delivered from a shared one.
     fn enter_and_reap(&mut self) {
         let Ok(ring) = &mut self.ring else {
             return;
         };
-        if std::mem::take(&mut self.waker_armed) {
-            ring.completion().disable_eventfd();
+        match ring {
+            QueueRing::Own(ring) => {
+                if !ring.submission().is_empty() {
+                    // EAGAIN/EBUSY (no room for completions yet) and EINTR
+                    // leave the entries queued for the next poll; nothing
+                    // is lost.
+                    let _ = ring.submit();
+                }
+                self.reaped.extend(
+                    ring.completion()
+                        .map(|entry| (entry.user_data(), entry.result())),
+                );
+            }
+            QueueRing::Shared(shared) => self.reaped.append(&mut shared.inbox),
         }
-        if !ring.submission().is_empty() {
-            // EAGAIN/EBUSY (no room for completions yet) and EINTR leave
-            // the entries queued for the next poll; nothing is lost.
-            let _ = ring.submit();
-        }
-        self.reaped.extend(
-            ring.completion()
-                .map(|entry| (entry.user_data(), entry.result())),
-        );
         let mut reaped = std::mem::take(&mut self.reaped);
         for (user_data, result) in reaped.drain(..) {
             self.settle(user_data, result);
@@ -368,10 +413,35 @@ impl FileQueue {
 /// `addr` (start) and `addr3` (length, the command data's first 8 bytes).
 const BLOCK_URING_CMD_DISCARD: u32 = 0x12 << 8;
 
-/// The submission entry that does (the rest of) `in_flight`'s I/O, on a
-/// block device if `block_device`.
-fn entry_for(index: u32, in_flight: &mut InFlight, block_device: bool) -> squeue::Entry {
-    let file = types::Fixed(0);
+/// A ring of its own for a queue to `path`, with `entries` entries and
+/// fixed file 0 empty, or why it could not be made (logged: every I/O of
+/// the queue then fails over).
+fn own_ring(path: &FilePath, entries: u32) -> Result<QueueRing, String> {
+    IoUring::builder()
+        .build(entries)
+        .and_then(|ring| {
+            // Fixed file 0 starts empty (-1); `apply_switch` points it
+            // at the file when there is one.
+            ring.submitter().register_files(&[-1])?;
+            Ok(QueueRing::Own(Box::new(ring)))
+        })
+        .map_err(|error| {
+            let message = format!(
+                "io_uring setup for {}: {error}; {}",
+                path.path().display(),
+                super::ring_setup_hint(&error)
+            );
+            // Every I/O on this queue fails over to another path: say
+            // why once, with what to change.
+            tracing::error!("{message}");
+            message
+        })
+}
+
+/// The submission entry (without its user data) that does (the rest of)
+/// `in_flight`'s I/O on fixed file `file`, a block device if
+/// `block_device`.
+fn entry_for(file: types::Fixed, in_flight: &mut InFlight, block_device: bool) -> squeue::Entry {
     let io = &mut in_flight.io;
     let done = in_flight.done_bytes;
     // Saturating: an offset past the end of u64 is the kernel's EINVAL
@@ -418,7 +488,7 @@ fn entry_for(index: u32, in_flight: &mut InFlight, block_device: bool) -> squeue
             .mode(libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE)
             .build(),
     };
-    entry.user_data(u64::from(index))
+    entry
 }
 
 impl PathQueue for FileQueue {
@@ -489,13 +559,15 @@ impl PathQueue for FileQueue {
 }
 
 impl FileQueue {
-    /// Cancels what the kernel holds and reaps it, waiting at most
-    /// `DROP_WAIT`: every I/O the kernel gave back is in `done`.
+    /// Cancels what the kernel holds on its own ring and reaps it, waiting
+    /// at most `DROP_WAIT`: every I/O the kernel gave back is in `done`.
+    /// (A shared ring's completions reach the queue only through its
+    /// thread, which is not waiting for it now.)
     fn cancel_and_reap(&mut self) {
         if self.in_kernel == 0 {
             return;
         }
-        let Ok(ring) = &mut self.ring else {
+        let Ok(QueueRing::Own(ring)) = &mut self.ring else {
             return;
         };
         let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
@@ -506,7 +578,7 @@ impl FileQueue {
         let deadline = Instant::now() + DROP_WAIT;
         let wait = types::Timespec::new().nsec(10_000_000);
         while self.in_kernel > 0 && Instant::now() < deadline {
-            let Ok(ring) = &mut self.ring else {
+            let Ok(QueueRing::Own(ring)) = &mut self.ring else {
                 return;
             };
             // ETIME (nothing within 10 ms) and EINTR just loop.
@@ -521,6 +593,15 @@ impl FileQueue {
 impl Drop for FileQueue {
     fn drop(&mut self) {
         self.cancel_and_reap();
+        if let Ok(QueueRing::Shared(shared)) = &self.ring {
+            // The table lets go of the file; a slot the kernel may still
+            // complete an entry of is retired, never handed to another
+            // queue (see the module docs of `ring_share`).
+            let _ = shared.share.point(shared.slot, -1);
+            if self.in_kernel == 0 {
+                shared.share.give_back(shared.slot);
+            }
+        }
         if self.in_kernel > 0 {
             // The kernel still holds these buffers: leak them rather than
             // free memory it may write.
@@ -535,8 +616,8 @@ impl Drop for FileQueue {
 mod tests {
     use super::super::pipe;
     use super::*;
+    use crate::is_path_completion;
     use mpio_core::io::Buffer;
-    use std::os::fd::FromRawFd;
 
     /// What a FUA I/O puts in the kernel: a write goes as one write (its
     /// `RWF_DSYNC` is not visible in an entry's Debug form), a discard or
@@ -545,7 +626,7 @@ mod tests {
     #[test]
     fn a_fua_discard_or_write_zeroes_is_synced_after_it() {
         let op_code = |in_flight: &mut InFlight, block_device: bool| {
-            let entry = format!("{:?}", entry_for(0, in_flight, block_device));
+            let entry = format!("{:?}", entry_for(types::Fixed(0), in_flight, block_device));
             entry
                 .split("op_code: ")
                 .nth(1)
@@ -612,100 +693,105 @@ mod tests {
             .all(|done| matches!(done.outcome, PathOutcome::Path(_))));
     }
 
-    /// A non-blocking eventfd to use as a waker, and its descriptor.
-    fn test_waker() -> (std::os::fd::OwnedFd, std::os::fd::RawFd) {
-        // SAFETY: eventfd has no preconditions; the result is checked.
-        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        assert!(raw >= 0, "eventfd: {}", std::io::Error::last_os_error());
-        // SAFETY: `raw` is a new descriptor that nothing else owns.
-        (unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) }, raw)
+    /// A ring lending `slots` fixed files, as a ublk thread's does.
+    fn lent_ring(slots: u32) -> (IoUring, RingShare) {
+        let ring = IoUring::new(16).expect("an io_uring");
+        let share = RingShare::lend(&ring, slots).expect("a sparse file table");
+        (ring, share)
     }
 
-    /// The count of eventfd `raw`, which this read resets (0 if unset).
-    fn taken_count(raw: std::os::fd::RawFd) -> u64 {
-        let mut value = [0u8; 8];
-        // SAFETY: `value` is 8 writable bytes; the fd is open.
-        let read = unsafe { libc::read(raw, value.as_mut_ptr().cast(), 8) };
-        if read == 8 {
-            u64::from_ne_bytes(value)
-        } else {
-            0
-        }
+    /// What the owning thread does each turn: puts the queue's entries on
+    /// its ring, enters it (waiting for `wait` completions), and delivers
+    /// what completed, with a completion of another path queue's among
+    /// them that the queue must leave.
+    fn turn(ring: &mut IoUring, queue: &mut FileQueue, wait: usize) -> Vec<(u64, i32)> {
+        queue.drain_entries(&mut |entry| {
+            // SAFETY: the entry's buffer stays in the queue until its
+            // completion is delivered back (the queue's contract).
+            unsafe { ring.submission().push(&entry) }.expect("room on the ring");
+        });
+        ring.submit_and_wait(wait).expect("io_uring_enter");
+        let mut completions: Vec<(u64, i32)> = ring
+            .completion()
+            .map(|entry| (entry.user_data(), entry.result()))
+            .collect();
+        assert!(completions
+            .iter()
+            .all(|&(data, _)| is_path_completion(data)));
+        completions.push((path_user_data(3, 0), 0));
+        queue.deliver(&mut completions);
+        completions
     }
 
-    /// A thread sleeping on the waker learns of a completion: the ring
-    /// signals it once the read the pipe held completes, not before.
+    /// On its thread's ring a queue only fills an outbox and settles what
+    /// the thread delivers: the thread may sleep on its ring while the
+    /// kernel holds the I/O, a completion that is not the queue's stays
+    /// with the thread, and a revoked path's next I/O fails in the kernel
+    /// (its fixed file points at nothing).
     #[test]
-    fn a_queue_opened_with_a_waker_signals_it_at_each_completion() {
-        let (waker, raw) = test_waker();
-        let count = || taken_count(raw);
+    fn a_queue_on_its_threads_ring_goes_through_the_exchange() {
+        let (mut ring, share) = lent_ring(4);
         let (read_end, write_end) = pipe();
         let path = Arc::new(FilePath::over(read_end, 1 << 20));
-        let mut queue = FileQueue::new(path, 4, Some(Waker(raw)));
-        assert_eq!(queue.rest(), Rest::OnWaker, "an empty queue");
+        let mut queue = FileQueue::new(Arc::clone(&path), 4, Some(share));
+        assert!(matches!(queue.ring, Ok(QueueRing::Shared(_))));
+        assert_eq!(queue.rest(), Rest::OnRing, "an empty queue");
         queue.submit(PathIo::read(7, 0, Buffer::zeroed(4096)), 0);
-        assert_eq!(queue.rest(), Rest::Ready, "the read is not submitted yet");
+        assert_eq!(queue.rest(), Rest::Ready, "the read is in the outbox");
+        let left = turn(&mut ring, &mut queue, 0);
+        assert_eq!(left, [(path_user_data(3, 0), 0)], "another queue's");
+        assert_eq!(queue.rest(), Rest::OnRing, "the read is with the kernel");
+        std::io::Write::write_all(&mut &write_end, &[9u8; 4096]).unwrap();
+        let left = turn(&mut ring, &mut queue, 1);
+        assert_eq!(left.len(), 1, "the read's completion was the queue's");
+        assert_eq!(queue.rest(), Rest::Ready, "a completion to settle");
         let mut done = Vec::new();
         queue.poll(0, &mut done);
-        assert!(done.is_empty());
-        assert_eq!(queue.rest(), Rest::OnWaker, "the read is with the kernel");
-        assert_eq!(count(), 0, "no completion yet");
-        std::io::Write::write_all(&mut &write_end, &[1u8; 4096]).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while count() == 0 {
-            assert!(Instant::now() < deadline, "the waker never fired");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        while done.is_empty() {
-            assert!(Instant::now() < deadline, "the read never completed");
-            queue.poll(0, &mut done);
-        }
-        assert_eq!(done[0].tag, 7);
-        drop(queue);
-        drop(waker);
-        let mut unwoken = FileQueue::new(Arc::new(FilePath::over(pipe().0, 1)), 1, None);
-        assert_eq!(unwoken.rest(), Rest::Poll, "a queue without a waker");
-    }
+        assert_eq!(done.len(), 1);
+        assert_eq!((done[0].tag, &done[0].outcome), (7, &PathOutcome::Ok));
+        assert!(done[0].buf.as_slice().iter().all(|&byte| byte == 9));
+        assert_eq!(queue.rest(), Rest::OnRing, "nothing held, nothing waiting");
 
-    /// The waker is armed only for a rest: a completion that comes while
-    /// the poller is awake does not signal it, and keeps the poller from
-    /// resting until it is reaped.
-    #[test]
-    fn completions_while_awake_leave_the_waker_alone() {
-        let (waker, raw) = test_waker();
-        let count = || taken_count(raw);
-        let (read_end, write_end) = pipe();
-        let path = Arc::new(FilePath::over(read_end, 1 << 20));
-        let mut queue = FileQueue::new(path, 4, Some(Waker(raw)));
-        // Data already there: the read completes within the poll that
-        // submits it.
-        std::io::Write::write_all(&mut &write_end, &[1u8; 4096]).unwrap();
-        queue.submit(PathIo::read(1, 0, Buffer::zeroed(4096)), 0);
-        let mut done = Vec::new();
-        queue.poll(0, &mut done);
-        assert_eq!(done.len(), 1, "the read completed in its poll");
-        assert_eq!(count(), 0, "a completion the poll reaped woke the waker");
-        // A read the kernel holds, completed while the poller is awake:
-        // its completion waits in the ring, unsignalled.
-        queue.submit(PathIo::read(2, 0, Buffer::zeroed(4096)), 0);
-        queue.poll(0, &mut done);
-        assert_eq!(done.len(), 1, "the second read waits for data");
-        std::io::Write::write_all(&mut &write_end, &[2u8; 4096]).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while queue.ring.as_mut().unwrap().completion().is_empty() {
-            assert!(Instant::now() < deadline, "the read never completed");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(count(), 0, "a completion while awake woke the waker");
-        assert_eq!(
-            queue.rest(),
-            Rest::Ready,
-            "a completion waits to be reaped: no rest"
-        );
+        path.revoke();
+        queue.submit(PathIo::read(8, 0, Buffer::zeroed(4096)), 0);
+        turn(&mut ring, &mut queue, 1);
         queue.poll(0, &mut done);
         assert_eq!(done.len(), 2);
-        assert_eq!(queue.rest(), Rest::OnWaker, "nothing held, nothing waiting");
-        drop(queue);
-        drop(waker);
+        assert_eq!(done[1].tag, 8);
+        assert!(
+            matches!(done[1].outcome, PathOutcome::Path(_)),
+            "{:?}",
+            done[1].outcome
+        );
+    }
+
+    /// A queue dropped while the kernel holds its I/O retires its slot of
+    /// the table (a late completion is never another queue's); one dropped
+    /// with nothing held gives it back; a queue finding no slot left gets
+    /// a ring of its own, which its thread polls.
+    #[test]
+    fn a_shared_rings_slots_are_retired_while_the_kernel_holds_io() {
+        let (mut ring, share) = lent_ring(2);
+        let (read_end, _write_end) = pipe();
+        let path = Arc::new(FilePath::over(read_end, 1 << 20));
+        let mut held = FileQueue::new(Arc::clone(&path), 4, Some(share.clone()));
+        held.submit(PathIo::read(1, 0, Buffer::zeroed(4096)), 0);
+        turn(&mut ring, &mut held, 0);
+        assert_eq!(held.in_kernel, 1, "the read waits in the kernel");
+        drop(held);
+        let idle = FileQueue::new(Arc::clone(&path), 4, Some(share.clone()));
+        assert!(matches!(idle.ring, Ok(QueueRing::Shared(_))));
+        let mut own = FileQueue::new(Arc::clone(&path), 4, Some(share.clone()));
+        assert!(
+            matches!(own.ring, Ok(QueueRing::Own(_))),
+            "the held queue's slot was handed out again"
+        );
+        assert_eq!(own.rest(), Rest::Poll, "a ring of its own is polled");
+        drop(idle);
+        let again = FileQueue::new(path, 4, Some(share));
+        assert!(
+            matches!(again.ring, Ok(QueueRing::Shared(_))),
+            "an idle queue's slot came back"
+        );
     }
 }
