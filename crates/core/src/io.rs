@@ -27,14 +27,18 @@ pub const BUFFER_ALIGN: usize = 4096;
 #[repr(C, align(4096))]
 struct Block([u8; BUFFER_ALIGN]);
 
-/// A data buffer aligned to [`BUFFER_ALIGN`], reusable across I/Os.
+/// A data buffer aligned to [`BUFFER_ALIGN`], reusable across I/Os; or
+/// the name of one that stays in the kernel ([`Buffer::kernel`]).
 ///
 /// # Invariants
-/// `len <= blocks.len() * BUFFER_ALIGN`.
+/// `len <= blocks.len() * BUFFER_ALIGN`, unless the buffer is a kernel
+/// one, which holds no blocks.
 #[derive(Clone)]
 pub struct Buffer {
     blocks: Vec<Block>,
     len: usize,
+    /// The index of the kernel buffer it names, if it names one.
+    kernel: Option<u16>,
 }
 
 impl Buffer {
@@ -44,6 +48,7 @@ impl Buffer {
         Buffer {
             blocks: vec![Block([0; BUFFER_ALIGN]); block_count],
             len,
+            kernel: None,
         }
     }
 
@@ -52,7 +57,27 @@ impl Buffer {
         Buffer {
             blocks: Vec::new(),
             len: 0,
+            kernel: None,
         }
+    }
+
+    /// The `len` bytes of a request's own pages, registered at `index`
+    /// of the submitting thread's io_uring buffer table (zero copy: a
+    /// ublk device's request). It has no bytes in mpio: only a transport
+    /// that names the kernel's buffer in its I/O (a file path on that
+    /// thread's ring) may take it, and [`Buffer::as_slice`] and
+    /// [`Buffer::as_mut_slice`] panic on it.
+    pub fn kernel(index: u16, len: usize) -> Self {
+        Buffer {
+            blocks: Vec::new(),
+            len,
+            kernel: Some(index),
+        }
+    }
+
+    /// The buffer table index of a [`Buffer::kernel`] buffer.
+    pub fn kernel_index(&self) -> Option<u16> {
+        self.kernel
     }
 
     /// Length in bytes.
@@ -80,19 +105,30 @@ impl Buffer {
     }
 
     /// The bytes.
+    ///
+    /// # Panics
+    /// On a [`Buffer::kernel`] buffer, whose bytes are not here.
     pub fn as_slice(&self) -> &[u8] {
+        assert!(self.kernel.is_none(), "a kernel buffer has no bytes here");
         &bytemuck::cast_slice::<Block, u8>(&self.blocks)[..self.len]
     }
 
     /// The bytes, writable.
+    ///
+    /// # Panics
+    /// On a [`Buffer::kernel`] buffer, whose bytes are not here.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        assert!(self.kernel.is_none(), "a kernel buffer has no bytes here");
         &mut bytemuck::cast_slice_mut::<Block, u8>(&mut self.blocks)[..self.len]
     }
 }
 
 impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Buffer").field("len", &self.len).finish()
+        f.debug_struct("Buffer")
+            .field("len", &self.len)
+            .field("kernel", &self.kernel)
+            .finish()
     }
 }
 

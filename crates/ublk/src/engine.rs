@@ -17,6 +17,7 @@
 //! Dropping the engine stops the devices it still serves (not those it
 //! released), then ends its threads.
 
+use crate::buffers::BufferRange;
 use crate::control::Control;
 use crate::keeper::{server_runs, ServerLock};
 use crate::params::{limits_of, params_for};
@@ -28,7 +29,7 @@ use crate::UblkError;
 use mpio_io_loop::{Heartbeat, HostedLoop};
 use mpio_transport::host::host_topology;
 use mpio_transport::limits::Limits;
-use mpio_transport::{clock::now_ns, lock, DeviceSlot};
+use mpio_transport::{clock::now_ns, lock, DeviceSlot, PathHandle};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -104,15 +105,25 @@ impl UblkDevice {
         self.limits
     }
 
-    /// How its data moves between the kernel and mpio: `get-data copy`
-    /// (a write's data is copied in once its buffer is given, a read's
-    /// out at commit).
+    /// How its data moves between the kernel and mpio: `zero copy` (the
+    /// paths read into and write from the request's own pages, which the
+    /// kernel registers in the thread's ring) or `get-data copy` (a
+    /// write's data is copied in once its buffer is given, a read's out
+    /// at commit).
     pub fn data_mode(&self) -> &'static str {
-        if self.flags & uapi::F_NEED_GET_DATA != 0 {
+        if self.flags & uapi::F_AUTO_BUF_REG != 0 {
+            "zero copy"
+        } else if self.flags & uapi::F_NEED_GET_DATA != 0 {
             "get-data copy"
         } else {
             "copy"
         }
+    }
+
+    /// It moves data by zero copy: every path of its map must be a file
+    /// or block device.
+    pub fn is_zero_copy(&self) -> bool {
+        self.flags & uapi::F_AUTO_BUF_REG != 0
     }
 
     /// The optional kernel features serving it, in words: user recovery
@@ -203,7 +214,7 @@ impl Engine {
         let workers = run_cpus
             .iter()
             .enumerate()
-            .map(|(index, &run_cpu)| Worker::spawn(index, run_cpu, pinned))
+            .map(|(index, &run_cpu)| Worker::spawn(index, run_cpu, pinned, config.queue_depth))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Engine {
             workers,
@@ -297,21 +308,28 @@ impl Engine {
                 Err(error) => return Err(error),
             }
         }
+        // Zero copy where the kernel and the map allow and every thread
+        // has room in its buffer table; a copy otherwise.
+        let buffers = self.zero_copy_buffers(slot);
+        let data_flags = match buffers {
+            Some(_) => uapi::F_SUPPORT_ZERO_COPY | uapi::F_AUTO_BUF_REG,
+            None => uapi::F_NEED_GET_DATA,
+        };
         let info = control.add(DevInfo {
             nr_hw_queues: self.workers.len() as u16,
             queue_depth: self.config.queue_depth,
             max_io_buf_bytes: self.config.max_io_bytes,
             dev_id: options.id.unwrap_or(u32::MAX),
             flags: uapi::F_CMD_IOCTL_ENCODE
-                | uapi::F_NEED_GET_DATA
+                | data_flags
                 | uapi::F_USER_RECOVERY
                 | uapi::F_USER_RECOVERY_REISSUE,
             ..DevInfo::default()
         })?;
         let id = info.dev_id;
-        let started = control
-            .set_params(id, &params)
-            .and_then(|()| self.serve_queues(&mut control, &info, slot))
+        let started = data_mode_kept(&info, data_flags)
+            .and_then(|()| control.set_params(id, &params))
+            .and_then(|()| self.serve_queues(&mut control, &info, slot, buffers))
             .and_then(|device| control.start(id).map(|()| device));
         match started {
             Ok(device) => {
@@ -342,10 +360,23 @@ impl Engine {
     ) -> Result<UblkDevice, UblkError> {
         let id = info.dev_id;
         let refuse = |reason: String| Err(UblkError::Recovery { id, reason });
-        if info.flags & uapi::F_NEED_GET_DATA == 0 {
+        let buffers = if info.flags & uapi::F_AUTO_BUF_REG != 0 {
+            match self.zero_copy_buffers(slot) {
+                Some(buffers) => Some(buffers),
+                None => {
+                    return refuse(
+                        "it is zero copy, and this map or engine cannot be (a path that is \
+                         not a file or block device, or no room in the threads' buffer tables)"
+                            .into(),
+                    )
+                }
+            }
+        } else if info.flags & uapi::F_NEED_GET_DATA != 0 {
+            None
+        } else {
             // Its fetches would carry data into buffers sized for none.
             return refuse("it was not made by this version of mpio (no NEED_GET_DATA)".into());
-        }
+        };
         if usize::from(info.nr_hw_queues) != self.workers.len() {
             return refuse(format!(
                 "it has {} queues and this daemon {} I/O threads (one per CPU)",
@@ -377,7 +408,7 @@ impl Engine {
                 Err(error) => return Err(error),
             }
         }
-        let device = self.serve_queues(control, &info, slot)?;
+        let device = self.serve_queues(control, &info, slot, buffers)?;
         control.end_recovery(id)?;
         lock(&self.served).push(id);
         tracing::info!(
@@ -392,14 +423,27 @@ impl Engine {
         })
     }
 
+    /// A range of every thread's buffer table for a zero-copy device
+    /// serving `slot`'s map, if the kernel registers buffers itself
+    /// ([`uapi::F_AUTO_BUF_REG`]), every path of the map is a file or
+    /// block device ([`zero_copy_paths`]) and every thread has room.
+    fn zero_copy_buffers(&self, slot: &DeviceSlot) -> Option<Vec<BufferRange>> {
+        if self.features & uapi::F_AUTO_BUF_REG == 0 || !zero_copy_paths(&slot.current().1) {
+            return None;
+        }
+        self.workers.iter().map(Worker::buffer_range).collect()
+    }
+
     /// Opens device `info.dev_id`'s char device and has every thread
     /// serve the queue that gets its CPU's requests (as the kernel maps
-    /// them: [`assign_queues`]), its fetches with the kernel.
+    /// them: [`assign_queues`]), its fetches with the kernel; with
+    /// `buffers` (one range per thread) zero copy.
     fn serve_queues(
         &self,
         control: &mut Control,
         info: &DevInfo,
         slot: &Arc<DeviceSlot>,
+        buffers: Option<Vec<BufferRange>>,
     ) -> Result<Arc<SharedDevice>, UblkError> {
         let id = info.dev_id;
         let path = format!("/dev/ublkc{id}");
@@ -431,12 +475,14 @@ impl Engine {
             .collect::<Result<Vec<_>, _>>()?;
         let queues = assign_queues(&self.queue_cpus, &affinity);
         let (answer, answers) = mpsc::channel();
+        let mut buffers = buffers.map(Vec::into_iter);
         for (worker, &(queue, cpu)) in self.workers.iter().zip(&queues) {
             worker.send(Request::Serve {
                 device: Arc::clone(&device),
                 slot: Arc::clone(slot),
                 queue,
                 cpu,
+                buffers: buffers.as_mut().and_then(Iterator::next),
                 answer: answer.clone(),
             })?;
         }
@@ -666,6 +712,29 @@ fn settled_info(control: &mut Control, id: u32) -> Result<DevInfo, UblkError> {
 
 /// What every path of the map `slot` serves that is open or settled
 /// takes; `None` when none is.
+/// Whether a map of `paths` can be served by zero copy: every path a
+/// file or block device, whose I/O goes on the thread's ring where the
+/// request's pages are registered (an NBD or memory path needs the bytes
+/// in mpio). A reload of a zero-copy device must keep it so.
+pub(crate) fn zero_copy_paths(paths: &[PathHandle]) -> bool {
+    paths.iter().all(|path| matches!(path, PathHandle::File(_)))
+}
+
+/// The kernel kept the data mode asked for (`data_flags`): it drops
+/// flags it does not know rather than refuse them.
+fn data_mode_kept(info: &DevInfo, data_flags: u64) -> Result<(), UblkError> {
+    if info.flags & data_flags == data_flags {
+        Ok(())
+    } else {
+        Err(UblkError::Unservable {
+            reason: format!(
+                "the kernel made the device with flags {:#x}, without {:#x} asked for",
+                info.flags, data_flags
+            ),
+        })
+    }
+}
+
 fn known_limits(slot: &DeviceSlot) -> Option<Limits> {
     let (_, paths, _) = slot.current();
     mpio_transport::paths_limits(&paths)

@@ -15,15 +15,23 @@
 //! - `placement`: which CPU each thread runs on (a neighbour of the CPU
 //!   whose queue it serves, on the same NUMA node).
 //! - `queue`: one device's queue on one thread (request descriptors, tag
-//!   buffers, fetch and commit).
+//!   buffers, fetch and commit); `buffers`: each thread's table of
+//!   zero-copy buffers, a range of it per device queue.
 //!
-//! Data moves once each way: the kernel copies a write's data into the
-//! tag's buffer before handing the request over and a read's data out
-//! of it at commit; the buffer itself travels with the I/O through the
-//! map to the path, which reads into or writes from it.
+//! How data moves is chosen per device when it is made:
+//! - Zero copy, where the kernel offers `UBLK_F_AUTO_BUF_REG` (6.16+)
+//!   and every path of the map is a file or block device: the kernel
+//!   registers each read's or write's own pages in the thread's ring,
+//!   and the path's I/O, on that ring, reads into or writes from them
+//!   ([`mpio_core::io::Buffer::kernel`]); no byte is copied in mpio.
+//! - Otherwise a copy each way: the kernel copies a write's data into the
+//!   tag's buffer before handing the request over and a read's data out
+//!   of it at commit; the buffer itself travels with the I/O through the
+//!   map to the path, which reads into or writes from it.
 
 #![warn(unreachable_pub)]
 
+mod buffers;
 mod control;
 mod engine;
 mod error;

@@ -19,6 +19,18 @@
 //! device stopped: [`uapi::IO_RES_ABORT`]) ends the tag; when every tag
 //! has ended the queue is dropped, closing its share of the char device.
 //!
+//! # Zero copy
+//! A queue given a [`BufferRange`] serves a device made with
+//! [`uapi::F_AUTO_BUF_REG`]: each FETCH and COMMIT_AND_FETCH names the
+//! tag's slot of the thread's buffer table (its `addr`), and the kernel
+//! registers the tag's next read or write there before completing the
+//! fetch. The [`Io`] carries [`Buffer::kernel`] naming the slot instead
+//! of a buffer, a write needs no NEED_GET_DATA, and a commit gives no
+//! address; the kernel unregisters the slot at the commit, and completes
+//! the request once no path I/O still uses its pages. A tag that ends
+//! with a request's pages still registered has its slot emptied by the
+//! thread ([`ServedQueue::ended_buffers`]).
+//!
 //! # Release
 //! A released queue ([`ServedQueue::release`]) takes no new request: a
 //! request that arrives (or a write whose data arrives) stays with the
@@ -39,6 +51,7 @@
 
 #![allow(unsafe_code)]
 
+use crate::buffers::BufferRange;
 use crate::uapi::{self, IoCmd, IoDesc};
 use io_uring::{opcode, squeue, types};
 use mpio_core::io::{Buffer, Completion, Io, Op, SECTOR_SIZE};
@@ -91,6 +104,10 @@ pub(crate) struct ServedQueue {
     live_tags: usize,
     /// Takes no new request (see Release in the module docs).
     released: bool,
+    /// Its slots of the thread's buffer table: the device is zero copy.
+    buffers: Option<BufferRange>,
+    /// Slots of tags that ended since the thread last asked, to empty.
+    ended: Vec<u16>,
 }
 
 // SAFETY: the descriptor mapping is owned by this queue alone (it unmaps
@@ -122,7 +139,8 @@ pub(crate) fn slot_and_tag(user_data: u64) -> (usize, u16) {
 
 impl ServedQueue {
     /// Maps queue `queue_id`'s descriptors of `device` and gives each tag
-    /// a buffer; `map_queue` is this thread's queue on the map.
+    /// a buffer, or with `buffers` its slot of the thread's buffer table
+    /// (zero copy); `map_queue` is this thread's queue on the map.
     ///
     /// # Errors
     /// The mapping failed.
@@ -130,6 +148,7 @@ impl ServedQueue {
         device: Arc<SharedDevice>,
         queue_id: u16,
         map_queue: DeviceQueue,
+        buffers: Option<BufferRange>,
     ) -> std::io::Result<ServedQueue> {
         // SAFETY: sysconf has no preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
@@ -169,6 +188,8 @@ impl ServedQueue {
             map_queue,
             live_tags: depth,
             released: false,
+            buffers,
+            ended: Vec::new(),
             device,
         })
     }
@@ -181,7 +202,8 @@ impl ServedQueue {
     }
 
     /// Command `nr` for `tag`, with `result` (COMMIT) and the buffer
-    /// address `addr` (0: none).
+    /// address `addr` (0: none); a zero-copy queue's fetches name the
+    /// tag's buffer slot.
     fn command(&self, slot: usize, tag: u16, nr: u8, result: i32, addr: u64) -> squeue::Entry {
         let command = IoCmd {
             q_id: self.queue_id,
@@ -198,8 +220,14 @@ impl ServedQueue {
                 std::mem::size_of::<IoCmd>(),
             );
         }
+        let fetches = matches!(nr, uapi::IO_FETCH_REQ | uapi::IO_COMMIT_AND_FETCH_REQ);
+        let registration = match &self.buffers {
+            Some(buffers) if fetches => Some(uapi::auto_buf_reg(buffers.slot(tag))),
+            _ => None,
+        };
         opcode::UringCmd16::new(types::Fd(self.device.file.as_raw_fd()), uapi::io_op(nr))
             .cmd(bytes)
+            .addr(registration)
             .build()
             .user_data(user_data(slot, tag))
     }
@@ -222,6 +250,9 @@ impl ServedQueue {
             }
             if std::mem::replace(&mut self.tags[index].live, false) {
                 self.live_tags -= 1;
+                if let Some(buffers) = &self.buffers {
+                    self.ended.push(buffers.slot(tag));
+                }
             }
             return;
         }
@@ -248,6 +279,16 @@ impl ServedQueue {
             _ => return self.answer_at_once(tag, -libc::EINVAL),
         };
         let tag_state = &mut self.tags[index];
+        if let Some(buffers) = &self.buffers {
+            // The request's own pages, registered at the tag's slot.
+            tag_state.result = if transfers { len as i32 } else { 0 };
+            let buf = if transfers {
+                Buffer::kernel(buffers.slot(tag), len as usize)
+            } else {
+                Buffer::empty()
+            };
+            return self.submit(tag, op, &descriptor, len, buf, now_ns);
+        }
         if transfers && !tag_state.getting_data {
             let buffer = tag_state.buffer.as_mut().expect("the buffer is home");
             buffer.resize(len as usize);
@@ -268,6 +309,20 @@ impl ServedQueue {
         };
         // A read or write commits its byte count, anything else 0.
         tag_state.result = if transfers { len as i32 } else { 0 };
+        self.submit(tag, op, &descriptor, len, buf, now_ns);
+    }
+
+    /// Sends `tag`'s request (`op` of `len` bytes as `descriptor` says,
+    /// with `buf`) to the map, or keeps it until the map has room.
+    fn submit(
+        &mut self,
+        tag: u16,
+        op: Op,
+        descriptor: &IoDesc,
+        len: u32,
+        buf: Buffer,
+        now_ns: u64,
+    ) {
         let io = Io {
             user_data: u64::from(tag),
             op,
@@ -353,6 +408,18 @@ impl ServedQueue {
     /// does, for its paths' completions or the thread's bounded rest.
     pub(crate) fn rest(&mut self) -> Rest {
         self.map_queue.rest()
+    }
+
+    /// The buffer slots of tags that ended since the last call, which the
+    /// thread empties (see Zero copy in the module docs).
+    pub(crate) fn ended_buffers(&mut self) -> std::vec::Drain<'_, u16> {
+        self.ended.drain(..)
+    }
+
+    /// Its slots of the thread's buffer table (first, count), if it is
+    /// zero copy: emptied by the thread when the queue goes.
+    pub(crate) fn buffer_span(&self) -> Option<(u16, u16)> {
+        self.buffers.as_ref().map(BufferRange::span)
     }
 
     /// The device this queue serves.

@@ -16,6 +16,10 @@
 //! - A sparse table of [`FILE_SLOTS`] fixed files, lent with the ring to
 //!   the thread's file path queues ([`RingShare`]): their entries go on
 //!   this ring, their completions come back on it.
+//! - A sparse table of [`BUFFER_SLOTS`] buffers, where the kernel
+//!   registers a zero-copy device's requests (`buffers.rs`); a path's
+//!   read or write names the slot, and the kernel unregisters it at the
+//!   request's commit.
 //!
 //! # Memory the kernel writes
 //! An entry on the ring may name memory the kernel reads or writes until
@@ -36,6 +40,7 @@
 
 #![allow(unsafe_code)]
 
+use crate::buffers::BUFFER_SLOTS;
 use crate::UblkError;
 use io_uring::{cqueue, opcode, squeue, types, CompletionQueue, IoUring};
 use io_uring::{SubmissionQueue, Submitter};
@@ -67,6 +72,8 @@ pub(crate) struct Ring {
     /// The ring as its file paths borrow it; `None` if its table could
     /// not be registered (each path queue then has a ring of its own).
     share: Option<RingShare>,
+    /// It has its buffer table (for zero copy).
+    buffers: bool,
 }
 
 /// The submission side of a [`Ring`], while its completions are read.
@@ -115,12 +122,54 @@ impl Ring {
                 );
             })
             .ok();
+        // Zero copy needs both tables: the request's pages are named on
+        // this ring, by I/O that only a shared path queue puts here.
+        let buffers = share.is_some()
+            && ring
+                .submitter()
+                .register_buffers_sparse(BUFFER_SLOTS)
+                .map_err(|error| {
+                    tracing::warn!(
+                        "a ublk thread's ring has no buffer table ({error}): \
+                         its devices copy their data"
+                    );
+                })
+                .is_ok();
         Ok(Ring {
             ring,
             waker_count: Box::new(0),
             waker,
             share,
+            buffers,
         })
+    }
+
+    /// It has the buffer table zero copy needs.
+    pub(crate) fn has_buffers(&self) -> bool {
+        self.buffers
+    }
+
+    /// Empties buffer slots `first..first + count`: what the kernel
+    /// registered there (a request's pages) is let go, so the request
+    /// can complete once no path I/O still uses them.
+    pub(crate) fn clear_buffers(&mut self, first: u16, count: u16) {
+        let empty = vec![
+            libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            };
+            usize::from(count)
+        ];
+        // SAFETY: empty entries name no memory; the kernel drops what
+        // the slots held (the I/O using them holds its own reference).
+        let cleared = unsafe {
+            self.ring
+                .submitter()
+                .register_buffers_update(u32::from(first), &empty, None)
+        };
+        if let Err(error) = cleared {
+            panic!("ublk thread: emptying buffer slots {first}+{count} failed: {error}");
+        }
     }
 
     /// The ring as its file paths borrow it, if it lends its table.

@@ -36,6 +36,7 @@
 //! daemon (the binary's panic policy): a half-served device would hang
 //! its users' I/O, while a restarted daemon serves it again.
 
+use crate::buffers::{BufferRange, BufferRanges};
 use crate::hosted::{self, Hosted};
 use crate::queue::{slot_and_tag, ServedQueue, SharedDevice};
 use crate::ring::{Ring, HOSTED, WAKER};
@@ -60,6 +61,9 @@ pub(crate) enum Request {
         slot: Arc<DeviceSlot>,
         queue: u16,
         cpu: u32,
+        /// Its slots of the thread's buffer table, if the device is zero
+        /// copy.
+        buffers: Option<BufferRange>,
         answer: Sender<Result<(), String>>,
     },
     /// Release this thread's queue of device `device` (see Release in
@@ -103,18 +107,27 @@ pub(crate) struct Worker {
     requests: Sender<Request>,
     waker: Arc<File>,
     heartbeat: Arc<Heartbeat>,
+    /// Its ring's buffer table in ranges, if it has one (zero copy).
+    buffers: Option<Arc<BufferRanges>>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Worker {
     /// Starts thread `index`, which runs on `run_cpu`, pinned there if
-    /// `pin`, and serves the queues [`Request::Serve`] names.
+    /// `pin`, and serves the queues [`Request::Serve`] names, each of
+    /// `depth` tags.
     ///
     /// # Errors
     /// Its ring or its thread could not be made.
-    pub(crate) fn spawn(index: usize, run_cpu: u32, pin: bool) -> Result<Worker, UblkError> {
+    pub(crate) fn spawn(
+        index: usize,
+        run_cpu: u32,
+        pin: bool,
+        depth: u16,
+    ) -> Result<Worker, UblkError> {
         let ring = Ring::new()?;
         let waker = ring.waker_file();
+        let buffers = ring.has_buffers().then(|| BufferRanges::new(depth));
         let (sender, receiver) = mpsc::channel();
         let heartbeat = Arc::new(Heartbeat::default());
         let thread = Thread {
@@ -143,8 +156,15 @@ impl Worker {
             requests: sender,
             waker,
             heartbeat,
+            buffers,
             handle: Some(handle),
         })
+    }
+
+    /// A range of its buffer table for a zero-copy device's queue, if it
+    /// has a table and room left in it.
+    pub(crate) fn buffer_range(&self) -> Option<BufferRange> {
+        self.buffers.as_ref()?.take()
     }
 
     /// The CPU the thread runs on.
@@ -389,9 +409,10 @@ impl Thread {
                     slot,
                     queue,
                     cpu,
+                    buffers,
                     answer,
                 } => {
-                    let _ = answer.send(self.serve(device, &slot, queue, cpu));
+                    let _ = answer.send(self.serve(device, &slot, queue, cpu, buffers));
                 }
             }
         }
@@ -399,23 +420,40 @@ impl Thread {
     }
 
     /// Polls every queue at `now` (each commits what its map answered)
-    /// and lets go of those that finished; true if any answered.
+    /// and lets go of those that finished, their buffer slots emptied;
+    /// empties the slots of tags that ended; true if any answered.
     fn poll_queues(&mut self, now: u64) -> bool {
         let mut answered = false;
-        let (mut submissions, _) = self.ring.split();
-        let path_done = &mut self.path_done;
-        for (slot, entry) in self.served.iter_mut().enumerate() {
+        let mut finished = false;
+        {
+            let (mut submissions, _) = self.ring.split();
+            let path_done = &mut self.path_done;
+            for (slot, entry) in self.served.iter_mut().enumerate() {
+                let Some(served) = entry else { continue };
+                answered |= served.poll(slot, now, path_done, &mut |command| {
+                    submissions.push(&command);
+                }) > 0;
+                finished |= served.is_finished();
+            }
+            // What no queue took belongs to a path queue that is gone
+            // (its slot retired): nothing waits for it.
+            path_done.clear();
+        }
+        for entry in &mut self.served {
             let Some(served) = entry else { continue };
-            answered |= served.poll(slot, now, path_done, &mut |command| {
-                submissions.push(&command);
-            }) > 0;
-            if served.is_finished() {
+            // A request whose pages stay registered never completes: a
+            // tag that ended lets go of its slot now, a queue that is
+            // gone of all of them.
+            for index in served.ended_buffers() {
+                self.ring.clear_buffers(index, 1);
+            }
+            if finished && served.is_finished() {
+                if let Some((first, count)) = served.buffer_span() {
+                    self.ring.clear_buffers(first, count);
+                }
                 *entry = None;
             }
         }
-        // What no queue took belongs to a path queue that is gone (its
-        // slot retired): nothing waits for it.
-        path_done.clear();
         answered
     }
 
@@ -474,11 +512,12 @@ impl Thread {
         slot: &Arc<DeviceSlot>,
         queue_id: u16,
         cpu: u32,
+        buffers: Option<BufferRange>,
     ) -> Result<(), String> {
         let id = device.id;
         let depth = usize::from(device.depth);
         let map_queue = device_queue_on(slot, depth, cpu, self.ring.share());
-        let new = ServedQueue::new(device, queue_id, map_queue)
+        let new = ServedQueue::new(device, queue_id, map_queue, buffers)
             .map_err(|error| format!("mapping queue {queue_id} of /dev/ublkc{id}: {error}"))?;
         let index = self
             .served

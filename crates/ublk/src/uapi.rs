@@ -68,8 +68,11 @@ pub(crate) const CMD_BUF_OFFSET: i64 = 0;
 /// `q * MAX_QUEUE_DEPTH * size_of::<IoDesc>()`, rounded up to a page.
 pub(crate) const MAX_QUEUE_DEPTH: usize = 4096;
 
-/// Device flags (`ublksrv_ctrl_dev_info::flags`): a write's buffer is
-/// asked for when the write arrives, not given in advance at fetch.
+/// Device flags (`ublksrv_ctrl_dev_info::flags`): the request's own
+/// pages may be registered as an io_uring buffer (zero copy).
+pub(crate) const F_SUPPORT_ZERO_COPY: u64 = 1 << 0;
+/// A write's buffer is asked for when the write arrives, not given in
+/// advance at fetch.
 pub(crate) const F_NEED_GET_DATA: u64 = 1 << 2;
 /// Keep the disk when the server dies, its I/O waiting for a new one.
 pub(crate) const F_USER_RECOVERY: u64 = 1 << 3;
@@ -79,8 +82,20 @@ pub(crate) const F_USER_RECOVERY_REISSUE: u64 = 1 << 4;
 pub(crate) const F_CMD_IOCTL_ENCODE: u64 = 1 << 6;
 /// Driver feature: [`CMD_UPDATE_SIZE`] resizes a live device (6.16+).
 pub(crate) const F_UPDATE_SIZE: u64 = 1 << 10;
+/// The kernel registers each read's or write's pages in the fetching
+/// ring's buffer table, at the index the fetch names
+/// ([`auto_buf_reg`]), and unregisters them at the commit (6.16+).
+pub(crate) const F_AUTO_BUF_REG: u64 = 1 << 11;
 /// Driver feature: [`CMD_TRY_STOP_DEV`] (7.0+).
 pub(crate) const F_SAFE_STOP_DEV: u64 = 1 << 17;
+
+/// The submission entry's `addr` of a FETCH or COMMIT_AND_FETCH on a
+/// device with [`F_AUTO_BUF_REG`]: `struct ublk_auto_buf_reg` with the
+/// buffer table's `index` for the tag's next request, no flags (no
+/// fallback: the index is the tag's own, never taken by another).
+pub(crate) fn auto_buf_reg(index: u16) -> u64 {
+    u64::from(index)
+}
 
 /// Request operations (`op_flags & 0xff`).
 pub(crate) const IO_OP_READ: u8 = 0;

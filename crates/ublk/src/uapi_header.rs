@@ -89,7 +89,9 @@ fn constants() -> Vec<(&'static str, i64)> {
         ("UBLK_IO_RES_ABORT", i64::from(IO_RES_ABORT)),
         ("UBLKSRV_CMD_BUF_OFFSET", CMD_BUF_OFFSET),
         ("UBLK_MAX_QUEUE_DEPTH", MAX_QUEUE_DEPTH as i64),
+        ("UBLK_F_SUPPORT_ZERO_COPY", F_SUPPORT_ZERO_COPY as i64),
         ("UBLK_F_NEED_GET_DATA", F_NEED_GET_DATA as i64),
+        ("UBLK_F_AUTO_BUF_REG", F_AUTO_BUF_REG as i64),
         ("UBLK_F_USER_RECOVERY", F_USER_RECOVERY as i64),
         (
             "UBLK_F_USER_RECOVERY_REISSUE",

@@ -21,6 +21,7 @@ use crate::running::RunningMap;
 use mpio_core::table::Table;
 use mpio_transport::limits::Limits;
 use mpio_transport::lock;
+use mpio_transport::uri::Endpoint;
 use std::sync::Arc;
 
 /// Where a map's new config came from.
@@ -180,7 +181,40 @@ pub(super) fn reload_notes(
     if kind != Source::Resize {
         check_size(running, new_config)?;
     }
+    check_zero_copy(running, new_config)?;
     Ok(notes)
+}
+
+/// Refuses `new_config` if a zero-copy ublk device serves the map and a
+/// path of the new table is not a file or block device: the request's
+/// pages are registered in the kernel, and only a file path's I/O can
+/// name them (`mpio_ublk::zero_copy_paths`).
+fn check_zero_copy(running: &RunningMap, new_config: &MapConfig) -> Result<(), String> {
+    let Some(ublk) = running
+        .ublk_devices
+        .iter()
+        .find(|ublk| ublk.device.is_zero_copy())
+    else {
+        return Ok(());
+    };
+    let name = &running.config.name;
+    let paths = new_config
+        .table
+        .groups
+        .iter()
+        .flat_map(|group| &group.paths);
+    for path in paths {
+        let uri = new_config.uri_of(&path.name);
+        if !matches!(Endpoint::parse(uri), Ok(Endpoint::File { .. })) {
+            return Err(format!(
+                "map {name:?}: {} moves data by zero copy, and path {:?} ({uri}) is not a file \
+                 or block device; the map keeps its table",
+                ublk.device.path(),
+                path.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses `new_config` if its size is not the map's while an export or

@@ -83,7 +83,15 @@ fn resize_grows_the_ublk_device_where_the_kernel_can() {
     let topology = daemon.json(&["show", "topology", "m"]);
     let ublk = &topology[0]["ublk"][0];
     assert_eq!(ublk["device"], DEVICE, "{topology}");
-    assert_eq!(ublk["data_mode"], "get-data copy", "{topology}");
+    // Zero copy where the kernel registers the requests' pages itself
+    // (UBLK_F_AUTO_BUF_REG, 6.16): both paths are files.
+    let zero_copy = kernel_at_least(6, 16);
+    let mode = if zero_copy {
+        "zero copy"
+    } else {
+        "get-data copy"
+    };
+    assert_eq!(ublk["data_mode"], mode, "{topology}");
     let features = ublk["features"].to_string();
     assert!(features.contains("user recovery"), "{features}");
     assert_eq!(
@@ -98,7 +106,7 @@ fn resize_grows_the_ublk_device_where_the_kernel_can() {
     );
     let text = daemon.ok(&["show", "topology", "m"]);
     assert!(
-        text.contains("ublk /dev/ublkb1017: get-data copy; user recovery"),
+        text.contains(&format!("ublk /dev/ublkb1017: {mode}; user recovery")),
         "{text}"
     );
 
@@ -159,6 +167,18 @@ fn resize_grows_the_ublk_device_where_the_kernel_can() {
         "{refused}"
     );
     assert_eq!(table_sectors(&daemon), sectors, "the map keeps its table");
+    // A zero-copy device's paths stay files: a memory path could not
+    // reach the request's pages.
+    let memory = format!("0 {sectors} multipath 0 0 1 1 round-robin 0 1 1 memory:disk#port 1");
+    if zero_copy {
+        let refused = daemon.error(&["reload", "m", &memory]);
+        assert!(
+            refused.contains("/dev/ublkb1017 moves data by zero copy")
+                && refused.contains("memory:disk#port"),
+            "{refused}"
+        );
+        assert_eq!(table_sectors(&daemon), sectors, "the map keeps its table");
+    }
     let removed = daemon.ok(&["remove", "m"]);
     assert!(removed.contains("/dev/ublkb1017 removed"), "{removed}");
     wait_until("the device goes", LIMIT, || !Path::new(DEVICE).exists());

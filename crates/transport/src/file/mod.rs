@@ -55,6 +55,7 @@
 //! | `ENOSPC`, `EDQUOT` | `NOSPC` | target error (no space) | same (ENOSPC) |
 //! | `EOPNOTSUPP`, `EROFS`, `EPERM`, `EACCES` | `NOTSUPP` | target error (not supported) | same (EOPNOTSUPP) |
 //! | `EINVAL` | the request is malformed | target error (invalid) | same (EINVAL) |
+//! | `EFAULT` | the request's memory is gone (a zero-copy request whose tag ended) | target error (invalid) | same (EINVAL) |
 //! | `EFBIG`, `EOVERFLOW` | beyond the file | target error (out of range) | same (EINVAL) |
 //!
 //! `EAGAIN` and `EINTR` are first resubmitted by the ring itself a few
@@ -447,7 +448,9 @@ pub(crate) fn classify_errno(errno: i32) -> PathOutcome {
         libc::ENOSPC | libc::EDQUOT => PathOutcome::Target(TargetError::NoSpace),
         libc::ENODATA | libc::EREMOTEIO => PathOutcome::Target(TargetError::Medium),
         libc::EILSEQ => PathOutcome::Target(TargetError::Protection),
-        libc::EINVAL => PathOutcome::Target(TargetError::Invalid),
+        // EFAULT: the I/O's memory is not there (a zero-copy request's
+        // pages the kernel already let go, its tag ended): the caller's.
+        libc::EINVAL | libc::EFAULT => PathOutcome::Target(TargetError::Invalid),
         libc::EFBIG | libc::EOVERFLOW => PathOutcome::Target(TargetError::OutOfRange),
         libc::EROFS | libc::EPERM | libc::EACCES => PathOutcome::Target(TargetError::NotSupported),
         libc::ENOMEM | libc::EBUSY | libc::EAGAIN | libc::EINTR => PathOutcome::Busy,

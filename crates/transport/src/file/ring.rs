@@ -452,21 +452,38 @@ fn entry_for(file: types::Fixed, in_flight: &mut InFlight, block_device: bool) -
         _ if in_flight.syncing => opcode::Fsync::new(file)
             .flags(types::FsyncFlags::DATASYNC)
             .build(),
-        Op::Read => {
-            let rest = &mut io.buf.as_mut_slice()[done as usize..];
-            opcode::Read::new(file, rest.as_mut_ptr(), remaining)
+        // A kernel buffer (a ublk request's pages in the ring's buffer
+        // table): the address is the offset into the request.
+        Op::Read => match io.buf.kernel_index() {
+            Some(index) => opcode::ReadFixed::new(file, done as usize as *mut u8, remaining, index)
                 .offset(offset)
-                .build()
-        }
+                .build(),
+            None => {
+                let rest = &mut io.buf.as_mut_slice()[done as usize..];
+                opcode::Read::new(file, rest.as_mut_ptr(), remaining)
+                    .offset(offset)
+                    .build()
+            }
+        },
         Op::Write => {
-            let rest = &io.buf.as_slice()[done as usize..];
             // FUA: the kernel returns once the data is durable (a FUA
             // write to the device under O_DIRECT).
             let flags = if io.fua { libc::RWF_DSYNC } else { 0 };
-            opcode::Write::new(file, rest.as_ptr(), remaining)
-                .offset(offset)
-                .rw_flags(flags)
-                .build()
+            match io.buf.kernel_index() {
+                Some(index) => {
+                    opcode::WriteFixed::new(file, done as usize as *const u8, remaining, index)
+                        .offset(offset)
+                        .rw_flags(flags)
+                        .build()
+                }
+                None => {
+                    let rest = &io.buf.as_slice()[done as usize..];
+                    opcode::Write::new(file, rest.as_ptr(), remaining)
+                        .offset(offset)
+                        .rw_flags(flags)
+                        .build()
+                }
+            }
         }
         Op::Flush => opcode::Fsync::new(file)
             .flags(types::FsyncFlags::DATASYNC)
@@ -499,9 +516,22 @@ impl PathQueue for FileQueue {
             // path not open is tried again (`late.rs`).
             self.path.open_later();
         }
-        if self.ring.is_err() {
-            self.complete_now(io, PathOutcome::Path(PathError::Transport));
-            return;
+        match &self.ring {
+            Err(_) => {
+                self.complete_now(io, PathOutcome::Path(PathError::Transport));
+                return;
+            }
+            Ok(QueueRing::Own(_)) if io.buf.kernel_index().is_some() => {
+                // The request's pages are registered in the thread's ring,
+                // which this queue could not share (its table was full).
+                tracing::error!(
+                    path = %self.path.path().display(),
+                    "a zero-copy request reached a path queue with a ring of its own: failed over"
+                );
+                self.complete_now(io, PathOutcome::Path(PathError::Transport));
+                return;
+            }
+            Ok(_) => {}
         }
         let data = matches!(io.op, Op::Read | Op::Write);
         if data && io.buf.len() < io.len as usize {
