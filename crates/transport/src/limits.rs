@@ -30,6 +30,10 @@ pub struct Limits {
     /// Completed writes may sit in a cache that a flush empties, so the
     /// device must pass flushes and FUA on.
     pub volatile_cache: bool,
+    /// A read's or write's memory starts at a multiple of this many bytes
+    /// (a power of two: the queue's `dma_alignment` + 1, `O_DIRECT`'s
+    /// memory alignment): what a zero-copy device hands its paths as is.
+    pub dma_alignment: u32,
 }
 
 impl Limits {
@@ -41,6 +45,7 @@ impl Limits {
         discard: true,
         write_zeroes: true,
         volatile_cache: false,
+        dma_alignment: 1,
     };
 
     /// What is assumed of storage whose limits cannot be read (sysfs
@@ -53,11 +58,12 @@ impl Limits {
         discard: false,
         write_zeroes: false,
         volatile_cache: true,
+        dma_alignment: 512,
     };
 
     /// What both `self`'s storage and `other`'s take: the larger blocks,
     /// the smaller I/O, an operation only if both do it, a cache if
-    /// either has one.
+    /// either has one, the stricter memory alignment.
     #[must_use]
     pub fn and(self, other: Limits) -> Limits {
         Limits {
@@ -67,6 +73,7 @@ impl Limits {
             discard: self.discard && other.discard,
             write_zeroes: self.write_zeroes && other.write_zeroes,
             volatile_cache: self.volatile_cache || other.volatile_cache,
+            dma_alignment: self.dma_alignment.max(other.dma_alignment),
         }
     }
 
@@ -94,6 +101,12 @@ impl Limits {
             return refuse(format!(
                 "the paths take I/O of at most {} bytes, the device sends up to {}",
                 paths.max_io_bytes, self.max_io_bytes
+            ));
+        }
+        if !self.dma_alignment.is_multiple_of(paths.dma_alignment) {
+            return refuse(format!(
+                "the paths take memory aligned to {} bytes, the device sends memory aligned to {}",
+                paths.dma_alignment, self.dma_alignment
             ));
         }
         if paths.volatile_cache && !self.volatile_cache {
@@ -156,6 +169,7 @@ mod tests {
             discard: false,
             write_zeroes: true,
             volatile_cache,
+            dma_alignment: 512,
         }
     }
 

@@ -125,7 +125,7 @@ impl Control {
     /// Any refusal.
     pub(crate) fn params(&mut self, id: u32) -> Result<Params, UblkError> {
         let mut params = Params {
-            len: uapi::PARAMS_LEN,
+            len: uapi::PARAMS_LEN_DMA,
             ..Params::default()
         };
         self.with_buffer("GET_PARAMS", uapi::CMD_GET_PARAMS, id, &mut params)?;

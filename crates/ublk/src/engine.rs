@@ -289,13 +289,16 @@ impl Engine {
         // device: the paths that open later must take what it sends.
         let known = known_limits(slot);
         let limits = known.unwrap_or(Limits::UNKNOWN);
-        let params = params_for(
-            &limits,
-            slot.map().size_bytes(),
-            self.config.max_io_bytes,
-            options.read_only,
-        )
-        .map_err(|reason| UblkError::Unservable { reason })?;
+        let params_of = |zero_copy| {
+            params_for(
+                &limits,
+                slot.map().size_bytes(),
+                self.config.max_io_bytes,
+                options.read_only,
+                zero_copy,
+            )
+        };
+        let copy_params = params_of(false).map_err(|reason| UblkError::Unservable { reason })?;
         let mut control = lock(&self.control);
         if let Some(id) = options.id {
             match settled_info(&mut control, id) {
@@ -308,9 +311,13 @@ impl Engine {
                 Err(error) => return Err(error),
             }
         }
-        // Zero copy where the kernel and the map allow and every thread
-        // has room in its buffer table; a copy otherwise.
-        let buffers = self.zero_copy_buffers(slot);
+        // Zero copy where the kernel and the map allow, every thread has
+        // room in its buffer table and the paths' memory alignment is one
+        // a device can ask; a copy otherwise.
+        let (buffers, params) = match self.zero_copy_buffers(slot).zip(params_of(true).ok()) {
+            Some((buffers, params)) => (Some(buffers), params),
+            None => (None, copy_params),
+        };
         let data_flags = match buffers {
             Some(_) => uapi::F_SUPPORT_ZERO_COPY | uapi::F_AUTO_BUF_REG,
             None => uapi::F_NEED_GET_DATA,

@@ -121,6 +121,8 @@ pub(crate) const ATTR_FUA: u32 = 1 << 3;
 pub(crate) const PARAM_TYPE_BASIC: u32 = 1 << 0;
 /// Discard and write-zeroes limits.
 pub(crate) const PARAM_TYPE_DISCARD: u32 = 1 << 1;
+/// Memory alignment.
+pub(crate) const PARAM_TYPE_DMA_ALIGN: u32 = 1 << 4;
 
 /// A control command's payload (the 80-byte command area of a 128-byte
 /// submission entry holds it).
@@ -243,12 +245,52 @@ pub struct ParamDiscard {
     pub reserved0: u16,
 }
 
-/// The parameters mpio sets (`ublk_params` up to its discard member;
-/// newer kernels read `len` and take what is there).
+/// The device numbers (`ublk_param_devt`): the kernel's to fill in.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub struct ParamDevt {
+    /// `/dev/ublkcN`'s major.
+    pub char_major: u32,
+    /// `/dev/ublkcN`'s minor.
+    pub char_minor: u32,
+    /// `/dev/ublkbN`'s major.
+    pub disk_major: u32,
+    /// `/dev/ublkbN`'s minor.
+    pub disk_minor: u32,
+}
+
+/// Zone limits (`ublk_param_zoned`): mpio's devices are not zoned.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub struct ParamZoned {
+    /// Most open zones.
+    pub max_open_zones: u32,
+    /// Most active zones.
+    pub max_active_zones: u32,
+    /// Largest zone append, sectors.
+    pub max_zone_append_sectors: u32,
+    /// Reserved.
+    pub reserved: [u8; 20],
+}
+
+/// Memory alignment (`ublk_param_dma_align`, 6.15+).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub struct ParamDmaAlign {
+    /// A read's or write's memory must start at a multiple of this + 1
+    /// (a mask: one less than a power of two, below a page).
+    pub alignment: u32,
+    /// Reserved.
+    pub pad: [u8; 4],
+}
+
+/// The parameters mpio sets (`ublk_params` up to its `dma` member; newer
+/// kernels read `len` and take what is there, older ones the members
+/// they know).
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub struct Params {
-    /// Bytes given: up to the end of `discard` (60), not the size.
+    /// Bytes given: [`PARAMS_LEN`] or [`PARAMS_LEN_DMA`], not the size.
     pub len: u32,
     /// `UBLK_PARAM_TYPE_*` present.
     pub types: u32,
@@ -256,14 +298,24 @@ pub struct Params {
     pub basic: ParamBasic,
     /// Discard limits.
     pub discard: ParamDiscard,
+    /// Device numbers (read only).
+    pub devt: ParamDevt,
+    /// Zone limits (unused).
+    pub zoned: ParamZoned,
+    /// Memory alignment (with [`PARAM_TYPE_DMA_ALIGN`]).
+    pub dma: ParamDmaAlign,
 }
 
-/// The bytes of [`Params`] the kernel is given: up to the end of its
-/// discard member. Its size rounds that up to its alignment, and in
-/// newer headers the 4 bytes of padding are where the next member
-/// begins.
+/// The bytes of [`Params`] a device without a memory alignment gives the
+/// kernel: up to the end of its discard member, which every kernel since
+/// 6.1 reads alike.
 pub(crate) const PARAMS_LEN: u32 =
     (std::mem::offset_of!(Params, discard) + std::mem::size_of::<ParamDiscard>()) as u32;
+/// The bytes of [`Params`] up to the end of its `dma` member: what a
+/// zero-copy device gives (a kernel with zero copy has the member) and
+/// what GET_PARAMS asks for (an older kernel gives what it has).
+pub(crate) const PARAMS_LEN_DMA: u32 =
+    (std::mem::offset_of!(Params, dma) + std::mem::size_of::<ParamDmaAlign>()) as u32;
 
 /// `_IOC(direction, 'u', nr, size)`, as the kernel's ioctl encoding.
 const fn ioctl(direction: u32, nr: u8, size: usize) -> u32 {

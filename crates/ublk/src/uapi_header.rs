@@ -15,17 +15,20 @@ use std::mem::{offset_of, size_of};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A struct's size and its fields' offsets as (C expression, Rust
+/// value) pairs.
+macro_rules! fields {
+    ($rust:ty, $c:literal: $($field:ident),*) => {
+        std::iter::once((concat!("sizeof(struct ", $c, ")"), size_of::<$rust>() as i64))
+            .chain([$((
+                concat!("offsetof(struct ", $c, ", ", stringify!($field), ")"),
+                offset_of!($rust, $field) as i64,
+            )),*])
+    };
+}
+
 /// (C expression, Rust value) pairs: sizes and offsets.
 fn layout() -> Vec<(&'static str, i64)> {
-    macro_rules! fields {
-        ($rust:ty, $c:literal: $($field:ident),*) => {
-            std::iter::once((concat!("sizeof(struct ", $c, ")"), size_of::<$rust>() as i64))
-                .chain([$((
-                    concat!("offsetof(struct ", $c, ", ", stringify!($field), ")"),
-                    offset_of!($rust, $field) as i64,
-                )),*])
-        };
-    }
     fields!(CtrlCmd, "ublksrv_ctrl_cmd": dev_id, queue_id, len, addr, data)
         .chain(fields!(DevInfo, "ublksrv_ctrl_dev_info":
             nr_hw_queues, queue_depth, state, max_io_buf_bytes, dev_id, ublksrv_pid, flags,
@@ -39,13 +42,43 @@ fn layout() -> Vec<(&'static str, i64)> {
             discard_alignment, discard_granularity, max_discard_sectors,
             max_write_zeroes_sectors, max_discard_segments))
         // mpio's `Params` is the header's first members (newer kernels
-        // add more after them): `len` says they end where `discard` ends.
+        // add more after them): each length says where its last ends.
         .chain(fields!(Params, "ublk_params": len, types, basic, discard).skip(1))
         .chain([(
             "offsetof(struct ublk_params, discard) + sizeof(struct ublk_param_discard)",
             i64::from(PARAMS_LEN),
         )])
         .collect()
+}
+
+/// (C expression, Rust value) pairs of what only a header with
+/// `UBLK_PARAM_TYPE_DMA_ALIGN` (6.15+) has, `ublk_params`' members up to
+/// `dma`: checked where it is there.
+fn dma_layout() -> Vec<(&'static str, i64)> {
+    fields!(ParamDevt, "ublk_param_devt":
+        char_major, char_minor, disk_major, disk_minor)
+    .chain(fields!(ParamZoned, "ublk_param_zoned":
+        max_open_zones, max_active_zones, max_zone_append_sectors, reserved))
+    .chain(fields!(ParamDmaAlign, "ublk_param_dma_align": alignment, pad))
+    .chain([
+        (
+            "offsetof(struct ublk_params, devt)",
+            offset_of!(Params, devt) as i64,
+        ),
+        (
+            "offsetof(struct ublk_params, zoned)",
+            offset_of!(Params, zoned) as i64,
+        ),
+        (
+            "offsetof(struct ublk_params, dma)",
+            offset_of!(Params, dma) as i64,
+        ),
+        (
+            "offsetof(struct ublk_params, dma) + sizeof(struct ublk_param_dma_align)",
+            i64::from(PARAMS_LEN_DMA),
+        ),
+    ])
+    .collect()
 }
 
 /// (macro, Rust value) pairs: every constant `uapi.rs` defines.
@@ -111,6 +144,7 @@ fn constants() -> Vec<(&'static str, i64)> {
         ("UBLK_ATTR_FUA", i64::from(ATTR_FUA)),
         ("UBLK_PARAM_TYPE_BASIC", i64::from(PARAM_TYPE_BASIC)),
         ("UBLK_PARAM_TYPE_DISCARD", i64::from(PARAM_TYPE_DISCARD)),
+        ("UBLK_PARAM_TYPE_DMA_ALIGN", i64::from(PARAM_TYPE_DMA_ALIGN)),
     ]
 }
 
@@ -124,7 +158,12 @@ fn header() -> (PathBuf, bool) {
 
 /// Builds and runs a C program printing, for each expression, its value
 /// (`#ifdef`-guarded for macros) or `absent`.
-fn evaluate(header: &Path, layout: &[(&str, i64)], constants: &[(&str, i64)]) -> Vec<String> {
+fn evaluate(
+    header: &Path,
+    layout: &[(&str, i64)],
+    dma_layout: &[(&str, i64)],
+    constants: &[(&str, i64)],
+) -> Vec<String> {
     let dir = std::env::temp_dir().join(format!("mpio-ublk-header-{}", std::process::id()));
     let include = dir.join("include/linux");
     std::fs::create_dir_all(&include).unwrap();
@@ -137,6 +176,12 @@ fn evaluate(header: &Path, layout: &[(&str, i64)], constants: &[(&str, i64)]) ->
     for (expression, _) in layout {
         program.push_str(&format!(
             "    printf(\"%lld\\n\", (long long)({expression}));\n"
+        ));
+    }
+    for (expression, _) in dma_layout {
+        program.push_str(&format!(
+            "#ifdef UBLK_PARAM_TYPE_DMA_ALIGN\n    printf(\"%lld\\n\", (long long)({expression}));\n\
+             #else\n    printf(\"absent\\n\");\n#endif\n"
         ));
     }
     for (name, _) in constants {
@@ -174,14 +219,18 @@ fn every_size_offset_and_constant_matches_the_kernel_header() {
         "{} is missing (Debian package linux-libc-dev)",
         header.display()
     );
-    let (layout, constants) = (layout(), constants());
-    let printed = evaluate(&header, &layout, &constants);
-    assert_eq!(printed.len(), layout.len() + constants.len());
+    let (layout, dma_layout, constants) = (layout(), dma_layout(), constants());
+    let printed = evaluate(&header, &layout, &dma_layout, &constants);
+    assert_eq!(
+        printed.len(),
+        layout.len() + dma_layout.len() + constants.len()
+    );
     for ((expression, rust), c) in layout.iter().zip(&printed) {
         assert_eq!(c.parse::<i64>().unwrap(), *rust, "{expression}");
     }
     let mut absent = Vec::new();
-    for ((name, rust), c) in constants.iter().zip(&printed[layout.len()..]) {
+    let guarded = dma_layout.iter().chain(&constants);
+    for ((name, rust), c) in guarded.zip(&printed[layout.len()..]) {
         match c.parse::<i64>() {
             Ok(value) => assert_eq!(value, *rust, "{name} in {}", header.display()),
             Err(_) => absent.push(*name),

@@ -9,6 +9,7 @@
 //! | discard | `discard_max_bytes` > 0 | hole punching (a hint where refused) |
 //! | write-zeroes | `write_zeroes_max_bytes` > 0 | `ZERO_RANGE` |
 //! | volatile cache | `write_cache` is `write back` | always: data reaches the disk at `fdatasync` |
+//! | memory alignment | `dma_alignment` + 1, else 512 | `O_DIRECT`'s memory alignment (`STATX_DIOALIGN`), else 512; 1 without `O_DIRECT` |
 //!
 //! A partition has no queue of its own: its disk's (`../queue`) holds.
 //! What cannot be read is taken at its most careful ([`Limits::UNKNOWN`]):
@@ -32,10 +33,10 @@ pub(super) fn limits_of(file: &File, direct: bool) -> Limits {
         let (major, minor) = (libc::major(metadata.rdev()), libc::minor(metadata.rdev()));
         block_device_limits(Path::new(&format!("/sys/dev/block/{major}:{minor}")))
     } else {
-        let logical_block = if direct {
-            dio_offset_align(file).unwrap_or(512)
+        let (logical_block, dma_alignment) = if direct {
+            dio_align(file).unwrap_or((512, 512))
         } else {
-            512
+            (512, 1)
         };
         let physical_block = u32::try_from(metadata.blksize()).unwrap_or(4096);
         Limits {
@@ -45,6 +46,7 @@ pub(super) fn limits_of(file: &File, direct: bool) -> Limits {
             discard: true,
             write_zeroes: true,
             volatile_cache: true,
+            dma_alignment,
         }
     }
 }
@@ -65,6 +67,10 @@ fn block_device_limits(device: &Path) -> Limits {
         block("physical_block_size").map_or(logical_block, |physical| physical.max(logical_block));
     let volatile_cache =
         read_word(&queue.join("write_cache")).is_none_or(|mode| mode != "write through");
+    let dma_alignment = number("dma_alignment")
+        .and_then(|mask| u32::try_from(mask + 1).ok())
+        .filter(|bytes| bytes.is_power_of_two())
+        .unwrap_or(Limits::UNKNOWN.dma_alignment);
     Limits {
         logical_block,
         physical_block,
@@ -72,6 +78,7 @@ fn block_device_limits(device: &Path) -> Limits {
         discard: number("discard_max_bytes").is_some_and(|bytes| bytes > 0),
         write_zeroes: number("write_zeroes_max_bytes").is_some_and(|bytes| bytes > 0),
         volatile_cache,
+        dma_alignment,
     }
 }
 
@@ -83,9 +90,9 @@ fn queue_dir(device: &Path) -> Option<PathBuf> {
         .find(|queue| queue.is_dir())
 }
 
-/// The alignment `O_DIRECT` asks of offsets in `file`, where the kernel
-/// says (Linux 6.1 and later).
-fn dio_offset_align(file: &File) -> Option<u32> {
+/// The alignments `O_DIRECT` asks of offsets in `file` and of memory,
+/// where the kernel says (Linux 6.1 and later).
+fn dio_align(file: &File) -> Option<(u32, u32)> {
     // SAFETY: all-zero is a valid `statx` (plain integers).
     let mut status: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: the descriptor is open, the empty path with AT_EMPTY_PATH
@@ -99,9 +106,12 @@ fn dio_offset_align(file: &File) -> Option<u32> {
             &mut status,
         )
     };
-    let align = status.stx_dio_offset_align;
-    (result == 0 && status.stx_mask & libc::STATX_DIOALIGN != 0 && align.is_power_of_two())
-        .then_some(align.max(512))
+    let (offset, memory) = (status.stx_dio_offset_align, status.stx_dio_mem_align);
+    (result == 0
+        && status.stx_mask & libc::STATX_DIOALIGN != 0
+        && offset.is_power_of_two()
+        && memory.is_power_of_two())
+    .then_some((offset.max(512), memory))
 }
 
 #[cfg(test)]
@@ -133,6 +143,7 @@ mod tests {
                 ("discard_max_bytes", "0\n"),
                 ("write_zeroes_max_bytes", "1048576\n"),
                 ("write_cache", "write through\n"),
+                ("dma_alignment", "3\n"),
             ],
         );
         let limits = block_device_limits(&device);
@@ -145,6 +156,7 @@ mod tests {
                 discard: false,
                 write_zeroes: true,
                 volatile_cache: false,
+                dma_alignment: 4,
             }
         );
         write(&device.join("queue"), "write_cache", "write back\n");

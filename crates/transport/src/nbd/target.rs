@@ -439,6 +439,8 @@ fn settled_limits(settled: &Settled) -> Limits {
         discard: settled.shared.flags & FLAG_SEND_TRIM != 0,
         write_zeroes: settled.shared.flags & FLAG_SEND_WRITE_ZEROES != 0,
         volatile_cache: settled.export.has(FLAG_SEND_FLUSH),
+        // The data crosses a socket from mpio's own buffers.
+        dma_alignment: 1,
     }
 }
 
