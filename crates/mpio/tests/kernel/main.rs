@@ -30,6 +30,7 @@ mod scsi;
 mod scsi_paths;
 mod soak;
 mod ublk;
+mod ublk_hang;
 mod ublk_latency;
 mod ublk_limits;
 mod ublk_remove;
