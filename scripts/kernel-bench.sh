@@ -21,10 +21,20 @@
 #                   commit): every mpio-* configuration runs again with it,
 #                   as base-*, in the same round, so the two compare in
 #                   one run
+#   PROFILE=0       1: after the rounds, one more pass over the same
+#                   configurations in which each fio run is sampled with
+#                   perf (cpu-clock, every CPU, kernel call chains) and
+#                   reported per thread and symbol; the reports go to
+#                   $KVM_CACHE/logs/profile-*.txt. The image then carries
+#                   perf (an image of its own: the usual one is kept)
+#   PROFILE_FREQ=1000  samples per second per CPU
+#   PROFILE_TOP=40  symbols listed per table
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/kernel-vm/host.sh
 
+profile=${PROFILE:-0}
+[ "$profile" = 1 ] && KVM_TOOLS="$KVM_TOOLS perf"
 kvm_install_host_packages
 cargo build --release -p mpio --locked --quiet
 kvm_prepare
@@ -47,9 +57,13 @@ CONFIGS='${CONFIGS:-*}'
 MPIO_SELECTORS='${MPIO_SELECTORS:-round-robin queue-length service-time}'
 NULLB_COMPLETION_NS=${NULLB_COMPLETION_NS:-0}
 PROGRAMS='$programs'
+PROFILE=$profile
+PROFILE_FREQ=${PROFILE_FREQ:-1000}
+PROFILE_TOP=${PROFILE_TOP:-40}
 CONF
 mkdir -p "$KVM_CACHE/logs"
-log=$KVM_CACHE/logs/bench-$KVM_KVER-$(date +%Y%m%d-%H%M%S)-$$.log
+run=$KVM_KVER-$(date +%Y%m%d-%H%M%S)-$$
+log=$KVM_CACHE/logs/bench-$run.log
 status=0
 kvm_boot "$overlay" "${MPIO_KVM_TIMEOUT:-5400}" "$log" > /dev/null || status=$?
 
@@ -76,5 +90,11 @@ grep -a '^RESULT|' "$log" | awk -F'|' '
         }
     }'
 grep -a '^NOTE|' "$log" | grep -v '|round ' | sed 's/^NOTE|/note: /' || true
+if [ "$profile" = 1 ]; then
+    # The guest prints each report line as PROFILE|<configuration>|<line>.
+    report=$KVM_CACHE/logs/profile-$run.txt
+    grep -a '^PROFILE|' "$log" | cut -d'|' -f2- > "$report" || true
+    echo "profiles: $report"
+fi
 echo "console log: $log"
 exit "$status"

@@ -4,7 +4,9 @@
 # vCPU, O_DIRECT, unless bench.conf says other) against raw null_blk
 # and each multipath stack over the same null_blk devices, in
 # interleaved rounds. Every sample is printed
-# as RESULT|<configuration>|<IOPS>; the host makes the table.
+# as RESULT|<configuration>|<IOPS>; the host makes the table. With
+# PROFILE=1 a last pass samples each configuration's fio run with perf
+# and prints the reports as PROFILE|<configuration>|<line>.
 #
 # Configurations:
 #   raw-nullb0               fio on /dev/nullb0
@@ -27,21 +29,142 @@ export DM_DISABLE_UDEV=1
 result() { echo "RESULT|$1|$2"; }
 note() { echo "NOTE|$*"; }
 
-# fio_iops DEVICE: the IOPS of one timed run (terse field 8: read IOPS).
+# fio_iops DEVICE [SECONDS]: the IOPS of one timed run of RUNTIME
+# seconds, or SECONDS (terse field 8: read IOPS).
 fio_iops() {
     fio --name=bench --filename="$1" --rw=randread --bs=4k --ioengine=libaio \
-        --iodepth="$IODEPTH" --numjobs="$FIO_JOBS" --direct=1 --time_based --runtime="$RUNTIME" \
+        --iodepth="$IODEPTH" --numjobs="$FIO_JOBS" --direct=1 --time_based --runtime="${2:-$RUNTIME}" \
         --ramp_time=1 --group_reporting --output-format=terse 2>/tmp/fio.err |
         awk -F';' '$1 == "3" {print $8}'
 }
 
+# PROFILE=1's pass: measure profiles instead (profile_run).
+PROFILING=
 measure() {   # measure CONFIGURATION DEVICE
+    if [ -n "$PROFILING" ]; then
+        profile_run "$1" "$2"
+        return
+    fi
     iops=$(fio_iops "$2")
     if [ -n "$iops" ]; then
         result "$1" "$iops"
     else
         note "$1: fio failed: $(head -c 300 /tmp/fio.err)"
     fi
+}
+
+# profile_run CONFIGURATION DEVICE: while fio runs on DEVICE, perf
+# samples every CPU (cpu-clock, a software event: TCG has no PMU) with
+# kernel call chains for RUNTIME seconds, from after fio's ramp to
+# before its end, so only the steady state is sampled. Then the reports,
+# each line printed as PROFILE|<configuration>|<line>, with sample counts
+# (a sample is 1/PROFILE_FREQ s of a CPU):
+#   - samples per thread name and object, and per CPU and thread name
+#     (which threads shared a CPU, and how long each CPU idled);
+#   - the top symbols per thread name;
+#   - for fio's threads and for mpio's I/O threads (mpio-ublk-N), the top
+#     symbols summed over the threads as shares of their samples, with
+#     their CPU time per I/O, and the symbols' inclusive shares (with
+#     what they call);
+#   - for each mpio-ublk-N, the kernel call chains to its symbols over 2 %.
+# perf report's --comms is used only with comm among the sort keys: it
+# filters merged entries, not samples, so with symbols alone a symbol
+# first seen in one thread would count every thread's samples or none.
+# User-space chains are not walked (neither fio nor mpio keeps frame
+# pointers): a user symbol stands alone. fio's IOPS under perf are noted:
+# what sampling costs, and the I/Os the samples are spread over.
+profile_run() {
+    name=$1
+    rm -f /tmp/perf.data
+    fio_iops "$2" $((RUNTIME + 3)) > /tmp/profile.iops &
+    fio_pid=$!
+    sleep 2
+    # -N -B: no build-id cache or build-id pass (reading every sample
+    # again after the run); the report resolves by path in this guest.
+    perf record -a -g -e cpu-clock -F "$PROFILE_FREQ" -N -B -q -o /tmp/perf.data \
+        -- sleep "$RUNTIME" 2> /tmp/perf.err
+    wait "$fio_pid"
+    profile_iops=$(cat /tmp/profile.iops)
+    if [ -z "$profile_iops" ]; then
+        note "$name: fio failed under perf: $(head -c 300 /tmp/fio.err)"
+        return
+    fi
+    if [ ! -s /tmp/perf.data ]; then
+        note "$name: perf recorded nothing: $(head -c 300 /tmp/perf.err)"
+        return
+    fi
+    note "$name: under perf, fio made $profile_iops IOPS"
+    profile_report -n --sort comm,sym -g none > /tmp/perf.symbols
+    {
+        echo "=== $name: ${RUNTIME} s at $PROFILE_FREQ Hz per CPU; fio made $profile_iops IOPS;" \
+            "clocksource $(cat $clocksource/current_clocksource)"
+        echo "=== $name: samples by thread name and object"
+        profile_report -n --sort comm,dso -g none --percent-limit 0.3 | grep -v '^$'
+        echo "=== $name: samples by CPU and thread name (swapper: idle)"
+        profile_report -n --sort cpu,comm -g none --percent-limit 0.3 | grep -v '^$'
+        echo "=== $name: top symbols by thread name ([k] kernel, [.] user)"
+        head -n "$PROFILE_TOP" /tmp/perf.symbols
+        for group in fio mpio-ublk; do
+            profile_group "$group"
+            profile_inclusive "$group"
+        done
+        for comm in $(awk '$3 ~ /^mpio-ublk/ {print $3}' /tmp/perf.symbols | sort -u); do
+            echo "=== $name: callers of $comm's symbols over 2 % of its samples" \
+                "(callee first; a branch's share is of its parent's, branches over 5 %)"
+            profile_report --comms "$comm" --percentage relative --sort comm,sym \
+                -g fractal,5,callee --percent-limit 2 --max-stack 12 | grep -v '^$' | head -n 300
+        done
+    } 2>&1 | sed "s/^/PROFILE|$name|/"
+    rm -f /tmp/perf.data /tmp/perf.symbols
+}
+profile_report() {   # profile_report OPTION...: perf report on /tmp/perf.data, plain text
+    perf report -i /tmp/perf.data --stdio --no-children -q "$@" 2>/dev/null
+}
+# profile_inclusive PREFIX: the same threads' symbols with what they
+# call (perf's children): which kernel paths the samples fall under.
+profile_inclusive() {
+    list=$(awk -v prefix="$1" 'index($3, prefix) == 1 {print $3}' /tmp/perf.symbols | sort -u |
+        tr '\n' ',' | sed 's/,$//')
+    [ -n "$list" ] || return 0
+    echo "=== inclusive shares (with callees) of $list's samples"
+    # Lines of inclusive share, own share, own samples, thread name (left
+    # out, under a "# comm:" heading, when one thread is filtered), [k]
+    # or [.], symbol; shares relative to the filtered threads', so summed
+    # over the threads. Bare addresses are left out: frames of a user
+    # stack walked without frame pointers, not callers.
+    profile_report --children -n --comms "$list" --percentage relative --sort comm,sym -g none |
+        awk '/^#/ { next }
+            {
+                share = $1 + 0
+                for (field = 1; field <= NF && $field != "[k]" && $field != "[.]"; field++) $field = ""
+                sub(/^ +/, "")
+                if ($0 != "" && $2 !~ /^0x/) shares[$0] += share
+            }
+            END { for (symbol in shares) printf "%8.2f%%  %s\n", shares[symbol], symbol }' |
+        sort -rn | head -n "$PROFILE_TOP"
+}
+# profile_group PREFIX: the symbols of the threads whose names begin
+# with PREFIX, their samples summed from /tmp/perf.symbols (lines of
+# share, samples, thread name, [k] or [.], symbol, which may hold
+# spaces), as shares of those threads' samples; the heading gives their
+# CPU time per I/O fio made while perf sampled.
+profile_group() {
+    awk -v prefix="$1" -v ios="$((profile_iops * RUNTIME))" -v frequency="$PROFILE_FREQ" '
+        index($3, prefix) == 1 {
+            comms[$3] = 1
+            count = $2; $1 = $2 = $3 = ""; sub(/^ +/, "")
+            samples[$0] += count; total += count
+        }
+        END {
+            if (!total) exit
+            for (comm in comms) list = list (list ? "," : "") comm
+            printf "=== top symbols of %s: %d samples (%s us of CPU per I/O), as shares of them\n", list, total,
+                ios ? sprintf("%.1f", total * 1000000 / frequency / ios) : "?"
+            for (symbol in samples) printf "%8.2f%% %8d  %s\n", 100 * samples[symbol] / total, samples[symbol], symbol
+        }' /tmp/perf.symbols | {
+        # The heading, then the symbols by share.
+        IFS= read -r heading && echo "$heading" && sort -rn | head -n "$PROFILE_TOP"
+    }
 }
 
 # NULLB_COMPLETION_NS: a completion latency (timer interrupt) instead of
@@ -63,6 +186,23 @@ modprobe ublk_drv
 # mpio's sockets: a directory only root may write (mpio refuses a control
 # socket where others could plant their own).
 mkdir -p -m 0700 /tmp/mpio
+# perf, for PROFILE=1: kernel addresses resolved (/proc/kallsyms shows
+# them only with kptr_restrict 0) and every event open to it. The note
+# names the string-copy features the kernel picks its copies by (rep
+# movsb inline with fsrm, rep_movs_alternative without): the TCG of
+# QEMU 7.2, the harness's, emulates a rep movsb a byte at a time, so the
+# choice weighs in a profile as it would not on hardware.
+# The clocksource weighs too: on the HPET (which some 7.3 boots were
+# seen to use) every clock_gettime is a system call and an emulated
+# device read. Each profile's heading names the one in use, and the
+# kernel's messages on the clocksources and the TSC end the pass.
+clocksource=/sys/devices/system/clocksource/clocksource0
+if [ "${PROFILE:-0}" = 1 ]; then
+    echo 0 > /proc/sys/kernel/kptr_restrict
+    echo -1 > /proc/sys/kernel/perf_event_paranoid
+    note "guest CPU $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1);" \
+        "copy features: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(erms|fsrm|fzrm|fsrs|fsrc)$' | tr '\n' ' ')"
+fi
 
 # dm-multipath: each selector's per-path arguments, counted (repeat_count,
 # and service-time's relative_throughput).
@@ -145,7 +285,7 @@ mpio_ublk_run() {   # mpio_ublk_run PROGRAM CONFIGURATION SELECTOR DEVICE...
         before=$(mpio_counters "$pid")
         measure "$name" /dev/ublkb0
         after=$(mpio_counters "$pid")
-        echo "$before $after" | awk -v name="$name" '{
+        echo "$before $after" | awk -v name="$name${PROFILING:+ under perf}" '{
             ios = $5 - $1
             if (ios > 0) printf "NOTE|%s: per I/O, mpio took %.2f context switches and %.1f us of CPU (%.1f user, %.1f kernel)\n",
                 name, ($6 - $2) / ios, ($7 + $8 - $3 - $4) * 10000 / ios, ($7 - $3) * 10000 / ios, ($8 - $4) * 10000 / ios }'
@@ -155,7 +295,7 @@ mpio_ublk_run() {   # mpio_ublk_run PROGRAM CONFIGURATION SELECTOR DEVICE...
     kill "$pid"; wait "$pid" 2>/dev/null
     # Each I/O thread logs its turns as it ends (the whole run, ramp
     # included): wake-ups per I/O, and how many they served at once.
-    grep -a 'ublk thread ended' /tmp/mpio.out | awk -v name="$name" -v ios="$(echo "$before $after" | awk '{print $5 - $1}')" '
+    grep -a 'ublk thread ended' /tmp/mpio.out | awk -v name="$name${PROFILING:+ under perf}" -v ios="$(echo "$before $after" | awk '{print $5 - $1}')" '
         { for (i = 1; i <= NF; i++) { split($i, pair, "="); if (pair[2] != "") sum[pair[1]] += pair[2] } }
         END {
             turns = sum["idle"] + sum["rests"] + sum["ready"] + sum["spins"] + sum["busy_waits"]
@@ -194,9 +334,8 @@ wanted() {       # wanted CONFIGURATION: does it match a pattern of $CONFIGS?
 # Unrecorded warm-up: TCG translates each new code path on first use.
 fio_iops /dev/nullb0 > /dev/null
 
-round=1
-while [ $round -le "$ROUNDS" ]; do
-    note "round $round of $ROUNDS"
+# Every wanted configuration once, in a round's order.
+run_configurations() {
     wanted raw-nullb0 && measure raw-nullb0 /dev/nullb0
     for selector in service-time queue-length round-robin; do
         wanted "dm-mp-1p-$selector" && dm_run "dm-mp-1p-$selector" 0 "$selector" /dev/nullb0
@@ -218,5 +357,19 @@ while [ $round -le "$ROUNDS" ]; do
             done
         done
     done
+}
+
+round=1
+while [ $round -le "$ROUNDS" ]; do
+    note "round $round of $ROUNDS"
+    run_configurations
     round=$((round + 1))
 done
+if [ "${PROFILE:-0}" = 1 ]; then
+    note "round profile: each configuration once more, under perf"
+    PROFILING=1
+    run_configurations
+    dmesg | grep -i -E 'clocksource|tsc' | while IFS= read -r line; do note "kernel: $line"; done
+fi
+# A configuration that failed said so in a NOTE; the run itself succeeded.
+exit 0

@@ -54,18 +54,22 @@ KVM_MODULES="ublk_drv null_blk nbd configfs
     ext4 crc32c_generic"
 
 # The user-space tools the guest runs, copied with their libraries
-# (busybox provides the rest: sh, mount, modprobe, mknod, ...).
+# (busybox provides the rest: sh, mount, modprobe, mknod, ...). A caller
+# may add to the list before kvm_prepare (kernel-bench.sh's PROFILE=1
+# adds perf); the list is part of the image's cache key, so such an
+# image is built beside the usual one and never replaces it.
 KVM_TOOLS="fio dmsetup nvme mke2fs e2fsck blkdiscard nbd-client nbdkit"
 # nbdkit's plugins the tests use as NBD paths.
 KVM_NBDKIT_PLUGINS="memory file"
 
 kvm_log() { printf '[kernel-vm] %s\n' "$*" >&2; }
 
-# Debian packages for the tools above, busybox-static, and what builds
-# the image. Only missing ones are installed.
+# Debian packages for the tools above (linux-perf: perf, for
+# kernel-bench.sh's PROFILE=1), busybox-static, and what builds the
+# image. Only missing ones are installed.
 kvm_install_host_packages() {
     local wanted=(busybox-static fio dmsetup nvme-cli e2fsprogs util-linux nbd-client nbdkit
-                  cpio kmod xz-utils zstd binutils) missing=() package
+                  linux-perf cpio kmod xz-utils zstd binutils) missing=() package
     for package in "${wanted[@]}"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
     done
@@ -248,7 +252,8 @@ kvm_fetch_qemu() {
 
 # Sets KVM_BASE: the base initramfs for KVM_KVER, rebuilt only when its
 # inputs change (the build script, the module list, the tools' package
-# versions, the kernel). Each kernel's images live in a directory of
+# versions, the kernel). perf's package version counts only in an image
+# that carries perf: the usual image's key stays as it was without it. Each kernel's images live in a directory of
 # their own, images/<version>/, named by a hash of those inputs. Each
 # use touches the image; images of other inputs are removed once unused
 # for a day, so a run of another checkout with other inputs (which
@@ -259,6 +264,7 @@ kvm_build_base_image() {
         sha256sum "$KVM_DIR/build-image.sh"
         echo "$KVM_KVER" "$KVM_MODULES" "$KVM_TOOLS" "$KVM_NBDKIT_PLUGINS"
         dpkg-query -W busybox-static fio dmsetup nvme-cli e2fsprogs util-linux nbd-client nbdkit libc6
+        case " $KVM_TOOLS " in *" perf "*) dpkg-query -W linux-perf ;; esac
     } | sha256sum | cut -c1-16)
     dir=$KVM_CACHE/images/$KVM_KVER
     KVM_BASE=$dir/base-$stamp.cpio.gz
