@@ -14,6 +14,8 @@
 #   CONFIGS='*'     configurations to run, as shell patterns
 #   MPIO_SELECTORS='round-robin queue-length service-time'  mpio's two-path runs
 #   NULLB_COMPLETION_NS=0   null_blk completes at once; N > 0: after N ns
+#   RW=randread     fio's --rw (read: sequential)
+#   BS=4k           fio's --bs (64k with RW=read: the large-request run)
 #   IODEPTH=32      fio's queue depth per job
 #   NUMJOBS=<vCPUs> fio jobs (IODEPTH=1 NUMJOBS=1: one request at a time,
 #                   so IOPS = 1 / latency)
@@ -50,6 +52,8 @@ install -D -m 755 scripts/kernel-vm/guest-bench.sh "$overlay/kvm/run"
 cat > "$overlay/kvm/bench.conf" <<CONF
 JOBS=$KVM_CPUS
 FIO_JOBS=${NUMJOBS:-$KVM_CPUS}
+RW=${RW:-randread}
+BS=${BS:-4k}
 IODEPTH=${IODEPTH:-32}
 ROUNDS=${ROUNDS:-3}
 RUNTIME=${RUNTIME:-5}
@@ -69,7 +73,7 @@ kvm_boot "$overlay" "${MPIO_KVM_TIMEOUT:-5400}" "$log" > /dev/null || status=$?
 
 echo
 echo "kernel $KVM_KERNEL_LABEL under $(kvm_accel), $KVM_CPUS vCPUs, $KVM_MEM; host $(nproc) CPUs; $(date -u +%Y-%m-%d)"
-echo "fio randread 4k libaio iodepth=${IODEPTH:-32} numjobs=${NUMJOBS:-$KVM_CPUS} direct=1, ${RUNTIME:-5} s per sample, ${ROUNDS:-3} interleaved rounds"
+echo "fio ${RW:-randread} ${BS:-4k} libaio iodepth=${IODEPTH:-32} numjobs=${NUMJOBS:-$KVM_CPUS} direct=1, ${RUNTIME:-5} s per sample, ${ROUNDS:-3} interleaved rounds"
 [ "${NULLB_COMPLETION_NS:-0}" -gt 0 ] && echo "null_blk completes each I/O after ${NULLB_COMPLETION_NS} ns (timer)"
 [ "$(kvm_accel)" = tcg ] && echo "TCG emulation: absolute IOPS mean nothing; compare only ratios measured in this run."
 echo

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The kernel test VM's payload for scripts/kernel-bench.sh: the seed
 # benchmark (fio libaio 4k random read, queue depth 32, one job per
-# vCPU, O_DIRECT, unless bench.conf says other) against raw null_blk
+# vCPU, O_DIRECT, unless bench.conf's RW, BS, IODEPTH and FIO_JOBS say
+# other) against raw null_blk
 # and each multipath stack over the same null_blk devices, in
 # interleaved rounds. Every sample is printed
 # as RESULT|<configuration>|<IOPS>; the host makes the table. With
@@ -16,6 +17,7 @@
 #   nvme-loop-1path          NVMe native multipath over nvmet's loop transport
 #   nvme-loop-2p-<iopolicy>  two controllers to one namespace (numa, round-robin, queue-depth)
 #   mpio-ublk-1p             mpio serve --ublk over file:/dev/nullb0: mpio's own block device
+#                            (removed at the end of each run: the next one makes its own)
 #   mpio-ublk-2p-<selector>  the same over nullb0 and nullb1
 #   mpio-nbd-1p              mpio serve over file:/dev/nullb0, attached by the kernel's nbd
 #   mpio-nbd-2p-<selector>   the same over nullb0 and nullb1
@@ -32,7 +34,7 @@ note() { echo "NOTE|$*"; }
 # fio_iops DEVICE [SECONDS]: the IOPS of one timed run of RUNTIME
 # seconds, or SECONDS (terse field 8: read IOPS).
 fio_iops() {
-    fio --name=bench --filename="$1" --rw=randread --bs=4k --ioengine=libaio \
+    fio --name=bench --filename="$1" --rw="$RW" --bs="$BS" --ioengine=libaio \
         --iodepth="$IODEPTH" --numjobs="$FIO_JOBS" --direct=1 --time_based --runtime="${2:-$RUNTIME}" \
         --ramp_time=1 --group_reporting --output-format=terse 2>/tmp/fio.err |
         awk -F';' '$1 == "3" {print $8}'
@@ -277,8 +279,8 @@ mpio_counters() {
 # Its own block device: a ublk queue per vCPU, fio on /dev/ublkbN.
 mpio_ublk_run() {   # mpio_ublk_run PROGRAM CONFIGURATION SELECTOR DEVICE...
     program=$1 name=$2; shift 2
-    "$program" serve --table "$(mpio_table "$@")" --ublk 0 --control /tmp/mpio/control.sock \
-        --log-level info > /tmp/mpio.out 2>&1 &
+    "$program" serve --table "$(mpio_table "$@")" --ublk 0 --ublk-on-stop remove \
+        --control /tmp/mpio/control.sock --log-level info > /tmp/mpio.out 2>&1 &
     pid=$!
     for _ in $(seq 100); do [ -b /dev/ublkb0 ] && break; sleep 0.1; done
     if [ -b /dev/ublkb0 ]; then
@@ -300,7 +302,7 @@ mpio_ublk_run() {   # mpio_ublk_run PROGRAM CONFIGURATION SELECTOR DEVICE...
         END {
             turns = sum["idle"] + sum["rests"] + sum["ready"] + sum["spins"] + sum["busy_waits"]
             if (ios > 0 && turns > 0)
-                printf "NOTE|%s: per measured I/O, the threads took %.2f turns (%.2f spinning, %.2f waiting 100 us, %.2f resting on the waker, %.2f at once with work waiting, %.2f idle), %.1f commands per turn\n",
+                printf "NOTE|%s: per measured I/O, the threads took %.2f turns (%.2f spinning, %.2f waiting 100 us, %.2f resting on the ring, %.2f at once with work waiting, %.2f idle), %.1f commands per turn\n",
                     name, turns / ios, sum["spins"] / ios, sum["busy_waits"] / ios, sum["rests"] / ios, sum["ready"] / ios, sum["idle"] / ios, sum["commands"] / turns }'
 }
 # Over NBD: the map on a unix socket, attached as /dev/nbd0 with a
