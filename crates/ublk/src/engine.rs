@@ -717,8 +717,6 @@ fn settled_info(control: &mut Control, id: u32) -> Result<DevInfo, UblkError> {
     }
 }
 
-/// What every path of the map `slot` serves that is open or settled
-/// takes; `None` when none is.
 /// Whether a map of `paths` can be served by zero copy: every path a
 /// file or block device, whose I/O goes on the thread's ring where the
 /// request's pages are registered (an NBD or memory path needs the bytes
@@ -742,6 +740,8 @@ fn data_mode_kept(info: &DevInfo, data_flags: u64) -> Result<(), UblkError> {
     }
 }
 
+/// What every path of the map `slot` serves that is open or settled
+/// takes; `None` when none is.
 fn known_limits(slot: &DeviceSlot) -> Option<Limits> {
     let (_, paths, _) = slot.current();
     mpio_transport::paths_limits(&paths)

@@ -290,7 +290,8 @@ pub struct ParamDmaAlign {
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub struct Params {
-    /// Bytes given: [`PARAMS_LEN`] or [`PARAMS_LEN_DMA`], not the size.
+    /// Bytes given: up to the end of `discard` (60), or of `dma` (116)
+    /// for a device with a memory alignment; not the size.
     pub len: u32,
     /// `UBLK_PARAM_TYPE_*` present.
     pub types: u32,
@@ -302,7 +303,7 @@ pub struct Params {
     pub devt: ParamDevt,
     /// Zone limits (unused).
     pub zoned: ParamZoned,
-    /// Memory alignment (with [`PARAM_TYPE_DMA_ALIGN`]).
+    /// Memory alignment (with `UBLK_PARAM_TYPE_DMA_ALIGN` in `types`).
     pub dma: ParamDmaAlign,
 }
 
