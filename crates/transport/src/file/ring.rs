@@ -180,8 +180,10 @@ impl FileQueue {
                 own_ring(&path, entries)
             }
         };
-        // Its completions always fit the completion ring (twice the
-        // entries), so none waits in the kernel's overflow list.
+        // On its own ring its completions always fit the completion ring
+        // (twice the entries), so none waits in the kernel's overflow
+        // list; on the thread's it holds as many (that ring keeps what
+        // overflows, and the thread's next entry flushes it).
         let max_in_kernel = match &mut ring {
             Ok(QueueRing::Own(ring)) => ring.completion().capacity(),
             Ok(QueueRing::Shared(_)) => 2 * entries as usize,
