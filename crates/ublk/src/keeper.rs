@@ -115,8 +115,15 @@ pub fn keep(devices: &[u32], released_by: i32, bound: Duration) -> Result<Kept, 
         waiting.retain(|&id| match control.info(id) {
             Ok(info) if info.state == uapi::S_DEV_QUIESCED => true,
             // Until the kernel quiesces it, the device still names the
-            // server that released it.
-            Ok(info) if info.state == uapi::S_DEV_LIVE && info.ublksrv_pid == released_by => true,
+            // server that released it, or (7.3 was seen to) a process
+            // that is not running: a device is taken over only by a
+            // server that runs.
+            Ok(info)
+                if info.state == uapi::S_DEV_LIVE
+                    && (info.ublksrv_pid == released_by || !server_runs(info.ublksrv_pid)) =>
+            {
+                true
+            }
             Ok(info) if info.state == uapi::S_DEV_LIVE => {
                 kept.taken_over.push(id);
                 false
