@@ -5,9 +5,10 @@
 //! slot per tag, the tag's own, so the index a fetch names is never
 //! another request's.
 //!
-//! A range goes back to its thread's free list when its queue is gone,
-//! after the thread emptied its slots (`Ring::clear_buffers`): a request
-//! whose pages stayed registered would never complete.
+//! The thread empties a tag's slot as the tag ends (`Ring::clear_buffers`:
+//! a request whose pages stayed registered would never complete), so a
+//! range goes back to its thread's free list, when its queue is gone,
+//! with every slot empty.
 
 use std::sync::{Arc, Mutex};
 
@@ -18,7 +19,6 @@ pub(crate) const BUFFER_SLOTS: u32 = 1 << 14;
 /// One thread's table as ranges of `depth` slots.
 #[derive(Debug)]
 pub(crate) struct BufferRanges {
-    depth: u16,
     /// First slots of the ranges no queue holds.
     free: Mutex<Vec<u16>>,
 }
@@ -36,7 +36,6 @@ impl BufferRanges {
     pub(crate) fn new(depth: u16) -> Arc<BufferRanges> {
         let count = BUFFER_SLOTS / u32::from(depth.max(1));
         Arc::new(BufferRanges {
-            depth,
             free: Mutex::new(
                 (0..count)
                     .rev()
@@ -60,11 +59,6 @@ impl BufferRange {
     /// The slot of `tag`.
     pub(crate) fn slot(&self, tag: u16) -> u16 {
         self.first + tag
-    }
-
-    /// Its first slot and its length.
-    pub(crate) fn span(&self) -> (u16, u16) {
-        (self.first, self.ranges.depth)
     }
 }
 

@@ -314,7 +314,10 @@ impl Engine {
         // Zero copy where the kernel and the map allow, every thread has
         // room in its buffer table and the paths' memory alignment is one
         // a device can ask; a copy otherwise.
-        let (buffers, params) = match self.zero_copy_buffers(slot).zip(params_of(true).ok()) {
+        let zero_copy = self
+            .zero_copy_buffers(slot)
+            .and_then(|buffers| Some((buffers, params_of(true).ok()?)));
+        let (buffers, params) = match zero_copy {
             Some((buffers, params)) => (Some(buffers), params),
             None => (None, copy_params),
         };

@@ -416,12 +416,6 @@ impl ServedQueue {
         self.ended.drain(..)
     }
 
-    /// Its slots of the thread's buffer table (first, count), if it is
-    /// zero copy: emptied by the thread when the queue goes.
-    pub(crate) fn buffer_span(&self) -> Option<(u16, u16)> {
-        self.buffers.as_ref().map(BufferRange::span)
-    }
-
     /// The device this queue serves.
     pub(crate) fn device_id(&self) -> u32 {
         self.device.id

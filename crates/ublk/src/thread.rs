@@ -419,12 +419,11 @@ impl Thread {
         stop
     }
 
-    /// Polls every queue at `now` (each commits what its map answered)
-    /// and lets go of those that finished, their buffer slots emptied;
-    /// empties the slots of tags that ended; true if any answered.
+    /// Polls every queue at `now` (each commits what its map answered),
+    /// empties the buffer slots of tags that ended and lets go of the
+    /// queues that finished; true if any answered.
     fn poll_queues(&mut self, now: u64) -> bool {
         let mut answered = false;
-        let mut finished = false;
         {
             let (mut submissions, _) = self.ring.split();
             let path_done = &mut self.path_done;
@@ -433,7 +432,6 @@ impl Thread {
                 answered |= served.poll(slot, now, path_done, &mut |command| {
                     submissions.push(&command);
                 }) > 0;
-                finished |= served.is_finished();
             }
             // What no queue took belongs to a path queue that is gone
             // (its slot retired): nothing waits for it.
@@ -442,15 +440,12 @@ impl Thread {
         for entry in &mut self.served {
             let Some(served) = entry else { continue };
             // A request whose pages stay registered never completes: a
-            // tag that ended lets go of its slot now, a queue that is
-            // gone of all of them.
+            // tag that ended lets go of its slot now. A finished queue's
+            // tags have all ended, so its range is empty as it goes.
             for index in served.ended_buffers() {
                 self.ring.clear_buffers(index, 1);
             }
-            if finished && served.is_finished() {
-                if let Some((first, count)) = served.buffer_span() {
-                    self.ring.clear_buffers(first, count);
-                }
+            if served.is_finished() {
                 *entry = None;
             }
         }
