@@ -141,10 +141,15 @@ impl Drop for Daemon {
         if std::thread::panicking() {
             let log = self.log();
             let tail: Vec<&str> = log.lines().rev().take(60).collect();
-            eprintln!("--- the daemon's last log lines ---");
+            let mut text = String::from("--- the daemon's last log lines ---\n");
             for line in tail.iter().rev() {
-                eprintln!("{line}");
+                text.push_str(line);
+                text.push('\n');
             }
+            // Straight to the descriptor, past the harness's capture: the
+            // rest of a failed test's cleanup may wait on a device this
+            // daemon no longer serves.
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
         }
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -93,7 +93,31 @@ pub fn threads(pid: u32) -> Vec<(String, PathBuf)> {
 /// Loads a kernel module (with parameters); loading one already loaded
 /// does nothing.
 pub fn modprobe(module_and_parameters: &[&str]) {
+    announce_panics();
     run("modprobe", module_and_parameters, Duration::from_secs(60));
+}
+
+/// Makes every panic print its message and place on the process's
+/// standard error at once, past the test harness's capture (which shows
+/// it only when the test ends): a failed test's cleanup can wait on a
+/// device no daemon serves, and its cause must not wait with it. Every
+/// kernel test loads a module first ([`modprobe`]), which installs it.
+fn announce_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let captured = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let thread = std::thread::current();
+            let line = format!(
+                "KERNEL-TEST PANIC in {}: {info}\n",
+                thread.name().unwrap_or("a test thread")
+            );
+            // Straight to the descriptor: `eprint!` is what the harness
+            // captures.
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            captured(info);
+        }));
+    });
 }
 
 /// Loads `module` afresh with `parameters`: unloaded first if an earlier
