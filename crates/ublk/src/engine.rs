@@ -211,10 +211,15 @@ impl Engine {
             .collect();
         let run_cpus = run_cpus(&queue_cpus, &host_topology());
         let pinned = !core_ids.is_empty();
+        // Deferred task work only with a driver of 6.16 or later (see
+        // `ring.rs`).
+        let defer_task_work = features & uapi::F_AUTO_BUF_REG != 0;
         let workers = run_cpus
             .iter()
             .enumerate()
-            .map(|(index, &run_cpu)| Worker::spawn(index, run_cpu, pinned, config.queue_depth))
+            .map(|(index, &run_cpu)| {
+                Worker::spawn(index, run_cpu, pinned, config.queue_depth, defer_task_work)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Engine {
             workers,

@@ -7,11 +7,17 @@
 //! - One issuer (`IORING_SETUP_SINGLE_ISSUER`): made disabled on the
 //!   engine's thread and enabled by the I/O thread ([`Ring::enable`]),
 //!   the only thread that enters it.
-//! - Deferred task work (`IORING_SETUP_DEFER_TASKRUN`): the kernel
-//!   completes a command or a path's I/O as work queued for the thread,
-//!   run when the thread enters the ring to wait, not by interrupting it
-//!   wherever it runs; `IORING_SQ_TASKRUN` says such work waits, and a
-//!   turn that would not enter the kernel enters then
+//! - Deferred task work (`IORING_SETUP_DEFER_TASKRUN`) where the
+//!   driver has `UBLK_F_AUTO_BUF_REG` (6.16+): the kernel completes a
+//!   command or a path's I/O as work queued for the thread, run when the
+//!   thread enters the ring to wait, not by interrupting it wherever it
+//!   runs. Older drivers get cooperative task work
+//!   (`IORING_SETUP_COOP_TASKRUN`), run at the thread's next entry of
+//!   any system call: on 6.12, a device whose server ended with
+//!   requests waiting as deferred work on its ring was seen to stay live
+//!   (never quiesced), so no next server could recover it (5 of 7 runs
+//!   of the kernel suite). Either way `IORING_SQ_TASKRUN` says such work
+//!   waits, and a turn that would not enter the kernel enters then
 //!   ([`Ring::submit_queued`]).
 //! - A sparse table of [`FILE_SLOTS`] fixed files, lent with the ring to
 //!   the thread's file path queues ([`RingShare`]): their entries go on
@@ -84,26 +90,29 @@ pub(crate) struct Submissions<'ring> {
 
 impl Ring {
     /// A ring and a new waker, its read not yet on the ring
-    /// ([`Ring::arm_waker`]).
+    /// ([`Ring::arm_waker`]); its task work deferred if `defer_task_work`
+    /// (see the module docs).
     ///
     /// # Errors
     /// An io_uring or an eventfd that cannot be made (the error says
     /// what to change).
-    pub(crate) fn new() -> Result<Ring, UblkError> {
-        let ring = IoUring::builder()
+    pub(crate) fn new(defer_task_work: bool) -> Result<Ring, UblkError> {
+        let mut builder = IoUring::builder();
+        builder
             .setup_cqsize(2 * RING_ENTRIES)
             .setup_single_issuer()
-            .setup_defer_taskrun()
             .setup_coop_taskrun()
             .setup_taskrun_flag()
-            .setup_r_disabled()
-            .build(RING_ENTRIES)
-            .map_err(|error| {
-                UblkError::system(
-                    "io_uring for a ublk thread (a locked-memory limit? raise RLIMIT_MEMLOCK)",
-                    error,
-                )
-            })?;
+            .setup_r_disabled();
+        if defer_task_work {
+            builder.setup_defer_taskrun();
+        }
+        let ring = builder.build(RING_ENTRIES).map_err(|error| {
+            UblkError::system(
+                "io_uring for a ublk thread (a locked-memory limit? raise RLIMIT_MEMLOCK)",
+                error,
+            )
+        })?;
         // SAFETY: eventfd has no preconditions; the result is checked.
         let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if raw < 0 {

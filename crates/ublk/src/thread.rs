@@ -115,7 +115,8 @@ pub(crate) struct Worker {
 impl Worker {
     /// Starts thread `index`, which runs on `run_cpu`, pinned there if
     /// `pin`, and serves the queues [`Request::Serve`] names, each of
-    /// `depth` tags.
+    /// `depth` tags; its ring defers task work if `defer_task_work`
+    /// (`ring.rs`).
     ///
     /// # Errors
     /// Its ring or its thread could not be made.
@@ -124,8 +125,9 @@ impl Worker {
         run_cpu: u32,
         pin: bool,
         depth: u16,
+        defer_task_work: bool,
     ) -> Result<Worker, UblkError> {
-        let ring = Ring::new()?;
+        let ring = Ring::new(defer_task_work)?;
         let waker = ring.waker_file();
         let buffers = ring.has_buffers().then(|| BufferRanges::new(depth));
         let (sender, receiver) = mpsc::channel();
