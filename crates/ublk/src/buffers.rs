@@ -5,7 +5,7 @@
 //! slot per tag, the tag's own, so the index a fetch names is never
 //! another request's.
 //!
-//! The thread empties a tag's slot as the tag ends (`Ring::clear_buffers`:
+//! The thread empties a tag's slot as the tag ends (`Ring::clear_buffer`:
 //! a request whose pages stayed registered would never complete), so a
 //! range goes back to its thread's free list, when its queue is gone,
 //! with every slot empty.

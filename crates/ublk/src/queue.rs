@@ -279,17 +279,9 @@ impl ServedQueue {
             _ => return self.answer_at_once(tag, -libc::EINVAL),
         };
         let tag_state = &mut self.tags[index];
-        if let Some(buffers) = &self.buffers {
-            // The request's own pages, registered at the tag's slot.
-            tag_state.result = if transfers { len as i32 } else { 0 };
-            let buf = if transfers {
-                Buffer::kernel(buffers.slot(tag), len as usize)
-            } else {
-                Buffer::empty()
-            };
-            return self.submit(tag, op, &descriptor, len, buf, now_ns);
-        }
-        if transfers && !tag_state.getting_data {
+        // A read or write commits its byte count, anything else 0.
+        tag_state.result = if transfers { len as i32 } else { 0 };
+        if transfers && self.buffers.is_none() && !tag_state.getting_data {
             let buffer = tag_state.buffer.as_mut().expect("the buffer is home");
             buffer.resize(len as usize);
             if result == uapi::IO_RES_NEED_GET_DATA {
@@ -302,27 +294,12 @@ impl ServedQueue {
             }
         }
         tag_state.getting_data = false;
-        let buf = if transfers {
-            tag_state.buffer.take().expect("the buffer is home")
-        } else {
-            Buffer::empty()
+        let buf = match &self.buffers {
+            _ if !transfers => Buffer::empty(),
+            // The request's own pages, registered at the tag's slot.
+            Some(buffers) => Buffer::kernel(buffers.slot(tag), len as usize),
+            None => tag_state.buffer.take().expect("the buffer is home"),
         };
-        // A read or write commits its byte count, anything else 0.
-        tag_state.result = if transfers { len as i32 } else { 0 };
-        self.submit(tag, op, &descriptor, len, buf, now_ns);
-    }
-
-    /// Sends `tag`'s request (`op` of `len` bytes as `descriptor` says,
-    /// with `buf`) to the map, or keeps it until the map has room.
-    fn submit(
-        &mut self,
-        tag: u16,
-        op: Op,
-        descriptor: &IoDesc,
-        len: u32,
-        buf: Buffer,
-        now_ns: u64,
-    ) {
         let io = Io {
             user_data: u64::from(tag),
             op,

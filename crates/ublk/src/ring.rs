@@ -158,26 +158,23 @@ impl Ring {
         self.buffers
     }
 
-    /// Empties buffer slots `first..first + count`: what the kernel
-    /// registered there (a request's pages) is let go, so the request
-    /// can complete once no path I/O still uses them.
-    pub(crate) fn clear_buffers(&mut self, first: u16, count: u16) {
-        let empty = vec![
-            libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            };
-            usize::from(count)
-        ];
-        // SAFETY: empty entries name no memory; the kernel drops what
-        // the slots held (the I/O using them holds its own reference).
+    /// Empties buffer slot `index`: what the kernel registered there (a
+    /// request's pages) is let go, so the request can complete once no
+    /// path I/O still uses them.
+    pub(crate) fn clear_buffer(&mut self, index: u16) {
+        let empty = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }];
+        // SAFETY: an empty entry names no memory; the kernel drops what
+        // the slot held (the I/O using it holds its own reference).
         let cleared = unsafe {
             self.ring
                 .submitter()
-                .register_buffers_update(u32::from(first), &empty, None)
+                .register_buffers_update(u32::from(index), &empty, None)
         };
         if let Err(error) = cleared {
-            panic!("ublk thread: emptying buffer slots {first}+{count} failed: {error}");
+            panic!("ublk thread: emptying buffer slot {index} failed: {error}");
         }
     }
 

@@ -445,7 +445,7 @@ impl Thread {
             // tag that ended lets go of its slot now. A finished queue's
             // tags have all ended, so its range is empty as it goes.
             for index in served.ended_buffers() {
-                self.ring.clear_buffers(index, 1);
+                self.ring.clear_buffer(index);
             }
             if served.is_finished() {
                 *entry = None;
