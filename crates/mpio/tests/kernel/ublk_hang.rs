@@ -78,6 +78,7 @@ fn a_write_held_at_a_hung_path_lands_before_it_goes_elsewhere() {
         &config,
         format!(
             "[[map]]\nname = \"m\"\nsize = {}\nio_timeout_ms = 1000\n\
+             checker_interval_ms = 3600000\n\
              [[map.path]]\nname = \"a\"\nuri = \"file:{node}\"\n\
              [[map.path]]\nname = \"b\"\nuri = \"file:{}\"\n\
              [[map.group]]\npaths = [\"a\"]\n[[map.group]]\npaths = [\"b\"]\n\
@@ -112,6 +113,12 @@ fn a_write_held_at_a_hung_path_lands_before_it_goes_elsewhere() {
             ublk.sync_data()
         })
     };
+    // The write reaches a before a fails: only its own I/O timeout
+    // fails a (the checker runs an hour apart), so however late the
+    // writer runs, the write cannot go to b first.
+    wait_until("the write is held at path a", LIMIT, || {
+        path_row(&daemon, "a")["in_flight"].as_u64().unwrap_or(0) > 0
+    });
     wait_until("the I/O timeout fails path a", LIMIT, || {
         path_row(&daemon, "a")["state"] == "failed"
     });
