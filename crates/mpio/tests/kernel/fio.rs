@@ -8,8 +8,8 @@
 //! would finish it first, a slower machine would only take longer.
 
 use crate::devices::wait_bounded;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 /// Blocks written between the checks of a job that runs until stopped.
@@ -29,8 +29,8 @@ pub struct FioVerify {
 
 /// How a job ended.
 pub struct FioResult {
-    /// fio's exit status was 0.
-    pub success: bool,
+    /// How fio exited: a code, or the signal that ended it.
+    pub status: ExitStatus,
     /// The error count of each job (terse field 5), 0 when clean.
     pub job_errors: Vec<String>,
     /// Everything fio printed.
@@ -179,29 +179,53 @@ impl FioVerify {
     /// Waits for the end of the job, at most `limit`.
     pub fn finish(mut self, limit: Duration) -> FioResult {
         let status = wait_bounded(&mut self.child, limit, "fio");
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        // Terse version 3 lines: "3;fio-3.33;verify;0;<error>;...".
+        FioResult::read(status, &self.log)
+    }
+}
+
+impl FioResult {
+    /// Judges a job that exited with `status` from the output it left in
+    /// `log` (terse format).
+    pub fn read(status: ExitStatus, log: &Path) -> FioResult {
+        let log = std::fs::read_to_string(log).unwrap_or_default();
+        // Terse version 3 lines: "3;fio-3.33;<job>;0;<error>;...".
         let job_errors = log
             .lines()
             .filter(|line| line.starts_with("3;"))
             .map(|line| line.split(';').nth(4).unwrap_or("?").to_string())
             .collect();
         FioResult {
-            success: status.success(),
+            status,
             job_errors,
             log,
         }
     }
-}
 
-impl FioResult {
     /// fio saw no I/O error and no bad block.
     pub fn is_clean(&self) -> bool {
-        self.success && !self.job_errors.is_empty() && self.job_errors.iter().all(|e| e == "0")
+        self.status.success()
+            && !self.job_errors.is_empty()
+            && self.job_errors.iter().all(|e| e == "0")
     }
 
-    /// Panics unless the job is clean, with what fio printed.
+    /// fio's lines that name a bad block or an I/O error.
+    pub fn complaints(&self) -> Vec<&str> {
+        self.log
+            .lines()
+            .filter(|line| {
+                line.contains("verify") || line.contains("err=") || line.contains("error=")
+            })
+            .collect()
+    }
+
+    /// Panics unless the job is clean, with how fio exited and what it
+    /// printed.
     pub fn assert_clean(&self) {
-        assert!(self.is_clean(), "fio verify failed:\n{}", self.log);
+        assert!(
+            self.is_clean(),
+            "fio verify failed ({}):\n{}",
+            self.status,
+            self.log
+        );
     }
 }

@@ -48,6 +48,7 @@ mod workload;
 
 use crate::devices::{run, write_attribute, Mount};
 use crate::failover::LIMIT;
+use crate::fio::FioResult;
 use chaos::{Chaos, Fault};
 use rig::{writes, Rig, Side};
 use std::collections::BTreeMap;
@@ -146,7 +147,7 @@ fn first_difference(left: &str, right: &str) -> Option<u64> {
 
 /// What a soak run leaves for its test to judge.
 struct Outcome {
-    raw: workload::Ended,
+    raw: FioResult,
     steps: usize,
 }
 
@@ -233,13 +234,15 @@ fn soak(canary: bool) -> Outcome {
     }
     assert!(
         raw_ended.is_clean(),
-        "fio on {raw_device} (seed {seed}): {:?}\n{}",
+        "fio on {raw_device} (seed {seed}, {}): {:?}\n{}",
+        raw_ended.status,
         raw_ended.complaints(),
         raw_ended.log
     );
     assert!(
         fs_ended.is_clean(),
-        "fio on ext4 (seed {seed}): {:?}\n{}",
+        "fio on ext4 (seed {seed}, {}): {:?}\n{}",
+        fs_ended.status,
         fs_ended.complaints(),
         fs_ended.log
     );

@@ -16,6 +16,7 @@
 //! are those of files whose write and fsync succeeded.
 
 use crate::devices::wait_bounded;
+use crate::fio::FioResult;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -74,30 +75,6 @@ pub struct Job {
     /// The latency log once the job ended: (wall-clock ms, longest ns of
     /// the 100 ms before).
     latencies: Option<Vec<(u64, u64)>>,
-}
-
-/// How a job ended.
-pub struct Ended {
-    pub success: bool,
-    /// fio's error field of each job (terse field 5): "0" when clean.
-    pub job_errors: Vec<String>,
-    pub log: String,
-}
-
-impl Ended {
-    pub fn is_clean(&self) -> bool {
-        self.success && !self.job_errors.is_empty() && self.job_errors.iter().all(|e| e == "0")
-    }
-
-    /// fio's lines that name a bad block or an I/O error.
-    pub fn complaints(&self) -> Vec<&str> {
-        self.log
-            .lines()
-            .filter(|line| {
-                line.contains("verify") || line.contains("err=") || line.contains("error=")
-            })
-            .collect()
-    }
 }
 
 /// Arguments common to every soak job: 4 KiB random writes stamped with
@@ -230,23 +207,11 @@ impl Job {
 
     /// Creates the trigger file and waits (at most `limit`) for fio to
     /// end; a job that already ended is judged as it ended.
-    pub fn stop(&mut self, limit: Duration) -> Ended {
+    pub fn stop(&mut self, limit: Duration) -> FioResult {
         std::fs::write(self.dir.join(format!("{}.stop", self.name)), "").unwrap();
         let status = wait_bounded(&mut self.child, limit, "fio");
         self.latencies = Some(self.read_latencies(Instant::now()));
-        let log = std::fs::read_to_string(self.dir.join(format!("{}.out", self.name)))
-            .unwrap_or_default();
-        // Terse version 3 lines: "3;fio-3.33;<job>;0;<error>;...".
-        let job_errors = log
-            .lines()
-            .filter(|line| line.starts_with("3;"))
-            .map(|line| line.split(';').nth(4).unwrap_or("?").to_string())
-            .collect();
-        Ended {
-            success: status.success(),
-            job_errors,
-            log,
-        }
+        FioResult::read(status, &self.dir.join(format!("{}.out", self.name)))
     }
 
     /// The longest latency (ns) fio logged for the 100 ms spans that
