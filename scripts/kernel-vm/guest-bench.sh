@@ -194,10 +194,11 @@ mkdir -p -m 0700 /tmp/mpio
 # movsb inline with fsrm, rep_movs_alternative without): the TCG of
 # QEMU 7.2, the harness's, emulates a rep movsb a byte at a time, so the
 # choice weighs in a profile as it would not on hardware.
-# The clocksource weighs too: on the HPET (which some 7.3 boots were
-# seen to use) every clock_gettime is a system call and an emulated
-# device read. Each profile's heading names the one in use, and the
-# kernel's messages on the clocksources and the TSC end the pass.
+# The clocksource weighs too: on the HPET every clock_gettime is a
+# system call and an emulated device read. The guest boots with
+# tsc=reliable to stay on the TSC (host.sh); each profile's heading
+# names the one in use, and the kernel's messages on the clocksources
+# and the TSC end the pass.
 clocksource=/sys/devices/system/clocksource/clocksource0
 if [ "${PROFILE:-0}" = 1 ]; then
     echo 0 > /proc/sys/kernel/kptr_restrict

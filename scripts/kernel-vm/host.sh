@@ -335,9 +335,11 @@ kvm_boot() {
         (cd "$overlay" && find . -mindepth 1 | LC_ALL=C sort |
             cpio -o -H newc --quiet -R 0:0 | gzip -1)
     } > "$initrd"
+    # tsc=reliable: the TSC watchdog, fooled by emulated time, would move
+    # some boots to the HPET (docs/TESTING.md, "Profiling").
     local qemu=("$KVM_QEMU" -nodefaults -no-user-config -machine q35 -display none
         -no-reboot -L "$KVM_FIRMWARE" -smp "$KVM_CPUS" -m "$KVM_MEM" -kernel "$KVM_VMLINUZ" -initrd "$initrd"
-        -append "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off ${MPIO_KVM_APPEND:-}"
+        -append "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off tsc=reliable ${MPIO_KVM_APPEND:-}"
         -serial stdio)
     case $accel in
         kvm) qemu+=(-accel kvm -cpu host) ;;
