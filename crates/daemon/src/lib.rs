@@ -10,6 +10,7 @@
 //! - `notify`: the service manager's notify protocol (`READY=1`,
 //!   `STATUS=`, `RELOADING=1`, `STOPPING=1`, `WATCHDOG=1`).
 //! - [`fail_fast`]: the failure policy: a panic anywhere aborts the daemon.
+//! - [`open_files`]: the open-file limit, raised to its hard value at start.
 //! - [`clients`]: the accepting thread both servers share, a thread per client.
 //! - `links`: `/dev/mpio/NAME` and `/dev/disk/by-id/mpio-WWID` links
 //!   to the maps' ublk devices, and the record the udev rule reads.
@@ -31,6 +32,7 @@ mod holders;
 mod links;
 pub mod metrics;
 mod notify;
+pub mod open_files;
 pub mod running;
 pub mod ublk;
 pub mod view;

@@ -155,6 +155,15 @@ pub fn main(args: &ServeArgs) -> Result<(), String> {
         .init();
     // A panic on any thread ends the daemon (see the module docs).
     mpio_daemon::fail_fast::install();
+    // Before any path is opened and any ublk ring made (their fixed-file
+    // tables are sized by it).
+    match mpio_daemon::open_files::raise_limit() {
+        Ok(limit) if limit.now > limit.was => {
+            tracing::info!(was = limit.was, now = limit.now, "open-file limit raised");
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!("the open-file limit could not be raised: {error}"),
+    }
     let config_file = config_file(args);
     let server_settings = ServerSettings {
         loops: args.loops,

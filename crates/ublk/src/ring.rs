@@ -64,9 +64,11 @@ pub(crate) const HOSTED: u64 = u64::MAX - 1;
 /// the kernel keeps completions that overflow it (IORING_FEAT_NODROP).
 const RING_ENTRIES: u32 = 1024;
 /// Fixed files the ring lends its file paths (each path queue of the
-/// thread takes one), at most the open-file limit; a path queue finding
-/// none left gets a ring of its own.
-const FILE_SLOTS: u32 = 4096;
+/// thread takes one: a thread serves every file path of every ublk map),
+/// at most the open-file limit, which `mpio serve` raises to its hard
+/// value; a path queue finding none left gets a ring of its own. The
+/// kernel's table costs 8 bytes a slot.
+const FILE_SLOTS: u32 = 16384;
 
 /// One thread's ring and its waker. See the module docs.
 pub(crate) struct Ring {

@@ -45,10 +45,22 @@ impl Daemon {
     /// `mpio serve ARGS --control DIR/control.sock`, waited for until its
     /// control socket is open.
     pub fn start(dir: PathBuf, args: &[&str]) -> Daemon {
+        Daemon::start_under(dir, &[], args)
+    }
+
+    /// [`Daemon::start`] with `mpio` run by `wrapper` (a program and its
+    /// arguments, which then execs it: `prlimit --nofile=256:`).
+    pub fn start_under(dir: PathBuf, wrapper: &[&str], args: &[&str]) -> Daemon {
         let control = dir.join("control.sock").display().to_string();
         // The daemon's log goes to a file, shown if the test fails.
         let log = std::fs::File::create(dir.join("mpio.log")).unwrap();
-        let mut child = Command::new(mpio_binary())
+        let binary = mpio_binary();
+        let (program, before) = match wrapper.split_first() {
+            Some((program, arguments)) => (*program, [arguments, &[binary.as_str()]].concat()),
+            None => (binary.as_str(), Vec::new()),
+        };
+        let mut child = Command::new(program)
+            .args(before)
             .arg("serve")
             .args(args)
             .args(["--control", &control])

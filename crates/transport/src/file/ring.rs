@@ -137,6 +137,9 @@ pub struct FileQueue {
     file_registered: bool,
     /// The registered file is a block device.
     block_device: bool,
+    /// A zero-copy request reached it on a ring of its own (logged once;
+    /// each such request fails over).
+    zero_copy_refused: bool,
 }
 
 impl std::fmt::Debug for FileQueue {
@@ -202,6 +205,7 @@ impl FileQueue {
             switches_seen: None,
             file_registered: false,
             block_device: false,
+            zero_copy_refused: false,
         };
         queue.apply_switch();
         queue
@@ -526,10 +530,14 @@ impl PathQueue for FileQueue {
             Ok(QueueRing::Own(_)) if io.buf.kernel_index().is_some() => {
                 // The request's pages are registered in the thread's ring,
                 // which this queue could not share (its table was full).
-                tracing::error!(
-                    path = %self.path.path().display(),
-                    "a zero-copy request reached a path queue with a ring of its own: failed over"
-                );
+                if !self.zero_copy_refused {
+                    self.zero_copy_refused = true;
+                    tracing::error!(
+                        path = %self.path.path().display(),
+                        "zero-copy requests reached a path queue with a ring of its own: \
+                         each fails over (raise the open-file limit, LimitNOFILE=)"
+                    );
+                }
                 self.complete_now(io, PathOutcome::Path(PathError::Transport));
                 return;
             }
