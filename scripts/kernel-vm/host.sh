@@ -323,9 +323,15 @@ kvm_accel() {
 # overlay directory on top (it holds /kvm/run, the payload), streams the
 # console to stdout and LOG, and returns the payload's exit status. A
 # guest that does not finish within the limit is killed and reported
-# with the console's last lines.
+# with the console's last lines. A guest whose kernel dies before its
+# init says it booted never ran the payload: it is reported and booted
+# again, at most KVM_BOOT_ATTEMPTS times in all. Under TCG a boot was
+# seen to die that way (an `int3` oops in `sched_clock_cpu` as the
+# kernel patched its own code while the other vCPU ran it): an
+# emulation fault, not a test's.
+KVM_BOOT_ATTEMPTS=${KVM_BOOT_ATTEMPTS:-3}
 kvm_boot() {
-    local overlay=$1 limit=$2 log=$3 accel initrd status
+    local overlay=$1 limit=$2 log=$3 accel initrd status attempt
     accel=$(kvm_accel) || return 1
     install -D -m 755 "$KVM_DIR/init" "$overlay/init"
     [ "${MPIO_KVM_SHELL:-0}" = 1 ] && echo 1 > "$overlay/kvm/shell"
@@ -347,29 +353,37 @@ kvm_boot() {
         # vCPU per host thread, and fewer retranslations.
         tcg) qemu+=(-accel tcg,thread=multi,tb-size=512 -cpu max) ;;
     esac
-    kvm_log "booting $KVM_KERNEL_LABEL under $accel (${KVM_CPUS} vCPUs, $KVM_MEM), limit ${limit}s"
     if [ "${MPIO_KVM_SHELL:-0}" = 1 ]; then
+        kvm_log "booting $KVM_KERNEL_LABEL under $accel (${KVM_CPUS} vCPUs, $KVM_MEM)"
         "${qemu[@]}"
         rm -f "$initrd"
         return 0
     fi
-    set +e
-    # The serial console ends lines with CR LF; the log keeps them plain.
-    # sed -u passes each line on as it comes (tr would buffer 4 KiB).
-    timeout -k 10 "$limit" "${qemu[@]}" < /dev/null 2>&1 | sed -u 's/\r$//' | tee "$log"
-    status=${PIPESTATUS[0]}
-    set -e
-    rm -f "$initrd"
-    local exit_line
-    exit_line=$(grep -a -m1 '^MPIO-KVM-EXIT=' "$log" || true)
-    if [ -z "$exit_line" ]; then
+    for attempt in $(seq 1 "$KVM_BOOT_ATTEMPTS"); do
+        kvm_log "booting $KVM_KERNEL_LABEL under $accel (${KVM_CPUS} vCPUs, $KVM_MEM), limit ${limit}s"
+        set +e
+        # The serial console ends lines with CR LF; the log keeps them
+        # plain. sed -u passes each line on as it comes (tr would buffer
+        # 4 KiB).
+        timeout -k 10 "$limit" "${qemu[@]}" < /dev/null 2>&1 | sed -u 's/\r$//' | tee "$log"
+        status=${PIPESTATUS[0]}
+        set -e
+        grep -a -q '^MPIO-KVM-EXIT=' "$log" && break
         if [ "$status" = 124 ] || [ "$status" = 137 ]; then
             kvm_log "the guest did not finish within ${limit}s and was killed; its last console lines:"
         else
             kvm_log "the guest ended (qemu status $status) without reporting; its last console lines:"
         fi
         tail -n 40 "$log" | sed 's/^/  | /' >&2
-        return 1
-    fi
+        if grep -a -q '^kernel-vm: .* booted in ' "$log" || [ "$attempt" = "$KVM_BOOT_ATTEMPTS" ]; then
+            break
+        fi
+        cp "$log" "$log.boot-$attempt"
+        kvm_log "its kernel died before the payload started (attempt $attempt of $KVM_BOOT_ATTEMPTS; console kept in $log.boot-$attempt): booting again"
+    done
+    rm -f "$initrd"
+    local exit_line
+    exit_line=$(grep -a -m1 '^MPIO-KVM-EXIT=' "$log" || true)
+    [ -n "$exit_line" ] || return 1
     return "${exit_line#MPIO-KVM-EXIT=}"
 }
