@@ -15,11 +15,16 @@ use crate::uapi::{self, CtrlCmd, DevInfo, Params};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
 
 /// The ublk control device.
 pub(crate) struct Control {
     file: File,
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
+    /// A command that outlived its bound (`Control::remove_within`) and
+    /// that the kernel still runs: its completion would answer the next
+    /// command, so none is sent.
+    stuck: Option<(&'static str, u32, u64)>,
 }
 
 impl std::fmt::Debug for Control {
@@ -49,11 +54,40 @@ impl Control {
         let ring = IoUring::builder()
             .build(4)
             .map_err(|error| UblkError::system("io_uring for /dev/ublk-control", error))?;
-        Ok(Control { file, ring })
+        Ok(Control {
+            file,
+            ring,
+            stuck: None,
+        })
     }
 
     /// Sends one command and waits for its answer.
     fn command(&mut self, name: &'static str, nr: u8, command: CtrlCmd) -> Result<i32, UblkError> {
+        self.command_within(name, nr, command, None)
+    }
+
+    /// Sends one command and waits for its answer, at most `limit` if
+    /// given: a command still running then is left to the kernel, and
+    /// this control device sends no other. A bounded command names no
+    /// buffer (`addr` 0), which the kernel could use after the return.
+    fn command_within(
+        &mut self,
+        name: &'static str,
+        nr: u8,
+        command: CtrlCmd,
+        limit: Option<Duration>,
+    ) -> Result<i32, UblkError> {
+        assert!(
+            limit.is_none() || command.addr == 0,
+            "a bounded ublk {name} names no buffer"
+        );
+        if let Some((command, id, seconds)) = self.stuck {
+            return Err(UblkError::Stuck {
+                command,
+                id,
+                seconds,
+            });
+        }
         let mut bytes = [0u8; 80];
         // SAFETY: CtrlCmd is repr(C), 32 bytes of plain integers, and the
         // array has room for it; the kernel reads the first 32 bytes.
@@ -69,13 +103,34 @@ impl Control {
             .build();
         // SAFETY: the entry points at no memory but the buffer at
         // `command.addr`, which the caller keeps alive until this call
-        // returns, and this call waits for the completion.
+        // returns, and this call waits for the completion, unless it is
+        // bounded, and a bounded command has no buffer.
         unsafe { self.ring.submission().push(&entry) }
             .expect("the control ring has room: one command at a time");
+        let deadline = limit.map(|limit| Instant::now() + limit);
         loop {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => break,
-                Err(error) if error.raw_os_error() == Some(libc::EINTR) => continue,
+            let waited = match deadline {
+                None => self.ring.submit_and_wait(1),
+                Some(deadline) => {
+                    let left =
+                        types::Timespec::from(deadline.saturating_duration_since(Instant::now()));
+                    let arguments = types::SubmitArgs::new().timespec(&left);
+                    self.ring.submitter().submit_with_args(1, &arguments)
+                }
+            };
+            match waited {
+                _ if !self.ring.completion().is_empty() => break,
+                Ok(_) => {}
+                Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
+                Err(error) if error.raw_os_error() == Some(libc::ETIME) => {
+                    let seconds = limit.unwrap_or_default().as_secs();
+                    self.stuck = Some((name, command.dev_id, seconds));
+                    return Err(UblkError::Stuck {
+                        command: name,
+                        id: command.dev_id,
+                        seconds,
+                    });
+                }
                 Err(error) => return Err(UblkError::system(format!("ublk {name}"), error)),
             }
         }
@@ -244,6 +299,22 @@ impl Control {
         self.simple("STOP_DEV", uapi::CMD_STOP_DEV, id, 0)
     }
 
+    /// Stops device `id` and deletes it, waiting at most `limit` for
+    /// each command.
+    ///
+    /// # Errors
+    /// [`UblkError::Stuck`] for a command still running at its bound
+    /// (this control device then sends no other); any refusal.
+    pub(crate) fn remove_within(&mut self, id: u32, limit: Duration) -> Result<(), UblkError> {
+        for (name, nr) in [
+            ("STOP_DEV", uapi::CMD_STOP_DEV),
+            ("DEL_DEV", uapi::CMD_DEL_DEV),
+        ] {
+            self.command_within(name, nr, simple_command(id, 0), Some(limit))?;
+        }
+        Ok(())
+    }
+
     /// Stops device `id` as [`Control::stop`] does if no one has its disk
     /// open; from then on no one can open it.
     ///
@@ -263,13 +334,17 @@ impl Control {
     }
 
     fn simple(&mut self, name: &'static str, nr: u8, id: u32, data: u64) -> Result<(), UblkError> {
-        let command = CtrlCmd {
-            dev_id: id,
-            queue_id: u16::MAX,
-            len: 0,
-            addr: 0,
-            data: [data, 0],
-        };
-        self.command(name, nr, command).map(drop)
+        self.command(name, nr, simple_command(id, data)).map(drop)
+    }
+}
+
+/// A command on device `id` with no buffer and `data` inline.
+fn simple_command(id: u32, data: u64) -> CtrlCmd {
+    CtrlCmd {
+        dev_id: id,
+        queue_id: u16::MAX,
+        len: 0,
+        addr: 0,
+        data: [data, 0],
     }
 }

@@ -37,6 +37,18 @@ pub enum UblkError {
         /// What the kernel said.
         source: std::io::Error,
     },
+    /// A control command did not return within its bound: the kernel
+    /// still runs it, and the control device takes no other until it
+    /// does.
+    #[error("ublk {command} for device {id} did not return within {seconds} s: the kernel still holds it (its disk's I/O does not end, or its char device /dev/ublkc{id} is still open)")]
+    Stuck {
+        /// The command.
+        command: &'static str,
+        /// The device.
+        id: u32,
+        /// Its bound, seconds.
+        seconds: u64,
+    },
     /// A device whose server died cannot be taken over by this one.
     #[error("ublk device {id} waits for its dead server but cannot be taken over: {reason} (start mpio with the map it served, on as many CPUs)")]
     Recovery {

@@ -11,6 +11,15 @@
 //! runs, which may be taking one over at that moment (a device's
 //! recovery spans several commands). With a server running, it goes on
 //! watching until that server takes the devices over or ends.
+//!
+//! # A removal that does not end
+//! The kernel may take a removal's commands for ever: STOP_DEV while the
+//! disk's I/O never ends, DEL_DEV while someone holds the char device
+//! open. Holding the lock that long would keep every server from
+//! starting, so each command is bounded ([`REMOVAL_BOUND`]): a device
+//! whose command outlives it is reported not removed, as is every device
+//! after it (the control device sends nothing more), and the lock goes
+//! as [`keep`] returns. The command itself stays with the kernel.
 
 #![allow(unsafe_code)]
 
@@ -28,6 +37,10 @@ pub const LOCK_FILE: &str = "/run/mpio-ublk.lock";
 
 /// How often [`keep`] looks at the devices it watches.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
+/// How long [`keep`] waits for each command of a removal (see the
+/// module docs): seconds on hardware even with the disk's waiting I/O
+/// to fail, and well within this under emulation.
+const REMOVAL_BOUND: Duration = Duration::from_secs(15);
 
 /// [`LOCK_FILE`], held shared: a ublk server runs.
 #[derive(Debug)]
@@ -146,7 +159,7 @@ pub fn keep(devices: &[u32], released_by: i32, bound: Duration) -> Result<Kept, 
         if Instant::now() >= deadline && flock(&lock, libc::LOCK_EX | libc::LOCK_NB)? {
             for id in waiting {
                 // STOP_DEV ends a quiesced device's wait: its I/O fails.
-                match control.stop(id).and_then(|()| control.delete(id)) {
+                match control.remove_within(id, REMOVAL_BOUND) {
                     Ok(()) => kept.removed.push(id),
                     Err(error) => kept.not_removed.push((id, error.to_string())),
                 }

@@ -6,7 +6,9 @@
 //! killed with SIGKILL and started again: the device stays, fio sees no
 //! error, the kernel logs none, and `e2fsck -fn` is clean. Then a kept
 //! device no daemon takes over: its I/O fails and the device goes once
-//! the keep timeout has passed; `--ublk-on-stop remove`, which removes
+//! the keep timeout has passed; one whose removal the kernel holds (its
+//! char device open), which keeps no next daemon from starting;
+//! `--ublk-on-stop remove`, which removes
 //! a numbered device at a stop; and a SIGTERM restart in the middle of
 //! an outage (every path's server gone): the device stays with its I/O
 //! waiting, the new daemon starts with its paths down, and once the
@@ -29,6 +31,22 @@ fn assert_kept(daemon: &Daemon, device: &str) {
         "{stopped}"
     );
     assert!(Path::new(device).exists(), "{device} went at SIGTERM");
+}
+
+/// A daemon `name` serving a null_blk disk over two paths as
+/// `/dev/ublkb<number>`, which it keeps 2 s for the next daemon at a
+/// stop; with the map's table and the disk.
+fn kept_for_two_seconds(name: &str, number: &str) -> (Daemon, String, NullBlk) {
+    modprobe(&["ublk_drv"]);
+    let mut disk = NullBlk::memory_backed(&format!("mpio-kt-{name}"), 64);
+    let paths = disk.two_paths();
+    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
+    let daemon = serve_ublk(
+        name,
+        &table,
+        &["--ublk", number, "--ublk-keep-timeout-ms", "2000"],
+    );
+    (daemon, table, disk)
 }
 
 /// Kernel log lines that name `device` and an error.
@@ -114,15 +132,7 @@ fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
 #[test]
 #[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
 fn a_kept_device_no_daemon_takes_over_fails_its_io_after_the_keep_timeout() {
-    modprobe(&["ublk_drv"]);
-    let mut disk = NullBlk::memory_backed("mpio-kt-ublk-orphan", 64);
-    let paths = disk.two_paths();
-    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
-    let mut daemon = serve_ublk(
-        "ublk-orphan",
-        &table,
-        &["--ublk", "1012", "--ublk-keep-timeout-ms", "2000"],
-    );
+    let (mut daemon, _table, _disk) = kept_for_two_seconds("ublk-orphan", "1012");
     let device = daemon.devices[0].clone();
     let logs = crate::daemon::test_dir("ublk-orphan-fio");
     let mut fio =
@@ -148,6 +158,35 @@ fn a_kept_device_no_daemon_takes_over_fails_its_io_after_the_keep_timeout() {
     let result = fio.finish(LIMIT);
     assert!(!result.is_clean(), "fio saw no error:\n{}", result.log);
     let _ = std::fs::remove_dir_all(&logs);
+}
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn a_removal_the_kernel_holds_keeps_no_next_daemon_from_starting() {
+    let (mut daemon, table, _disk) = kept_for_two_seconds("ublk-held", "1013");
+    let device = daemon.devices[0].clone();
+    terminate(&mut daemon);
+    assert_kept(&daemon, &device);
+    // Hold the char device, once the ended daemon's hold is gone: the
+    // keeper's DEL_DEV waits for its last close.
+    let char_device = "/dev/ublkc1013";
+    let mut held = None;
+    wait_until("the test opens the kept char device", LIMIT, || {
+        held = std::fs::File::open(char_device).ok();
+        held.is_some()
+    });
+    wait_until("the keeper gives the held removal up", LIMIT, || {
+        let log = daemon.log();
+        log.contains("/dev/ublkb1013 not removed: ublk ") && log.contains("did not return within")
+    });
+    // The keeper let its lock go: the next daemon starts.
+    let mut next = serve_ublk("ublk-held-next", &table, &["--ublk"]);
+    terminate(&mut next);
+    // Closed, the char device goes with the device.
+    drop(held);
+    wait_until("the held device goes once closed", LIMIT, || {
+        !Path::new(char_device).exists()
+    });
 }
 
 #[test]
