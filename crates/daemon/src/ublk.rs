@@ -20,6 +20,7 @@ use crate::config::{UblkNumber, UblkOnStop};
 use crate::holders::Claim;
 use crate::links::DeviceLinks;
 use crate::running::RunningUblk;
+use mpio_core::message::Message;
 use mpio_server::{flush_map, Engine as NbdEngine, EngineConfig as NbdEngineConfig, FlushOutcome};
 use mpio_transport::{lock, DeviceSlot};
 use mpio_ublk::{DeviceOptions, Engine, EngineConfig, Released, TryStop, UblkDevice, UblkError};
@@ -251,7 +252,7 @@ impl UblkExports {
                         Err(error) => UblkOutcome::Failed(error.to_string()),
                     }
                 }
-                (on_stop, _) => match self.remove_device(&engine, ublk.device, claim) {
+                (on_stop, _) => match self.remove_device(&engine, ublk.device, claim, Some(slot)) {
                     Ok(held) => {
                         let unnumbered = matches!(on_stop, UblkOnStop::Keep { .. }).then(|| {
                             "the kernel chose its number, so no daemon could find it again: \
@@ -303,7 +304,7 @@ impl UblkExports {
     /// failed, or that is dropped.
     pub(crate) fn remove(&self, device: UblkDevice) -> Result<(), UblkError> {
         let engine = self.serving()?;
-        self.remove_device(&engine, device, None).map(drop)
+        self.remove_device(&engine, device, None, None).map(drop)
     }
 
     /// Removes `device` and its links. Claimed (by `claim`, else here),
@@ -317,12 +318,28 @@ impl UblkExports {
     /// checks for openers itself, in one step: a process that opened the
     /// device meanwhile makes it a held device, and the deletion never
     /// waits.
+    ///
+    /// A held device's disk goes only once the kernel has the answers to
+    /// what it sent, and I/O that waits for a path (the map queues, and
+    /// none is usable) would be answered only when one returns: before a
+    /// held device stops, its map `slot` (the map is going) stops
+    /// queueing (`fail_if_no_path`), so that I/O fails now, as
+    /// `multipath -f` disables queueing before it flushes a map.
     fn remove_device(
         &self,
         engine: &Engine,
         device: UblkDevice,
         claim: Option<Claim>,
+        slot: Option<&DeviceSlot>,
     ) -> Result<Option<String>, UblkError> {
+        let stop_held = |device: UblkDevice| {
+            if let Some(slot) = slot {
+                if let Err(error) = slot.map().message(&Message::FailIfNoPath) {
+                    tracing::warn!(device = %device.path(), %error, "queueing not stopped");
+                }
+            }
+            engine.stop(device)
+        };
         let path = device.path();
         // The links go with the disk; the device is not theirs to keep.
         if let Some(links) = lock(&self.links).remove(&device.id()) {
@@ -341,7 +358,7 @@ impl UblkExports {
                         let holders = Claim::take(Path::new(&path))
                             .err()
                             .unwrap_or_else(|| vec!["a process that opened it meanwhile".into()]);
-                        (engine.stop(device)?, Some(holders))
+                        (stop_held(device)?, Some(holders))
                     }
                 }
             }
@@ -352,7 +369,7 @@ impl UblkExports {
                 drop(claim);
                 (stopped, None)
             }
-            Err(holders) => (engine.stop(device)?, Some(holders)),
+            Err(holders) => (stop_held(device)?, Some(holders)),
         };
         match holders {
             None => engine.delete(stopped).map(|()| None),

@@ -3,7 +3,9 @@
 //! libaio while each path fails and returns; ext4 made, filled and
 //! checked on it; write-zeroes read back as zeroes; SIGTERM under load,
 //! which must end the daemon cleanly and remove a device the kernel
-//! numbered (no daemon could take it over); and
+//! numbered (no daemon could take it over); `queue_if_no_path` holding
+//! I/O with every path failed, and `mpio remove --force` then failing it
+//! and returning; and
 //! io-affinity choosing by the CPU that submitted each request while
 //! each CPU's queue is served from the other CPU; and
 //! sixty-four maps, each a ublk device and an NBD export, served by one
@@ -268,8 +270,44 @@ fn reloads_under_fio_swap_the_map_without_an_error() {
 #[test]
 #[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
 fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
+    let (daemon, paths, _disk, fio) = queueing_with_every_path_failed("ublk-queueing");
+    let device = &daemon.devices[0];
+    let held = block_stat(device, 4).expect("the device's write count");
+    for path in &paths {
+        daemon.ok(&["message", "mpatha", "reinstate_path", path]);
+    }
+    wait_for_writes(device, held + 2 * BACKLOG);
+    fio.stop(Duration::from_secs(600)).assert_clean();
+}
+
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn remove_force_with_every_path_failed_fails_the_held_io_and_returns() {
+    let (daemon, _paths, _disk, fio) = queueing_with_every_path_failed("ublk-remove-queueing");
+    let device = daemon.devices[0].clone();
+    // The disk cannot go while requests wait for a path that will not
+    // come: the forced removal fails them, and returns.
+    let removed = run(
+        &crate::common::mpio_binary(),
+        &["remove", "--force", "mpatha", "--control", &daemon.control],
+        LIMIT,
+    );
+    let removed = String::from_utf8_lossy(&removed.stdout).into_owned();
+    assert!(removed.contains("removed"), "{removed}");
+    let result = fio.finish(LIMIT);
+    assert!(!result.is_clean(), "fio saw no error:\n{}", result.log);
+    wait_until("the device goes once fio closed it", LIMIT, || {
+        !Path::new(&device).exists()
+    });
+}
+
+/// A daemon `name` serving a map that queues while no path is usable
+/// (`queue_if_no_path`) as a ublk device, under fio verify, with both
+/// its paths failed and fio's requests waiting in mpio; the checker
+/// reinstates no path for an hour.
+fn queueing_with_every_path_failed(name: &str) -> (Daemon, [String; 2], NullBlk, FioVerify) {
     modprobe(&["ublk_drv"]);
-    let mut disk = NullBlk::memory_backed("mpio-kt-ublk-queueing", 64);
+    let mut disk = NullBlk::memory_backed(&format!("mpio-kt-{name}"), 64);
     let paths = disk.two_paths();
     let table = format!(
         "0 {} multipath 1 queue_if_no_path 0 1 1 round-robin 0 2 1 {} 1 {} 1",
@@ -277,9 +315,7 @@ fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
         paths[0],
         paths[1]
     );
-    // The checker runs once an hour: no round reinstates the paths the
-    // test fails before it reinstates them itself.
-    let dir = crate::daemon::test_dir("ublk-queueing");
+    let dir = crate::daemon::test_dir(name);
     let config = format!(
         "[[map]]\nname = \"mpatha\"\ntable = \"{table}\"\nchecker_interval_ms = 3600000\n\
          [[map.export]]\nublk = true\n"
@@ -288,27 +324,22 @@ fn with_every_path_failed_queue_if_no_path_holds_the_io_in_mpio() {
     let config_path = dir.join("mpio.toml").display().to_string();
     let daemon = Daemon::start(dir, &["--config", &config_path]);
     assert_eq!(daemon.devices.len(), 1, "one ublk device printed");
-    let device = &daemon.devices[0];
+    let device = daemon.devices[0].clone();
     let mut fio =
-        FioVerify::start_until_stopped(Target::Block(device), 64, daemon.dir.join("fio.log"), &[]);
-    wait_for_more_writes(device, 1000);
+        FioVerify::start_until_stopped(Target::Block(&device), 64, daemon.dir.join("fio.log"), &[]);
+    wait_for_more_writes(&device, 1000);
     for path in &paths {
         daemon.ok(&["message", "mpatha", "fail_path", path]);
     }
     // No path: the map queues, and fio's requests (it always has some
-    // outstanding) wait in mpio; fio's clean end below shows none failed.
+    // outstanding) wait in mpio.
     let status = daemon.json(&["status", "mpatha"]);
     assert_eq!(status["queueing"], true, "{status}");
     wait_until("fio's requests wait on the device", LIMIT, || {
-        block_stat(device, 8).is_some_and(|in_flight| in_flight > 0)
+        block_stat(&device, 8).is_some_and(|in_flight| in_flight > 0)
     });
     assert!(fio.is_running(), "fio ended while no path was usable");
-    let held = block_stat(device, 4).expect("the device's write count");
-    for path in &paths {
-        daemon.ok(&["message", "mpatha", "reinstate_path", path]);
-    }
-    wait_for_writes(device, held + 2 * BACKLOG);
-    fio.stop(Duration::from_secs(600)).assert_clean();
+    (daemon, paths, disk, fio)
 }
 
 /// Waits (bounded) until block device `device` has completed `count`
