@@ -10,7 +10,7 @@
 
 #![allow(unsafe_code)]
 
-use crate::error::UblkError;
+use crate::error::{StuckCommand, UblkError};
 use crate::uapi::{self, CtrlCmd, DevInfo, Params};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::fs::File;
@@ -24,7 +24,7 @@ pub(crate) struct Control {
     /// A command that outlived its bound (`Control::remove_within`) and
     /// that the kernel still runs: its completion would answer the next
     /// command, so none is sent.
-    stuck: Option<(&'static str, u32, u64)>,
+    stuck: Option<StuckCommand>,
 }
 
 impl std::fmt::Debug for Control {
@@ -81,12 +81,8 @@ impl Control {
             limit.is_none() || command.addr == 0,
             "a bounded ublk {name} names no buffer"
         );
-        if let Some((command, id, seconds)) = self.stuck {
-            return Err(UblkError::Stuck {
-                command,
-                id,
-                seconds,
-            });
+        if let Some(stuck) = self.stuck {
+            return Err(UblkError::Stuck(stuck));
         }
         let mut bytes = [0u8; 80];
         // SAFETY: CtrlCmd is repr(C), 32 bytes of plain integers, and the
@@ -123,13 +119,13 @@ impl Control {
                 Ok(_) => {}
                 Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
                 Err(error) if error.raw_os_error() == Some(libc::ETIME) => {
-                    let seconds = limit.unwrap_or_default().as_secs();
-                    self.stuck = Some((name, command.dev_id, seconds));
-                    return Err(UblkError::Stuck {
+                    let stuck = StuckCommand {
                         command: name,
                         id: command.dev_id,
-                        seconds,
-                    });
+                        seconds: limit.unwrap_or_default().as_secs(),
+                    };
+                    self.stuck = Some(stuck);
+                    return Err(UblkError::Stuck(stuck));
                 }
                 Err(error) => return Err(UblkError::system(format!("ublk {name}"), error)),
             }
@@ -296,7 +292,12 @@ impl Control {
     /// # Errors
     /// Any refusal.
     pub(crate) fn stop(&mut self, id: u32) -> Result<(), UblkError> {
-        self.simple("STOP_DEV", uapi::CMD_STOP_DEV, id, 0)
+        self.stop_within(id, None)
+    }
+
+    /// [`Control::stop`], waiting at most `limit` if given.
+    fn stop_within(&mut self, id: u32, limit: Option<Duration>) -> Result<(), UblkError> {
+        self.simple_within("STOP_DEV", uapi::CMD_STOP_DEV, id, 0, limit)
     }
 
     /// Stops device `id` and deletes it, waiting at most `limit` for
@@ -306,13 +307,8 @@ impl Control {
     /// [`UblkError::Stuck`] for a command still running at its bound
     /// (this control device then sends no other); any refusal.
     pub(crate) fn remove_within(&mut self, id: u32, limit: Duration) -> Result<(), UblkError> {
-        for (name, nr) in [
-            ("STOP_DEV", uapi::CMD_STOP_DEV),
-            ("DEL_DEV", uapi::CMD_DEL_DEV),
-        ] {
-            self.command_within(name, nr, simple_command(id, 0), Some(limit))?;
-        }
-        Ok(())
+        self.stop_within(id, Some(limit))?;
+        self.delete_within(id, Some(limit))
     }
 
     /// Stops device `id` as [`Control::stop`] does if no one has its disk
@@ -330,21 +326,35 @@ impl Control {
     /// # Errors
     /// Any refusal.
     pub(crate) fn delete(&mut self, id: u32) -> Result<(), UblkError> {
-        self.simple("DEL_DEV", uapi::CMD_DEL_DEV, id, 0)
+        self.delete_within(id, None)
+    }
+
+    /// [`Control::delete`], waiting at most `limit` if given.
+    fn delete_within(&mut self, id: u32, limit: Option<Duration>) -> Result<(), UblkError> {
+        self.simple_within("DEL_DEV", uapi::CMD_DEL_DEV, id, 0, limit)
     }
 
     fn simple(&mut self, name: &'static str, nr: u8, id: u32, data: u64) -> Result<(), UblkError> {
-        self.command(name, nr, simple_command(id, data)).map(drop)
+        self.simple_within(name, nr, id, data, None)
     }
-}
 
-/// A command on device `id` with no buffer and `data` inline.
-fn simple_command(id: u32, data: u64) -> CtrlCmd {
-    CtrlCmd {
-        dev_id: id,
-        queue_id: u16::MAX,
-        len: 0,
-        addr: 0,
-        data: [data, 0],
+    /// Command `nr` on device `id` with no buffer and `data` inline,
+    /// waiting at most `limit` if given.
+    fn simple_within(
+        &mut self,
+        name: &'static str,
+        nr: u8,
+        id: u32,
+        data: u64,
+        limit: Option<Duration>,
+    ) -> Result<(), UblkError> {
+        let command = CtrlCmd {
+            dev_id: id,
+            queue_id: u16::MAX,
+            len: 0,
+            addr: 0,
+            data: [data, 0],
+        };
+        self.command_within(name, nr, command, limit).map(drop)
     }
 }

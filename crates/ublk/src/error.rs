@@ -40,15 +40,8 @@ pub enum UblkError {
     /// A control command did not return within its bound: the kernel
     /// still runs it, and the control device takes no other until it
     /// does.
-    #[error("ublk {command} for device {id} did not return within {seconds} s: the kernel still holds it (its disk's I/O does not end, or its char device /dev/ublkc{id} is still open)")]
-    Stuck {
-        /// The command.
-        command: &'static str,
-        /// The device.
-        id: u32,
-        /// Its bound, seconds.
-        seconds: u64,
-    },
+    #[error("ublk {} for device {} did not return within {} s: the kernel still holds it (its disk's I/O does not end, or its char device /dev/ublkc{} is still open)", .0.command, .0.id, .0.seconds, .0.id)]
+    Stuck(StuckCommand),
     /// A device whose server died cannot be taken over by this one.
     #[error("ublk device {id} waits for its dead server but cannot be taken over: {reason} (start mpio with the map it served, on as many CPUs)")]
     Recovery {
@@ -78,6 +71,17 @@ pub enum UblkError {
     /// going down).
     #[error("the ublk I/O threads have stopped")]
     EngineStopped,
+}
+
+/// A control command that outlived its bound ([`UblkError::Stuck`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StuckCommand {
+    /// The command.
+    pub command: &'static str,
+    /// The device.
+    pub id: u32,
+    /// Its bound, seconds.
+    pub seconds: u64,
 }
 
 impl UblkError {

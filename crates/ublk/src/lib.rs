@@ -47,7 +47,7 @@ mod uapi;
 mod uapi_header;
 
 pub use engine::{DeviceOptions, Engine, EngineConfig, StoppedDevice, TryStop, UblkDevice};
-pub use error::UblkError;
+pub use error::{StuckCommand, UblkError};
 pub use keeper::{keep, Kept, LOCK_FILE};
 pub use thread::Released;
 pub use uapi::{CtrlCmd, DevInfo, IoCmd, IoDesc, ParamBasic, ParamDiscard, Params};

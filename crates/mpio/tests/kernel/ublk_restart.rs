@@ -165,6 +165,15 @@ fn a_kept_device_no_daemon_takes_over_fails_its_io_after_the_keep_timeout() {
 fn a_removal_the_kernel_holds_keeps_no_next_daemon_from_starting() {
     let (mut daemon, table, _disk) = kept_for_two_seconds("ublk-held", "1013");
     let device = daemon.devices[0].clone();
+    // The test holds the servers' lock as a running server would, so the
+    // keeper removes nothing until the test has the char device open.
+    let server_lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mpio_ublk::LOCK_FILE)
+        .expect("the running daemon made the servers' lock file");
+    server_lock
+        .lock_shared()
+        .expect("the servers' lock, shared");
     terminate(&mut daemon);
     assert_kept(&daemon, &device);
     // Hold the char device, once the ended daemon's hold is gone: the
@@ -175,6 +184,7 @@ fn a_removal_the_kernel_holds_keeps_no_next_daemon_from_starting() {
         held = std::fs::File::open(char_device).ok();
         held.is_some()
     });
+    drop(server_lock);
     wait_until("the keeper gives the held removal up", LIMIT, || {
         let log = daemon.log();
         log.contains("/dev/ublkb1013 not removed: ublk ") && log.contains("did not return within")
