@@ -4,8 +4,9 @@
 # request-based and bio-based dm-multipath, NVMe native multipath over
 # nvme-loop, and mpio serving the same null_blk devices as its own ublk
 # block device and through the kernel's nbd client, in interleaved
-# rounds. Prints each configuration's median IOPS and its
-# ratio to raw null_blk's median: the table docs/BENCHMARKS.md records.
+# rounds. Prints each configuration's median IOPS, its ratio to raw
+# null_blk's median and the median share of fio's runs the vCPUs sat
+# idle: the table docs/BENCHMARKS.md records.
 #
 # Settings (environment), beside scripts/kernel-vm/host.sh's (among
 # them MPIO_KERNEL=6.12 | newest, the kernel the guest boots [6.12]):
@@ -79,6 +80,7 @@ echo "fio ${RW:-randread} ${BS:-4k} libaio iodepth=${IODEPTH:-32} numjobs=${NUMJ
 echo
 grep -a '^RESULT|' "$log" | awk -F'|' '
     { if (!($2 in samples)) order[++n] = $2; samples[$2] = samples[$2] (samples[$2] ? "," : "") $3 }
+    $4 != "" { idle[$2] = idle[$2] (idle[$2] ? "," : "") $4 }
     function median(list,   values, count, i, j, swap) {
         count = split(list, values, ",")
         for (i = 1; i <= count; i++) for (j = i + 1; j <= count; j++)
@@ -87,10 +89,11 @@ grep -a '^RESULT|' "$log" | awk -F'|' '
     }
     END {
         raw = ("raw-nullb0" in samples) ? median(samples["raw-nullb0"]) : 0
-        printf "%-28s %10s %8s  %s\n", "configuration", "IOPS", "vs raw", "samples"
+        printf "%-28s %10s %8s %6s  %s\n", "configuration", "IOPS", "vs raw", "idle", "samples"
         for (i = 1; i <= n; i++) {
             m = median(samples[order[i]])
-            printf "%-28s %10d %8s  %s\n", order[i], m, raw ? sprintf("%.3f", m / raw) : "-", samples[order[i]]
+            printf "%-28s %10d %8s %6s  %s\n", order[i], m, raw ? sprintf("%.3f", m / raw) : "-",
+                (order[i] in idle) ? median(idle[order[i]]) "%" : "-", samples[order[i]]
         }
     }'
 grep -a '^NOTE|' "$log" | grep -v '|round ' | sed 's/^NOTE|/note: /' || true

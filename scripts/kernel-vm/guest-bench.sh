@@ -5,7 +5,8 @@
 # other) against raw null_blk
 # and each multipath stack over the same null_blk devices, in
 # interleaved rounds. Every sample is printed
-# as RESULT|<configuration>|<IOPS>; the host makes the table. With
+# as RESULT|<configuration>|<IOPS>|<vCPUs idle, %>; the host makes the
+# table. With
 # PROFILE=1 a last pass samples each configuration's fio run with perf
 # and prints the reports as PROFILE|<configuration>|<line>.
 #
@@ -19,6 +20,9 @@
 #   mpio-ublk-1p             mpio serve --ublk over file:/dev/nullb0: mpio's own block device
 #                            (removed at the end of each run: the next one makes its own)
 #   mpio-ublk-2p-<selector>  the same over nullb0 and nullb1
+#   mpio-ublk-null           mpio serve --ublk over one null: path, which answers
+#                            at once and moves no data: the device's ceiling,
+#                            every cost of mpio's but the path's own I/O
 #   mpio-nbd-1p              mpio serve over file:/dev/nullb0, attached by the kernel's nbd
 #   mpio-nbd-2p-<selector>   the same over nullb0 and nullb1
 #   base-*                   each mpio-* configuration again with the binary
@@ -28,7 +32,7 @@
 . /kvm/bench.conf
 export DM_DISABLE_UDEV=1
 
-result() { echo "RESULT|$1|$2"; }
+result() { echo "RESULT|$1|$2|$3"; }   # result CONFIGURATION IOPS IDLE%
 note() { echo "NOTE|$*"; }
 
 # fio_iops DEVICE [SECONDS]: the IOPS of one timed run of RUNTIME
@@ -40,6 +44,9 @@ fio_iops() {
         awk -F';' '$1 == "3" {print $8}'
 }
 
+# cpu_times: jiffies the vCPUs spent idle (idle and iowait), and in all.
+cpu_times() { awk '$1 == "cpu" { print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+
 # PROFILE=1's pass: measure profiles instead (profile_run).
 PROFILING=
 measure() {   # measure CONFIGURATION DEVICE
@@ -47,9 +54,13 @@ measure() {   # measure CONFIGURATION DEVICE
         profile_run "$1" "$2"
         return
     fi
+    # How much of fio's run (ramp included) the vCPUs sat idle: a stack
+    # that waits on wake-ups leaves them so at any queue depth.
+    cpu_before=$(cpu_times)
     iops=$(fio_iops "$2")
+    idle=$(echo "$cpu_before $(cpu_times)" | awk '{ if ($4 > $2) printf "%.0f", 100 * ($3 - $1) / ($4 - $2) }')
     if [ -n "$iops" ]; then
-        result "$1" "$iops"
+        result "$1" "$iops" "$idle"
     else
         note "$1: fio failed: $(head -c 300 /tmp/fio.err)"
     fi
@@ -259,10 +270,12 @@ nvme_run() {     # nvme_run CONFIGURATION PORTS [IOPOLICY]
 }
 
 # mpio: `mpio serve` over file: paths on the null_blk devices.
-mpio_table() {   # mpio_table SELECTOR DEVICE...
+mpio_table() {   # mpio_table SELECTOR DEVICE...: a device /dev/X is file:/dev/X
     selector=$1; shift
     paths=""
-    for device in "$@"; do paths="$paths file:$device 1"; done
+    for device in "$@"; do
+        case $device in /*) paths="$paths file:$device 1" ;; *) paths="$paths $device 1" ;; esac
+    done
     echo "0 $sectors multipath 0 0 1 1 $selector 0 $# 1$paths"
 }
 # mpio_counters PID: reads /dev/ublkb0 completed, then the context
@@ -354,6 +367,8 @@ run_configurations() {
             case $program in mpio) prefix=mpio ;; *) prefix=base ;; esac
             wanted "$prefix-$frontend-1p" &&
                 "mpio_${frontend}_run" "$program" "$prefix-$frontend-1p" round-robin /dev/nullb0
+            wanted "$prefix-$frontend-null" &&
+                "mpio_${frontend}_run" "$program" "$prefix-$frontend-null" round-robin "null:$((sectors * 512))"
             for selector in $MPIO_SELECTORS; do
                 wanted "$prefix-$frontend-2p-$selector" &&
                     "mpio_${frontend}_run" "$program" "$prefix-$frontend-2p-$selector" "$selector" /dev/nullb0 /dev/nullb1

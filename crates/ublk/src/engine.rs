@@ -440,8 +440,8 @@ impl Engine {
 
     /// A range of every thread's buffer table for a zero-copy device
     /// serving `slot`'s map, if the kernel registers buffers itself
-    /// ([`uapi::F_AUTO_BUF_REG`]), every path of the map is a file or
-    /// block device ([`zero_copy_paths`]) and every thread has room.
+    /// ([`uapi::F_AUTO_BUF_REG`]), every path of the map can be served so
+    /// ([`zero_copy_paths`]) and every thread has room.
     fn zero_copy_buffers(&self, slot: &DeviceSlot) -> Option<Vec<BufferRange>> {
         if self.features & uapi::F_AUTO_BUF_REG == 0 || !zero_copy_paths(&slot.current().1) {
             return None;
@@ -727,10 +727,13 @@ fn settled_info(control: &mut Control, id: u32) -> Result<DevInfo, UblkError> {
 
 /// Whether a map of `paths` can be served by zero copy: every path a
 /// file or block device, whose I/O goes on the thread's ring where the
-/// request's pages are registered (an NBD or memory path needs the bytes
-/// in mpio). A reload of a zero-copy device must keep it so.
+/// request's pages are registered, or a null path, which touches no data
+/// (an NBD or memory path needs the bytes in mpio). A reload of a
+/// zero-copy device must keep it so.
 pub(crate) fn zero_copy_paths(paths: &[PathHandle]) -> bool {
-    paths.iter().all(|path| matches!(path, PathHandle::File(_)))
+    paths
+        .iter()
+        .all(|path| matches!(path, PathHandle::File(_) | PathHandle::Null { .. }))
 }
 
 /// The kernel kept the data mode asked for (`data_flags`): it drops

@@ -186,9 +186,10 @@ pub(super) fn reload_notes(
 }
 
 /// Refuses `new_config` if a zero-copy ublk device serves the map and a
-/// path of the new table is not a file or block device: the request's
-/// pages are registered in the kernel, and only a file path's I/O can
-/// name them (`mpio_ublk::zero_copy_paths`).
+/// path of the new table is not a file or block device (or a null path,
+/// which touches no data): the request's pages are registered in the
+/// kernel, and only a file path's I/O can name them
+/// (`mpio_ublk::zero_copy_paths`).
 fn check_zero_copy(running: &RunningMap, new_config: &MapConfig) -> Result<(), String> {
     let Some(ublk) = running
         .ublk_devices
@@ -205,10 +206,13 @@ fn check_zero_copy(running: &RunningMap, new_config: &MapConfig) -> Result<(), S
         .flat_map(|group| &group.paths);
     for path in paths {
         let uri = new_config.uri_of(&path.name);
-        if !matches!(Endpoint::parse(uri), Ok(Endpoint::File { .. })) {
+        if !matches!(
+            Endpoint::parse(uri),
+            Ok(Endpoint::File { .. } | Endpoint::Null { .. })
+        ) {
             return Err(format!(
-                "map {name:?}: {} moves data by zero copy, and path {:?} ({uri}) is not a file \
-                 or block device; the map keeps its table",
+                "map {name:?}: {} moves data by zero copy, and path {:?} ({uri}) is not a file, \
+                 block device or null path; the map keeps its table",
                 ublk.device.path(),
                 path.name
             ));

@@ -27,6 +27,22 @@ pub fn run(program: &str, args: &[&str], limit: Duration) -> Output {
     output
 }
 
+/// The running kernel's release (`uname -r`).
+pub fn kernel_release() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    release.trim().to_string()
+}
+
+/// Whether the running kernel is `major.minor` or later.
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = kernel_release();
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|number| number.parse::<u32>().unwrap_or(0));
+    let running = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    running >= (major, minor)
+}
+
 /// Waits for `child` at most `limit`; kills it and panics past that.
 pub fn wait_bounded(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
     let deadline = Instant::now() + limit;

@@ -7,29 +7,13 @@
 //! which optional features `mpio show topology` says the device uses.
 
 use crate::daemon::{test_dir, Daemon};
-use crate::devices::{modprobe, read_attribute, wait_until};
+use crate::devices::{kernel_at_least, kernel_release, modprobe, read_attribute, wait_until};
 use crate::failover::LIMIT;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 const MIB: u64 = 1 << 20;
 const DEVICE: &str = "/dev/ublkb1017";
-
-/// The running kernel's release (`uname -r`).
-fn kernel_release() -> String {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-    release.trim().to_string()
-}
-
-/// Whether the running kernel is `major.minor` or later.
-fn kernel_at_least(major: u32, minor: u32) -> bool {
-    let release = kernel_release();
-    let mut numbers = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|number| number.parse::<u32>().unwrap_or(0));
-    let running = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
-    running >= (major, minor)
-}
 
 /// The config of map `m`, `size` bytes over two file paths to `lun`,
 /// served as /dev/ublkb1017.

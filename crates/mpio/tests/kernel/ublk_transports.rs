@@ -2,12 +2,14 @@
 //! regular file (`file:` with buffered I/O), and an NBD server (nbdkit's
 //! memory plugin) — each under fio verify with flushes and FUA writes
 //! while its paths fail and return, then write-zeroes read back as
-//! zeroes and a discard answered.
+//! zeroes and a discard answered; and over `null:` paths, which store
+//! nothing.
 
 use crate::daemon::{test_dir, Daemon, Nbdkit};
-use crate::devices::{modprobe, run};
-use crate::failover::verify_while_paths_fail;
+use crate::devices::{kernel_at_least, modprobe, run, NullBlk};
+use crate::failover::{path_ios, path_row, two_path_table, verify_while_paths_fail};
 use crate::fio::Target;
+use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 /// Size of each map, MiB.
@@ -86,5 +88,98 @@ fn nbd_paths_behind_the_ublk_device() {
     let _server = Nbdkit::nbdkit(&socket, &["memory", &format!("{SIZE_MIB}M")]);
     let word = format!("nbd+unix:///?socket={}", socket.display());
     check_paths("ublk-nbd", [format!("{word}#a"), format!("{word}#b")]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Null paths, which store nothing and answer at once (the kernel
+/// benchmark's ceiling, `mpio-ublk-null`). A null path touches no data,
+/// so the device moves data by zero copy where the kernel registers the
+/// requests' pages itself (6.16 and later) and copies elsewhere; fio's
+/// reads, writes, flushes and FUA writes, a discard and a write-zeroes all
+/// succeed over both paths; and a reload onto a disk keeps the device's
+/// data mode and stores what is written next, and one back onto the null
+/// paths is taken.
+#[test]
+#[ignore = "kernel test: needs root and ublk_drv; run scripts/kernel-test.sh"]
+fn null_paths_behind_the_ublk_device() {
+    modprobe(&["ublk_drv"]);
+    let sectors = SIZE_MIB << 11;
+    let bytes = SIZE_MIB << 20;
+    let paths = [format!("null:{bytes}#a"), format!("null:{bytes}#b")];
+    let table = two_path_table(sectors, &paths[0], &paths[1]);
+    let dir = test_dir("ublk-null");
+    let daemon = Daemon::start(dir.clone(), &["--table", &table, "--ublk"]);
+    let device = daemon.devices[0].clone();
+    let mode = if kernel_at_least(6, 16) {
+        "zero copy"
+    } else {
+        "get-data copy"
+    };
+    let data_mode = |daemon: &Daemon| {
+        let topology = daemon.json(&["show", "topology", "mpatha"]);
+        topology[0]["ublk"][0]["data_mode"].clone()
+    };
+    assert_eq!(data_mode(&daemon), mode);
+
+    // fio fails on the first I/O error.
+    run(
+        "fio",
+        &[
+            "--name=null",
+            &format!("--filename={device}"),
+            "--rw=randrw",
+            "--bs=4k",
+            "--ioengine=libaio",
+            "--iodepth=16",
+            "--direct=1",
+            "--io_size=16m",
+            "--fsync=16",
+            "--sync=dsync",
+        ],
+        Duration::from_secs(300),
+    );
+    for range in [
+        &["-o", "0", "-l", "1048576"][..],
+        &["-z", "-o", "0", "-l", "1048576"],
+    ] {
+        run(
+            "blkdiscard",
+            &[range, &[&device]].concat(),
+            Duration::from_secs(120),
+        );
+    }
+    for path in &paths {
+        assert!(path_ios(&daemon, path) > 0, "{path} carried no I/O");
+    }
+
+    // Onto a disk (write-through, as the null paths: the device sends no
+    // flushes): the device's pages now reach it.
+    let disk = NullBlk::memory_backed("ublknull", SIZE_MIB);
+    let word = format!("file:{}", disk.device.display());
+    daemon.ok(&[
+        "reload",
+        "mpatha",
+        &format!("0 {sectors} multipath 0 0 1 1 round-robin 0 1 1 {word} 1"),
+    ]);
+    assert_eq!(data_mode(&daemon), mode, "a reload keeps the data mode");
+    let pattern: Vec<u8> = (0..1 << 20).map(|byte| (byte * 7 % 251) as u8).collect();
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&device)
+        .unwrap();
+    written.write_all_at(&pattern, 8 << 20).unwrap();
+    written.sync_all().unwrap();
+    let mut stored = vec![0; pattern.len()];
+    std::fs::File::open(&disk.device)
+        .unwrap()
+        .read_exact_at(&mut stored, 8 << 20)
+        .unwrap();
+    assert!(stored == pattern, "the write reached the disk");
+    // And back onto the null paths, which a zero-copy device takes too.
+    daemon.ok(&["reload", "mpatha", &table]);
+    for path in &paths {
+        assert_eq!(path_row(&daemon, path)["state"], "active", "{path} is back");
+    }
+    drop(daemon);
     let _ = std::fs::remove_dir_all(&dir);
 }
