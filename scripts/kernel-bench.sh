@@ -70,10 +70,17 @@ mkdir -p "$KVM_CACHE/logs"
 run=$KVM_KVER-$(date +%Y%m%d-%H%M%S)-$$
 log=$KVM_CACHE/logs/bench-$run.log
 status=0
+# The host's own CPU time, and what its hypervisor took from it (steal):
+# a machine that is itself a guest may lend the benchmark less than its
+# CPUs, unevenly across rounds.
+host_times() { awk '$1 == "cpu" { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+host_before=$(host_times)
 kvm_boot "$overlay" "${MPIO_KVM_TIMEOUT:-5400}" "$log" > /dev/null || status=$?
+steal=$(echo "$host_before $(host_times)" | awk '{ if ($4 > $2) printf "%.1f", 100 * ($3 - $1) / ($4 - $2) }')
 
 echo
 echo "kernel $KVM_KERNEL_LABEL under $(kvm_accel), $KVM_CPUS vCPUs, $KVM_MEM; host $(nproc) CPUs; $(date -u +%Y-%m-%d)"
+[ -n "$steal" ] && echo "host steal: ${steal}% of its CPU time over the run (its hypervisor's share; above a few percent, rounds differ by it)"
 echo "fio ${RW:-randread} ${BS:-4k} libaio iodepth=${IODEPTH:-32} numjobs=${NUMJOBS:-$KVM_CPUS} direct=1, ${RUNTIME:-5} s per sample, ${ROUNDS:-3} interleaved rounds"
 [ "${NULLB_COMPLETION_NS:-0}" -gt 0 ] && echo "null_blk completes each I/O after ${NULLB_COMPLETION_NS} ns (timer)"
 [ "$(kvm_accel)" = tcg ] && echo "TCG emulation: absolute IOPS mean nothing; compare only ratios measured in this run."
