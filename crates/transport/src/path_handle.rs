@@ -33,6 +33,13 @@ pub enum PathHandle {
 }
 
 impl PathHandle {
+    /// Whether the path serves an I/O whose buffer is a ublk request's own
+    /// pages, as [`crate::Endpoint::takes_kernel_buffers`] says of the
+    /// endpoint it was built from.
+    pub fn takes_kernel_buffers(&self) -> bool {
+        matches!(self, PathHandle::File(_) | PathHandle::Null { .. })
+    }
+
     /// The smallest I/O the path takes: every offset and length must be a
     /// multiple of it (1 where the transport has no such limit of its
     /// own; a file's `O_DIRECT` alignment is at most [`BUFFER_ALIGN`]).
@@ -103,4 +110,31 @@ pub(crate) fn open_paths(
     share: Option<&RingShare>,
 ) -> Vec<AnyQueue> {
     paths.iter().map(|path| path.open(depth, share)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Endpoint;
+
+    /// The endpoint and the path built from it agree on which kinds take
+    /// a ublk request's registered pages: null and file, not NBD or
+    /// memory.
+    #[test]
+    fn a_path_takes_kernel_buffers_as_its_endpoint_says() {
+        let null = Endpoint::parse("null:1M").unwrap();
+        assert!(null.takes_kernel_buffers());
+        assert!(PathHandle::Null { latency_ns: 0 }.takes_kernel_buffers());
+        assert!(Endpoint::parse("file:/srv/lun.img")
+            .unwrap()
+            .takes_kernel_buffers());
+        assert!(!Endpoint::parse("memory:disk#port")
+            .unwrap()
+            .takes_kernel_buffers());
+        let Endpoint::Nbd(address) = Endpoint::parse("nbd://127.0.0.1:10809/e").unwrap() else {
+            panic!("an NBD endpoint");
+        };
+        assert!(!Endpoint::Nbd(address.clone()).takes_kernel_buffers());
+        assert!(!PathHandle::Nbd(Arc::new(NbdTarget::new(address, 1 << 20))).takes_kernel_buffers());
+    }
 }

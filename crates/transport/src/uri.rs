@@ -83,6 +83,16 @@ pub fn size_word(bytes: u64) -> String {
 }
 
 impl Endpoint {
+    /// Whether a path of this kind serves an I/O whose buffer is a ublk
+    /// request's own pages, registered in its thread's ring
+    /// (`Buffer::kernel`): a file or block device reads and writes them
+    /// on that ring, and a null path touches no data; a memory or NBD
+    /// path needs the bytes in mpio. [`crate::PathHandle::takes_kernel_buffers`]
+    /// says the same of the path built from it.
+    pub fn takes_kernel_buffers(&self) -> bool {
+        matches!(self, Endpoint::File { .. } | Endpoint::Null { .. })
+    }
+
     /// Parses a path word.
     ///
     /// # Errors

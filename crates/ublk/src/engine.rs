@@ -725,15 +725,12 @@ fn settled_info(control: &mut Control, id: u32) -> Result<DevInfo, UblkError> {
     }
 }
 
-/// Whether a map of `paths` can be served by zero copy: every path a
-/// file or block device, whose I/O goes on the thread's ring where the
-/// request's pages are registered, or a null path, which touches no data
-/// (an NBD or memory path needs the bytes in mpio). A reload of a
-/// zero-copy device must keep it so.
+/// Whether a map of `paths` can be served by zero copy: every path
+/// takes the request's registered pages
+/// ([`PathHandle::takes_kernel_buffers`]). A reload of a zero-copy
+/// device must keep it so.
 pub(crate) fn zero_copy_paths(paths: &[PathHandle]) -> bool {
-    paths
-        .iter()
-        .all(|path| matches!(path, PathHandle::File(_) | PathHandle::Null { .. }))
+    paths.iter().all(PathHandle::takes_kernel_buffers)
 }
 
 /// The kernel kept the data mode asked for (`data_flags`): it drops

@@ -186,10 +186,9 @@ pub(super) fn reload_notes(
 }
 
 /// Refuses `new_config` if a zero-copy ublk device serves the map and a
-/// path of the new table is not a file or block device (or a null path,
-/// which touches no data): the request's pages are registered in the
-/// kernel, and only a file path's I/O can name them
-/// (`mpio_ublk::zero_copy_paths`).
+/// path of the new table cannot take the request's registered pages
+/// ([`Endpoint::takes_kernel_buffers`], as `mpio_ublk::zero_copy_paths`
+/// asks of a new device's paths).
 fn check_zero_copy(running: &RunningMap, new_config: &MapConfig) -> Result<(), String> {
     let Some(ublk) = running
         .ublk_devices
@@ -206,10 +205,7 @@ fn check_zero_copy(running: &RunningMap, new_config: &MapConfig) -> Result<(), S
         .flat_map(|group| &group.paths);
     for path in paths {
         let uri = new_config.uri_of(&path.name);
-        if !matches!(
-            Endpoint::parse(uri),
-            Ok(Endpoint::File { .. } | Endpoint::Null { .. })
-        ) {
+        if !Endpoint::parse(uri).is_ok_and(|endpoint| endpoint.takes_kernel_buffers()) {
             return Err(format!(
                 "map {name:?}: {} moves data by zero copy, and path {:?} ({uri}) is not a file, \
                  block device or null path; the map keeps its table",
