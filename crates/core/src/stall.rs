@@ -30,9 +30,19 @@
 //! `PathQueue::abandon` (a read has nothing to fence) and sent down
 //! another usable path, and the path counts as stalled until it next
 //! answers or [`HOLD_OUT_NS`] passed (with no I/O it could not answer).
-//! This is a hedge that cancels its first attempt instead of racing it: the read needs no second buffer and the queue no books for
-//! a losing attempt (no allocation, nothing per I/O); what it gives up is
-//! a first answer that comes just after the delay. Only transports that
+//! This is a hedge that cancels its first attempt instead of racing it:
+//! the read needs no second buffer and the queue no books for a losing
+//! attempt (no allocation, nothing per I/O); what it gives up is a first
+//! answer that comes just after the delay.
+//!
+//! A read is taken back at most once; its second attempt waits for its
+//! answer or the I/O timeout. The abandoned attempt still costs its
+//! server the work, so when every path is slow at once a second attempt
+//! queues behind it: were it taken back again, each round would add to
+//! the servers' backlog, no read would be answered, no path would learn
+//! how slow it had become, and no read would ever complete. For the same
+//! reason one scan never sends reads both ways between two paths: a path
+//! given up on counts as held out at once. Only transports that
 //! can let go of a read's buffer take part (NBD; not io_uring, whose
 //! kernel owns the buffer until it completes).
 //!
@@ -186,13 +196,29 @@ impl Stalls {
     }
 
     /// True if `route` (its group's first path `first_path`) has a
-    /// candidate other than `path` that is not stalled: somewhere to send
-    /// a read taken back from `path`.
-    pub(crate) fn has_alternative(&self, path: usize, route: &Route, first_path: usize) -> bool {
+    /// candidate other than `path` that is neither stalled nor held out at
+    /// `now_ns`: somewhere to send a read taken back from `path`. A path
+    /// given up on earlier in the same hedge scan counts as held out
+    /// already, so one scan never sends reads both ways between two slow
+    /// paths.
+    pub(crate) fn has_alternative(
+        &self,
+        path: usize,
+        route: &Route,
+        first_path: usize,
+        now_ns: u64,
+    ) -> bool {
         route.candidates.iter().any(|&position| {
             let other = first_path + usize::from(position);
-            other != path && !self.stalled[other]
+            other != path && !self.stalled[other] && !self.held_out(other, now_ns)
         })
+    }
+
+    /// True if the queue gave up on a read of `path` since its last
+    /// progress, less than [`HOLD_OUT_NS`] before `now_ns`.
+    fn held_out(&self, path: usize, now_ns: u64) -> bool {
+        let gave_up_ns = self.gave_up_ns[path];
+        gave_up_ns > self.progress_ns[path] && now_ns.saturating_sub(gave_up_ns) < HOLD_OUT_NS
     }
 
     /// Looks again at which paths stall, from each path's `loads`;
@@ -217,16 +243,12 @@ impl Stalls {
         }
         let mut changed = false;
         let mut stalled_count = 0;
-        for (path, stalled) in self.stalled.iter_mut().enumerate() {
-            let progress_ns = self.progress_ns[path];
-            let gave_up_ns = self.gave_up_ns[path];
-            let held_out =
-                gave_up_ns > progress_ns && now_ns.saturating_sub(gave_up_ns) < HOLD_OUT_NS;
-            let now_stalled = held_out
-                || (loads[path].in_flight() > 0
-                    && now_ns.saturating_sub(progress_ns) > self.limit_ns[path]);
-            changed |= now_stalled != *stalled;
-            *stalled = now_stalled;
+        for (path, load) in loads.iter().enumerate() {
+            let now_stalled = self.held_out(path, now_ns)
+                || (load.in_flight() > 0
+                    && now_ns.saturating_sub(self.progress_ns[path]) > self.limit_ns[path]);
+            changed |= now_stalled != self.stalled[path];
+            self.stalled[path] = now_stalled;
             stalled_count += usize::from(now_stalled);
         }
         self.stalled_count = stalled_count;

@@ -2,12 +2,12 @@
 //! usual without progress, no selector sends it more I/O (it is not
 //! failed; the I/O timeout decides that), so the healthy path keeps the
 //! queue depth busy. And a read it holds past its hedge delay is taken
-//! back and sent down the other path; a write never is.
+//! back and sent down the other path, once at most; a write never is.
 #![cfg(not(loom))]
 
-use mpio_core::io::{Buffer, Io, Op};
+use mpio_core::io::{Buffer, Io, Op, PathOutcome};
 use mpio_core::map::{Map, MapOptions, PathInfo};
-use mpio_core::queue::Queue;
+use mpio_core::queue::{PathCompletion, PathIo, PathQueue, Queue};
 use mpio_core::table::Table;
 use mpio_core::STALL_FLOOR_NS;
 use mpio_test_support::FakePath;
@@ -81,6 +81,15 @@ fn run(selector: &str) {
 }
 
 fn queue(selector: &str, hedge_reads: bool) -> Queue<FakePath> {
+    queue_over(
+        selector,
+        hedge_reads,
+        [FakePath::default(), FakePath::default()],
+    )
+}
+
+/// A queue of [`DEPTH`] over paths a and b, served by `paths`.
+fn queue_over<P: PathQueue>(selector: &str, hedge_reads: bool, paths: [P; 2]) -> Queue<P> {
     let table = Table::parse(&format!("0 2048 multipath 0 0 1 1 {selector} 0 2 0 a b")).unwrap();
     let options = MapOptions {
         io_timeout_ns: Some(30_000_000_000),
@@ -88,12 +97,7 @@ fn queue(selector: &str, hedge_reads: bool) -> Queue<FakePath> {
         ..MapOptions::default()
     };
     let map = Arc::new(Map::new(&table, &[PathInfo::default(); 2], options).unwrap());
-    Queue::new(
-        map,
-        vec![FakePath::default(), FakePath::default()],
-        DEPTH,
-        0,
-    )
+    Queue::new(map, paths.into(), DEPTH, 0)
 }
 
 /// Submits `op` on a queue whose path a hangs (giving up what it holds
@@ -202,4 +206,142 @@ fn a_hedge_delay_does_not_grow_while_its_path_stays_hung() {
         longest_ns <= 2 * STALL_FLOOR_NS,
         "a read waited {longest_ns} ns after {hedged} hedges"
     );
+}
+
+/// A server behind one path that serves attempts one at a time, in order,
+/// `service_ns` each, and goes on serving an attempt the queue abandoned
+/// (an NBD server still reads the data of a request whose reply will be
+/// dropped): a read sent after others waits for all of them.
+#[derive(Debug)]
+struct SerialServer {
+    service_ns: u64,
+    /// When the server is next free.
+    busy_until_ns: u64,
+    /// The attempts whose replies will be delivered, with when.
+    held: Vec<(u64, PathIo)>,
+}
+
+impl SerialServer {
+    fn new(service_ns: u64) -> Self {
+        SerialServer {
+            service_ns,
+            busy_until_ns: 0,
+            held: Vec::new(),
+        }
+    }
+}
+
+impl PathQueue for SerialServer {
+    fn submit(&mut self, io: PathIo, now_ns: u64) {
+        self.busy_until_ns = self.busy_until_ns.max(now_ns) + self.service_ns;
+        self.held.push((self.busy_until_ns, io));
+    }
+
+    fn poll(&mut self, now_ns: u64, completions: &mut Vec<PathCompletion>) {
+        while self
+            .held
+            .first()
+            .is_some_and(|(done_ns, _)| *done_ns <= now_ns)
+        {
+            let (_, io) = self.held.remove(0);
+            completions.push(PathCompletion {
+                tag: io.tag,
+                buf: io.buf,
+                outcome: PathOutcome::Ok,
+            });
+        }
+    }
+
+    fn abort(&mut self, _tag: u64) -> Option<PathIo> {
+        None
+    }
+
+    fn abandon(&mut self, tag: u64) -> Option<PathIo> {
+        let at = self.held.iter().position(|(_, io)| io.tag == tag)?;
+        Some(self.held.remove(at).1)
+    }
+}
+
+/// Both paths' servers stall at once (a loaded machine) just as a burst
+/// of reads arrives, so every read is past its hedge delay before either
+/// path answers. Taking them back sends them behind the abandoned copies
+/// the servers are still serving, so they are slower still; were a read
+/// hedged again and again, each round would add to the servers' backlog,
+/// no read would ever be answered (so no path would learn how slow it
+/// has become) and the burst would never complete. A read is hedged at
+/// most once, and never to a path the same scan gave up on.
+#[test]
+fn reads_hedged_while_every_path_is_slow_still_complete() {
+    const SERVICE_NS: u64 = 250_000;
+    const STEP_NS: u64 = 50_000;
+    let servers = [SerialServer::new(SERVICE_NS), SerialServer::new(SERVICE_NS)];
+    let mut queue = queue_over("round-robin", true, servers);
+    let mut now = 0;
+    // Each path learns its latency from reads sent one at a time.
+    for user_data in 0..200 {
+        queue
+            .submit(Io::read(user_data, 0, Buffer::zeroed(512)), now)
+            .unwrap();
+        let mut done = false;
+        while !done {
+            now += STEP_NS;
+            queue.poll(now, &mut |_| done = true);
+        }
+    }
+    // Both servers stall for 3 ms as the burst arrives.
+    for server in queue.path_queues_mut() {
+        server.busy_until_ns = now + 3 * STALL_FLOOR_NS;
+    }
+    for user_data in 0..DEPTH as u64 {
+        queue
+            .submit(Io::read(user_data, 0, Buffer::zeroed(512)), now)
+            .unwrap();
+    }
+    let mut completed = 0;
+    let end_ns = now + 1_000 * STALL_FLOOR_NS;
+    while completed < DEPTH && now < end_ns {
+        now += STEP_NS;
+        queue.poll(now, &mut |completion| {
+            assert_eq!(completion.result, Ok(()));
+            completed += 1;
+        });
+    }
+    let hedged = queue.stats().hedged_reads;
+    assert_eq!(
+        completed, DEPTH,
+        "{completed} of {DEPTH} reads completed in a simulated second, after {hedged} hedges"
+    );
+    // The reads of one path at most: never both ways.
+    assert!(
+        hedged <= DEPTH as u64 / 2,
+        "{hedged} hedges for {DEPTH} reads"
+    );
+}
+
+/// With both paths hung, a read taken back from one waits on the other:
+/// it is not sent back once the first path's hold-out ends, and again
+/// each hold-out after, doubling the load on servers already behind. A
+/// read costs its paths at most two sends.
+#[test]
+fn a_read_is_taken_back_at_most_once() {
+    let mut queue = queue("round-robin", true);
+    for path in queue.path_queues_mut() {
+        path.hangs = true;
+        path.gives_up = true;
+    }
+    queue
+        .submit(Io::read(1, 0, Buffer::zeroed(512)), 0)
+        .unwrap();
+    let mut now = 0;
+    while now < 1_000 * STALL_FLOOR_NS {
+        now += STEP_NS;
+        queue.poll(now, &mut |_| panic!("a hung path answered"));
+    }
+    assert_eq!(queue.stats().hedged_reads, 1);
+    let held: usize = queue
+        .path_queues_mut()
+        .iter()
+        .map(|path| path.held.len())
+        .sum();
+    assert_eq!(held, 1);
 }

@@ -218,6 +218,9 @@ struct Slot {
     group: u32,
     /// When the I/O first waited for a path, if it ever did.
     first_wait_ns: Option<u64>,
+    /// A read once taken back from a slow path (`crate::stall`): it is
+    /// never taken back again.
+    hedged: bool,
 }
 
 impl Slot {
@@ -298,6 +301,7 @@ impl<P: PathQueue> Queue<P> {
                 attempts: 0,
                 group: 0,
                 first_wait_ns: None,
+                hedged: false,
             })
             .collect();
         let selector_states = map
@@ -424,6 +428,7 @@ impl<P: PathQueue> Queue<P> {
         slot.fua = io.fua;
         slot.attempts = attempts;
         slot.first_wait_ns = first_wait_ns;
+        slot.hedged = false;
         slot.state = SlotState::Accepted;
         if let Some(reason) = invalid {
             slot.buf = io.buf;

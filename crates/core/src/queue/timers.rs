@@ -129,10 +129,11 @@ impl<P: PathQueue> Queue<P> {
         true
     }
 
-    /// Takes back every read held longer than its path's hedge delay, if
-    /// the transport can let go of it and the route has another path that
-    /// is not stalled, and sends it there (see [`crate::stall`]). Not a
-    /// retry: it does not count toward the attempt limit.
+    /// Takes back every read held longer than its path's hedge delay and
+    /// never taken back before, if the transport can let go of it and the
+    /// route has another path that is neither stalled nor held out, and
+    /// sends it there (see [`crate::stall`]). Not a retry: it does not
+    /// count toward the attempt limit, and the once-only rule bounds it.
     #[cold]
     #[inline(never)]
     pub(super) fn hedge_reads(&mut self, now_ns: u64) {
@@ -152,8 +153,9 @@ impl<P: PathQueue> Queue<P> {
             };
             let path = path as usize;
             if slot.op != Op::Read
+                || slot.hedged
                 || !self.stalls.hedge_due(path, slot.start_ns, now_ns)
-                || !self.stalls.has_alternative(path, route, first_path)
+                || !self.stalls.has_alternative(path, route, first_path, now_ns)
             {
                 continue;
             }
@@ -168,6 +170,7 @@ impl<P: PathQueue> Queue<P> {
             self.stats.hedged_reads += 1;
             let slot = &mut self.slots[index as usize];
             slot.attempts -= 1;
+            slot.hedged = true;
             slot.state = SlotState::Accepted;
             taken = true;
         }
