@@ -3,6 +3,7 @@
 //! checker once ran on, half alive). The panic happens in a child: this
 //! test binary run again with [`CHILD`] set.
 
+use mpio_test_support::{output_within, HANG_BOUND};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
@@ -22,15 +23,16 @@ fn a_panic_on_any_thread_aborts_the_process() {
         let _ = worker.join();
         return;
     }
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_panic_on_any_thread_aborts_the_process",
-            "--nocapture",
-        ])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_panic_on_any_thread_aborts_the_process",
+                "--nocapture",
+            ])
+            .env(CHILD, "1"),
+        HANG_BOUND,
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(
         output.status.signal(),

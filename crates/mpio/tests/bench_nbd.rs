@@ -5,6 +5,7 @@
 #[path = "../../transport/tests/support/mod.rs"]
 mod support;
 
+use mpio_test_support::{output_within, HANG_BOUND};
 use std::process::Command;
 use support::{Server, TempDir};
 
@@ -17,13 +18,14 @@ fn bench_runs_over_nbdkit_and_refuses_a_missing_server() {
         server.uri(),
         server.uri()
     );
-    let output = Command::new(env!("CARGO_BIN_EXE_mpio"))
-        .args([
-            "bench", "--table", &table, "--rw", "randrw", "--ios", "2000",
-        ])
-        .args(["--json", "--quiet"])
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_mpio"))
+            .args([
+                "bench", "--table", &table, "--rw", "randrw", "--ios", "2000",
+            ])
+            .args(["--json", "--quiet"]),
+        HANG_BOUND,
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -41,10 +43,11 @@ fn bench_runs_over_nbdkit_and_refuses_a_missing_server() {
         "0 32768 multipath 0 0 1 1 round-robin 0 1 0 nbd+unix:///?socket={}",
         dir.join("none.sock").display()
     );
-    let output = Command::new(env!("CARGO_BIN_EXE_mpio"))
-        .args(["bench", "--table", &missing, "--ios", "10", "--quiet"])
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_mpio"))
+            .args(["bench", "--table", &missing, "--ios", "10", "--quiet"]),
+        HANG_BOUND,
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(

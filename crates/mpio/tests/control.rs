@@ -8,7 +8,7 @@ mod daemon;
 
 use common::{mpio, stderr};
 use daemon::Daemon;
-use mpio_test_support::wait_until;
+use mpio_test_support::{output_within, wait_until, HANG_BOUND};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -284,18 +284,19 @@ fn no_daemon_is_an_error_naming_the_socket() {
 #[test]
 fn a_second_daemon_on_the_same_control_socket_is_refused() {
     let daemon = Daemon::with_table("twice", TABLE);
-    let output = Command::new(env!("CARGO_BIN_EXE_mpio"))
-        .args([
-            "serve",
-            "--control",
-            &daemon.control,
-            "--table",
-            TABLE,
-            "--socket",
-        ])
-        .arg(daemon.dir.join("other.sock"))
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_mpio"))
+            .args([
+                "serve",
+                "--control",
+                &daemon.control,
+                "--table",
+                TABLE,
+                "--socket",
+            ])
+            .arg(daemon.dir.join("other.sock")),
+        HANG_BOUND,
+    );
     assert!(!output.status.success());
     let error = stderr(&output);
     assert!(
@@ -488,10 +489,10 @@ fn metrics_follow_io_and_failures() {
         "{url}"
     );
     // Read the whole export once, through group 1's two paths.
-    let copy = Command::new("nbdcopy")
-        .args([daemon.uris[0].as_str(), "null:"])
-        .output()
-        .expect("nbdcopy runs (Debian package libnbd-bin; scripts/test.sh installs it)");
+    let copy = output_within(
+        Command::new("nbdcopy").args([daemon.uris[0].as_str(), "null:"]),
+        HANG_BOUND,
+    );
     assert!(
         copy.status.success(),
         "{}",
@@ -548,13 +549,14 @@ fn a_path_named_twice_is_refused_everywhere() {
     assert!(!output.status.success());
     assert!(stderr(&output).contains(RULE), "{}", stderr(&output));
     let dir = daemon::test_dir("twice-serve");
-    let output = Command::new(env!("CARGO_BIN_EXE_mpio"))
-        .args(["serve", "--table", TWICE, "--socket"])
-        .arg(dir.join("nbd.sock"))
-        .arg("--control")
-        .arg(dir.join("control.sock"))
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_mpio"))
+            .args(["serve", "--table", TWICE, "--socket"])
+            .arg(dir.join("nbd.sock"))
+            .arg("--control")
+            .arg(dir.join("control.sock")),
+        HANG_BOUND,
+    );
     assert!(!output.status.success());
     assert!(stderr(&output).contains(RULE), "{}", stderr(&output));
 }

@@ -6,14 +6,12 @@
 mod common;
 
 use common::mpio_binary;
+use mpio_test_support::{output_within, HANG_BOUND};
 use std::path::Path;
 use std::process::{Command, Output};
 
 fn run(program: &str, args: &[&str]) -> Output {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|error| panic!("{program}: {error}"));
+    let output = output_within(Command::new(program).args(args), HANG_BOUND);
     assert!(
         output.status.success(),
         "{program} {args:?}: {}\n{}",
@@ -150,20 +148,20 @@ fn bash_completes_a_verb_and_zsh_and_fish_load_their_scripts() {
 
 #[test]
 fn an_unknown_shell_and_an_unwritable_directory_are_refused() {
-    let output = Command::new(mpio_binary())
-        .args(["generate", "completion", "tcsh"])
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(mpio_binary()).args(["generate", "completion", "tcsh"]),
+        HANG_BOUND,
+    );
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("tcsh"));
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("file");
     std::fs::write(&file, "").unwrap();
-    let output = Command::new(mpio_binary())
-        .args(["generate", "man", file.join("man").to_str().unwrap()])
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(mpio_binary()).args(["generate", "man", file.join("man").to_str().unwrap()]),
+        HANG_BOUND,
+    );
     assert!(!output.status.success());
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("cannot make"), "{error}");

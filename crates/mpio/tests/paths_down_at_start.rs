@@ -9,7 +9,7 @@ mod common;
 mod daemon;
 
 use daemon::{Daemon, Nbdkit};
-use mpio_test_support::{wait_until, HANG_BOUND};
+use mpio_test_support::{output_of, output_within, wait_until, HANG_BOUND};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
@@ -51,7 +51,7 @@ fn data_file(path: &Path, bytes: u64, seed: u8) {
 /// `nbdcopy FROM TO`, which must succeed.
 fn nbdcopy(from: &str, to: &str) {
     mpio_test_support::require("nbdcopy", "libnbd-bin");
-    let output = Command::new("nbdcopy").args([from, to]).output().unwrap();
+    let output = output_within(Command::new("nbdcopy").args([from, to]), HANG_BOUND);
     assert!(
         output.status.success(),
         "nbdcopy {from} {to}: {}",
@@ -218,7 +218,7 @@ fn a_map_whose_only_path_is_down_holds_its_io_until_the_path_returns() {
     // data, and the map serves.
     data_file(&lun, DISK_BYTES, 0xa5);
     std::os::unix::fs::symlink(&lun, &link).unwrap();
-    let output = reader.wait_with_output().unwrap();
+    let output = output_of(reader, HANG_BOUND, "nbdcopy of the held read");
     assert!(
         output.status.success(),
         "{}",

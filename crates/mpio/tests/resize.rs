@@ -7,6 +7,7 @@ mod common;
 mod daemon;
 
 use daemon::Daemon;
+use mpio_test_support::{output_within, HANG_BOUND};
 use std::path::Path;
 use std::process::Command;
 
@@ -32,10 +33,7 @@ fn config(dir: &Path, lun: &Path, size: u64) -> String {
 /// Runs `program` of libnbd-bin to its end, which must succeed; its
 /// standard output.
 fn libnbd(program: &str, args: &[&str]) -> String {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|error| panic!("{program} (libnbd-bin) runs: {error}"));
+    let output = output_within(Command::new(program).args(args), HANG_BOUND);
     assert!(output.status.success(), "{program}: {output:?}");
     String::from_utf8(output.stdout).unwrap()
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{signal, Guard};
-use mpio_test_support::{wait_until, HANG_BOUND};
+use mpio_test_support::{output_within, wait_until, HANG_BOUND};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -44,10 +44,7 @@ fn serve_without_arguments_serves_the_demo_map_to_nbdinfo() {
     assert!(uri.starts_with("nbd+unix:///mpio?socket="), "{uri}");
     assert!(uri.contains(dir.to_str().unwrap()), "{uri}");
     assert_eq!(example, format!("try: nbdinfo '{uri}'"));
-    let info = Command::new("nbdinfo")
-        .args(["--json", uri])
-        .output()
-        .expect("nbdinfo runs (Debian package libnbd-bin; scripts/test.sh installs it)");
+    let info = output_within(Command::new("nbdinfo").args(["--json", uri]), HANG_BOUND);
     let json = String::from_utf8_lossy(&info.stdout);
     assert!(info.status.success(), "{json}");
     assert!(json.contains("\"export-size\": 268435456"), "{json}");
@@ -58,16 +55,16 @@ fn serve_without_arguments_serves_the_demo_map_to_nbdinfo() {
 
 #[test]
 fn serve_names_a_bad_table() {
-    let output = Command::new(env!("CARGO_BIN_EXE_mpio"))
-        .args([
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_mpio")).args([
             "serve",
             "--socket",
             "/nonexistent/x.sock",
             "--table",
             "0 8 multipath 0 0 1 1 round-robin 0 2 0 a",
-        ])
-        .output()
-        .unwrap();
+        ]),
+        HANG_BOUND,
+    );
     assert!(!output.status.success());
     let message = String::from_utf8_lossy(&output.stderr);
     assert!(message.contains("--table"), "{message}");
@@ -126,11 +123,7 @@ fn sigterm_drains_flushes_and_exits_0_removing_the_socket() {
     ]);
     let data = dir.join("data");
     std::fs::write(&data, vec![0x5au8; 1 << 20]).unwrap();
-    let copy = Command::new("nbdcopy")
-        .arg(&data)
-        .arg(&uri)
-        .output()
-        .expect("nbdcopy runs (Debian package libnbd-bin; scripts/test.sh installs it)");
+    let copy = output_within(Command::new("nbdcopy").arg(&data).arg(&uri), HANG_BOUND);
     assert!(
         copy.status.success(),
         "{}",
@@ -226,11 +219,12 @@ fn a_second_signal_exits_at_once() {
 
 /// I/Os the daemon on `control` sent to its map's paths.
 fn path_ios(control: &std::path::Path) -> u64 {
-    let output = Command::new(env!("CARGO_BIN_EXE_mpio"))
-        .args(["show", "paths", "--json", "--control"])
-        .arg(control)
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_mpio"))
+            .args(["show", "paths", "--json", "--control"])
+            .arg(control),
+        HANG_BOUND,
+    );
     assert!(output.status.success(), "{output:?}");
     let rows: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let rows = rows.as_array().unwrap();

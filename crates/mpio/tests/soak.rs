@@ -13,7 +13,7 @@ mod common;
 mod daemon;
 
 use daemon::{Daemon, Nbdkit};
-use mpio_test_support::{pause_control, wait_until, HANG_BOUND};
+use mpio_test_support::{output_within, pause_control, wait_until, HANG_BOUND};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,8 +45,8 @@ fn require_fio() {
 /// end, `loops` times. Returns fio's terse output after checking that
 /// every job ended with error 0.
 fn fio_verify(uri: &str, loops: u32, mib: u32) -> String {
-    let output = Command::new("fio")
-        .args([
+    let output = output_within(
+        Command::new("fio").args([
             "--name=soak",
             "--ioengine=nbd",
             &format!("--uri={uri}"),
@@ -63,9 +63,9 @@ fn fio_verify(uri: &str, loops: u32, mib: u32) -> String {
             "--verify_fatal=1",
             "--verify_state_save=0",
             "--output-format=terse",
-        ])
-        .output()
-        .expect("fio runs");
+        ]),
+        HANG_BOUND,
+    );
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "fio failed: {stderr}\n{stdout}");

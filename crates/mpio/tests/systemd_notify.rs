@@ -16,7 +16,7 @@
 mod common;
 
 use common::{signal, Guard};
-use mpio_test_support::{TempDir, HANG_BOUND};
+use mpio_test_support::{output_within, wait_within, TempDir, HANG_BOUND};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -87,12 +87,13 @@ fn write_config(dir: &TempDir, maps: &[(&str, &str)]) {
 
 /// `mpio ARGS --control CONTROL`, run to its end.
 fn mpio(control: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mpio"))
-        .args(args)
-        .arg("--control")
-        .arg(control)
-        .output()
-        .expect("mpio runs")
+    output_within(
+        Command::new(env!("CARGO_BIN_EXE_mpio"))
+            .args(args)
+            .arg("--control")
+            .arg(control),
+        HANG_BOUND,
+    )
 }
 
 /// `mpio serve ARGS --control CONTROL` told of the notify socket at
@@ -120,7 +121,7 @@ fn stop(manager: &Manager, child: &mut Guard) {
     signal(&child.0, "TERM");
     let stopping = manager.next_event();
     assert_eq!(field(&stopping, "STOPPING"), Some("1"), "{stopping:?}");
-    let exit = child.0.wait().expect("mpio ends");
+    let exit = wait_within(&mut child.0, HANG_BOUND, "mpio after SIGTERM");
     assert!(exit.success(), "{exit:?}");
 }
 

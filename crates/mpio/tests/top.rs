@@ -9,7 +9,7 @@
 mod common;
 
 use common::{mpio_binary, Guard};
-use mpio_test_support::{require, wait_until, NbdServer, TempDir, HANG_BOUND};
+use mpio_test_support::{output_within, require, wait_until, NbdServer, TempDir, HANG_BOUND};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -29,12 +29,10 @@ impl Tmux {
     }
 
     fn run(&self, args: &[&str]) -> String {
-        let output = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.0)
-            .args(args)
-            .output()
-            .expect("tmux runs (Debian package tmux; scripts/test.sh installs it)");
+        let output = output_within(
+            Command::new("tmux").arg("-S").arg(&self.0).args(args),
+            HANG_BOUND,
+        );
         assert!(
             output.status.success(),
             "tmux {args:?}: {}",
@@ -155,11 +153,12 @@ fn top_shows_a_failing_path_s_io_move_to_the_other_and_quits() {
     assert!(both.lines().count() <= 24, "{both}");
     assert!(both.contains("paths of mpatha"), "{both}");
     // --once: the same facts as plain text, one interval.
-    let once = Command::new(mpio_binary())
-        .args(["top", "--once", "--interval", "0.2", "--control"])
-        .arg(&control)
-        .output()
-        .unwrap();
+    let once = output_within(
+        Command::new(mpio_binary())
+            .args(["top", "--once", "--interval", "0.2", "--control"])
+            .arg(&control),
+        HANG_BOUND,
+    );
     let text = String::from_utf8_lossy(&once.stdout);
     assert!(once.status.success(), "{text}");
     assert!(text.starts_with("MAP "), "{text}");
@@ -203,18 +202,20 @@ fn top_shows_a_failing_path_s_io_move_to_the_other_and_quits() {
 #[test]
 fn top_without_a_daemon_says_so_and_fails() {
     let dir = TempDir::new("top-none");
-    let output = Command::new(mpio_binary())
-        .args(["top", "--once", "--control"])
-        .arg(dir.join("control.sock"))
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(mpio_binary())
+            .args(["top", "--once", "--control"])
+            .arg(dir.join("control.sock")),
+        HANG_BOUND,
+    );
     assert!(!output.status.success());
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("the daemon at"), "{error}");
-    let output = Command::new(mpio_binary())
-        .args(["top", "--interval", "0", "--control"])
-        .arg(dir.join("control.sock"))
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(mpio_binary())
+            .args(["top", "--interval", "0", "--control"])
+            .arg(dir.join("control.sock")),
+        HANG_BOUND,
+    );
     assert!(String::from_utf8_lossy(&output.stderr).contains("--interval 0"));
 }

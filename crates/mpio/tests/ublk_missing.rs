@@ -7,6 +7,7 @@ mod common;
 mod daemon;
 
 use daemon::{test_dir, Daemon};
+use mpio_test_support::{output_within, HANG_BOUND};
 use std::path::Path;
 use std::process::Command;
 
@@ -33,10 +34,7 @@ fn a_ublk_export_that_cannot_be_made_leaves_the_nbd_export_serving() {
         log.contains("no ublk device") && log.contains(hint),
         "{log}"
     );
-    let info = Command::new("nbdinfo")
-        .arg(&daemon.uris[0])
-        .output()
-        .expect("nbdinfo runs (Debian package libnbd-bin)");
+    let info = output_within(Command::new("nbdinfo").arg(&daemon.uris[0]), HANG_BOUND);
     assert!(
         info.status.success(),
         "{}",

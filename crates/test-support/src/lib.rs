@@ -3,14 +3,16 @@
 //! test needs ([`require`]), real NBD servers as child processes
 //! ([`NbdServer`]: nbdkit, qemu-nbd), a scripted fake path for the
 //! core's queue ([`FakePath`]), the one-group table most tests map, and
-//! the wait for a condition ([`wait_until`]), and the code's own log in
-//! a test's output ([`log_to_test_output`]).
+//! the wait for a condition ([`wait_until`]), programs run to their end
+//! within a bound ([`output_within`]), and the code's own log in a
+//! test's output ([`log_to_test_output`]).
 //!
 //! # Waiting
 //! A test waits for the event it means (a condition, a counter, a
 //! socket, a process's exit), never for a fixed time: [`wait_until`]
 //! polls a condition and fails only past [`HANG_BOUND`], which a healthy
-//! machine, however slow or busy, does not reach.
+//! machine, however slow or busy, does not reach. A program a test runs
+//! to its end is bounded the same way ([`output_within`]).
 //!
 //! Programs a test drives come from Debian packages that
 //! `scripts/test.sh` installs. Where one is missing, [`require`] panics
@@ -19,9 +21,11 @@
 
 #![warn(unreachable_pub)]
 
+mod child;
 mod fake_path;
 mod nbd_server;
 
+pub use child::{output_of, output_within, wait_within};
 pub use fake_path::FakePath;
 pub use nbd_server::{pause_control, NbdServer};
 

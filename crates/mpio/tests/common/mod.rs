@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this module
 
+use mpio_test_support::{output_within, HANG_BOUND};
 use std::process::{Child, Command, Output};
 
 /// The `mpio` binary under test: `$MPIO_BIN` where set (the kernel test
@@ -14,10 +15,7 @@ pub fn mpio_binary() -> String {
 
 /// Runs `mpio` with `args` to its end.
 pub fn mpio(args: &[&str]) -> Output {
-    Command::new(mpio_binary())
-        .args(args)
-        .output()
-        .expect("mpio runs")
+    output_within(Command::new(mpio_binary()).args(args), HANG_BOUND)
 }
 
 /// What the run printed on stdout.

@@ -3,24 +3,19 @@
 //! NBD attachments and mounts. Each is a guard that undoes itself when
 //! dropped, and every command they run is bounded in time.
 
+use mpio_test_support::output_within;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// Runs `program args`, which must succeed within `limit`; returns what
 /// it printed.
 pub fn run(program: &str, args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(program)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| panic!("{program} does not run: {error}"));
-    let status = wait_bounded(&mut child, limit, program);
-    let output = child.wait_with_output().expect("the output is read");
+    let output = output_within(Command::new(program).args(args), limit);
     assert!(
-        status.success(),
-        "{program} {args:?}: {status}\n{}{}",
+        output.status.success(),
+        "{program} {args:?}: {}\n{}{}",
+        output.status,
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
@@ -41,22 +36,6 @@ pub fn kernel_at_least(major: u32, minor: u32) -> bool {
         .map(|number| number.parse::<u32>().unwrap_or(0));
     let running = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
     running >= (major, minor)
-}
-
-/// Waits for `child` at most `limit`; kills it and panics past that.
-pub fn wait_bounded(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().expect("the child can be waited for") {
-            return status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Waits until `condition` holds, at most `limit`.

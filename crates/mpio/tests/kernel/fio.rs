@@ -7,7 +7,7 @@
 //! whose amount of work must outlast the test's steps: a faster device
 //! would finish it first, a slower machine would only take longer.
 
-use crate::devices::wait_bounded;
+use mpio_test_support::wait_within;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
@@ -178,7 +178,7 @@ impl FioVerify {
 
     /// Waits for the end of the job, at most `limit`.
     pub fn finish(mut self, limit: Duration) -> FioResult {
-        let status = wait_bounded(&mut self.child, limit, "fio");
+        let status = wait_within(&mut self.child, limit, "fio");
         FioResult::read(status, &self.log)
     }
 }

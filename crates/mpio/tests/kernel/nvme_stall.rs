@@ -13,9 +13,10 @@
 //! The numbers are in docs/BENCHMARKS.md.
 
 use crate::daemon::{test_dir, Daemon};
-use crate::devices::{block_stat, wait_bounded, wait_until};
+use crate::devices::{block_stat, wait_until};
 use crate::failover::{path_ios, LIMIT};
 use crate::nvme::NvmeLoop;
+use mpio_test_support::wait_within;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -97,7 +98,7 @@ fn measure(
     std::thread::sleep(Duration::from_secs(RUNTIME_S / 3));
     let removed_ms = started.elapsed().as_millis() as u64;
     take_away();
-    let status = wait_bounded(&mut fio, Duration::from_secs(RUNTIME_S * 20), "fio");
+    let status = wait_within(&mut fio, Duration::from_secs(RUNTIME_S * 20), "fio");
     let output = std::fs::read_to_string(dir.join("fio-stall.out")).unwrap_or_default();
     assert!(status.success() && !output.contains("error="), "{output}");
     let (stall_us, noise_us, median_us) = latencies(dir, removed_ms);

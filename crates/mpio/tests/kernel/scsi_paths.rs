@@ -7,12 +7,13 @@
 
 use crate::common::{mpio, stdout};
 use crate::daemon::Daemon;
-use crate::devices::{read_attribute, wait_bounded};
+use crate::devices::read_attribute;
 use crate::failover::{
     assert_only_one_serves, finish_clean, path_row, serve_by_wwid, two_path_table,
     verify_running_through, wait_for_access, wait_serves,
 };
 use crate::scsi::{LioLoop, ScsiDebug, MEDIUM_ERROR_SECTOR};
+use mpio_test_support::wait_within;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -63,7 +64,7 @@ fn fio_read(uri: &str, offset: u64, len: u64) -> bool {
         .stderr(Stdio::null())
         .spawn()
         .expect("fio runs");
-    wait_bounded(&mut child, Duration::from_secs(300), "fio").success()
+    wait_within(&mut child, Duration::from_secs(300), "fio").success()
 }
 
 #[test]

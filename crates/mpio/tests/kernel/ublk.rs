@@ -12,11 +12,10 @@
 //! I/O thread per CPU.
 
 use crate::daemon::Daemon;
-use crate::devices::{
-    block_stat, modprobe, run, threads, wait_bounded, wait_until, Mount, NbdDevice, NullBlk,
-};
+use crate::devices::{block_stat, modprobe, run, threads, wait_until, Mount, NbdDevice, NullBlk};
 use crate::failover::{path_ios, two_path_table, verify_while_paths_fail, LIMIT};
 use crate::fio::{FioVerify, Target, BACKLOG};
+use mpio_test_support::wait_within;
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
@@ -51,7 +50,7 @@ pub fn terminate(daemon: &mut Daemon) {
         &["-TERM", &daemon.child.id().to_string()],
         Duration::from_secs(10),
     );
-    let status = wait_bounded(&mut daemon.child, LIMIT, "mpio serve");
+    let status = wait_within(&mut daemon.child, LIMIT, "mpio serve");
     assert!(status.success(), "mpio serve exited with {status}");
 }
 

@@ -7,10 +7,11 @@
 //! waited is no spin: it is counted as `ready`), and fio must verify
 //! every block.
 
-use crate::devices::{modprobe, run, wait_bounded, NullBlk};
+use crate::devices::{modprobe, run, NullBlk};
 use crate::failover::two_path_table;
 use crate::fio::{FioVerify, Phase, Target};
 use crate::ublk::serve_ublk;
+use mpio_test_support::wait_within;
 use std::time::Duration;
 
 /// The sum of `field=N` over the daemon log's `ublk thread ended` lines.
@@ -45,7 +46,7 @@ fn with_slow_paths_the_threads_rest_on_their_ring_and_verify_clean() {
     fio.finish(Duration::from_secs(600)).assert_clean();
     let limit = Duration::from_secs(120);
     run("kill", &["-TERM", &daemon.child.id().to_string()], limit);
-    let status = wait_bounded(&mut daemon.child, limit, "mpio serve");
+    let status = wait_within(&mut daemon.child, limit, "mpio serve");
     assert!(status.success(), "mpio serve exited with {status}");
     let log = daemon.log();
     let (rests, spins) = (thread_total(&log, "rests"), thread_total(&log, "spins"));

@@ -6,9 +6,10 @@
 //! space, reaches the writer as ENOSPC and fails no path.
 
 use crate::daemon::test_dir;
-use crate::devices::{modprobe, run, wait_bounded, wait_until, NullBlk};
+use crate::devices::{modprobe, run, wait_until, NullBlk};
 use crate::failover::{path_row, two_path_table};
 use crate::ublk::serve_ublk;
+use mpio_test_support::wait_within;
 use std::path::Path;
 use std::time::Duration;
 
@@ -133,7 +134,7 @@ fn a_full_file_system_reaches_the_writer_as_enospc_and_fails_no_path() {
     // can go once the rings holding it are torn down.
     let mut daemon = daemon;
     run("kill", &["-TERM", &daemon.child.id().to_string()], limit);
-    let status = wait_bounded(&mut daemon.child, limit, "mpio serve");
+    let status = wait_within(&mut daemon.child, limit, "mpio serve");
     assert!(status.success(), "mpio serve exited with {status}");
     wait_until("the small file system unmounts", limit, || {
         std::process::Command::new("umount")

@@ -26,10 +26,10 @@ pub use mpio_test_support::{require, wait_until, NbdServer, TempDir, HANG_BOUND}
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The bound on any one client run or wait.
 pub const TIMEOUT: Duration = Duration::from_secs(120);
@@ -177,42 +177,10 @@ impl Drop for Faults {
     }
 }
 
-/// A child process killed and reaped when dropped.
-struct Guard(Option<Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// Runs `program` with `args`, bounded by [`TIMEOUT`]; returns its output
 /// (panics on timeout, killing it).
 pub fn run(program: &str, args: &[&str]) -> Output {
-    let child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| panic!("{program}: {error}"));
-    let mut guard = Guard(Some(child));
-    let started = Instant::now();
-    loop {
-        let child = guard.0.as_mut().unwrap();
-        if child.try_wait().unwrap().is_some() {
-            let child = guard.0.take().unwrap();
-            return child.wait_with_output().unwrap();
-        }
-        assert!(
-            started.elapsed() < TIMEOUT,
-            "{program} {args:?} ran past {TIMEOUT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    mpio_test_support::output_within(Command::new(program).args(args), TIMEOUT)
 }
 
 /// Runs `program` and panics with its output unless it succeeds.

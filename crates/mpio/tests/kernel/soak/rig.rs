@@ -13,11 +13,12 @@
 //! the targets, whose disks it held open.
 
 use crate::daemon::{test_dir, Daemon};
-use crate::devices::{block_stat, modprobe, read_attribute, wait_bounded, wait_until};
+use crate::devices::{block_stat, modprobe, read_attribute, wait_until};
 use crate::failover::LIMIT;
 use crate::nvme::NvmeLoop;
 use crate::scsi::LioLoop;
 use crate::ublk::terminate;
+use mpio_test_support::wait_within;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -156,7 +157,7 @@ impl Rig {
     pub fn kill_and_restart(&mut self, between: impl FnOnce(&Rig)) {
         let mut daemon = self.daemon.take().expect("a daemon runs");
         daemon.child.kill().unwrap();
-        wait_bounded(&mut daemon.child, LIMIT, "the killed daemon");
+        wait_within(&mut daemon.child, LIMIT, "the killed daemon");
         self.keep_log(&daemon);
         drop(daemon);
         for side in Side::BOTH {

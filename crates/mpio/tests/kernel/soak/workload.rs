@@ -15,8 +15,8 @@
 //! first failed write or fsync and reports it; the generations it returns
 //! are those of files whose write and fsync succeeded.
 
-use crate::devices::wait_bounded;
 use crate::fio::FioResult;
+use mpio_test_support::wait_within;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -209,7 +209,7 @@ impl Job {
     /// end; a job that already ended is judged as it ended.
     pub fn stop(&mut self, limit: Duration) -> FioResult {
         std::fs::write(self.dir.join(format!("{}.stop", self.name)), "").unwrap();
-        let status = wait_bounded(&mut self.child, limit, "fio");
+        let status = wait_within(&mut self.child, limit, "fio");
         self.latencies = Some(self.read_latencies(Instant::now()));
         FioResult::read(status, &self.dir.join(format!("{}.out", self.name)))
     }
