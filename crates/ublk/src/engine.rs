@@ -311,6 +311,13 @@ impl Engine {
                     return self.recover(&mut control, info, slot, known.as_ref());
                 }
                 Ok(info) if info.state == uapi::S_DEV_DEAD => control.delete(id)?,
+                Ok(info) if info.state == uapi::S_DEV_LIVE && !server_runs(info.ublksrv_pid) => {
+                    return Err(UblkError::NotQuiesced {
+                        id,
+                        server: info.ublksrv_pid,
+                        waited_s: SETTLE_WAIT.as_secs(),
+                    });
+                }
                 Ok(_) => return Err(UblkError::IdTaken { id }),
                 Err(error) if error.errno() == Some(libc::ENODEV) => {}
                 Err(error) => return Err(error),

@@ -19,6 +19,22 @@ pub enum UblkError {
         /// The number asked for.
         id: u32,
     },
+    /// The device number asked for is a device whose server has ended
+    /// but which the kernel has not quiesced, so no server can take it
+    /// over.
+    #[error(
+        "ublk device {id} cannot be taken over: its server (pid {server}) has ended, but the \
+         kernel has not quiesced the device in {waited_s} s (its I/O waits); a kernel whose \
+         quiesce is stuck keeps it so until a reboot"
+    )]
+    NotQuiesced {
+        /// The number asked for.
+        id: u32,
+        /// The server the kernel still names.
+        server: i32,
+        /// How long this server waited, s.
+        waited_s: u64,
+    },
     /// A control command failed.
     #[error("ublk {command} for device {id}: {source}")]
     Command {

@@ -31,6 +31,20 @@
 //! submitted, or whose deadline has passed; while a release is pending
 //! it never sleeps past [`mpio_io_loop::REST_BOUND`].
 //!
+//! A released device's fetch commands stay with the kernel, which takes
+//! them back (aborting what its server held and quiescing the device for
+//! the next one) only when the ring is closed. So a thread that stops
+//! with a released queue leaves its ring, and the queues whose memory
+//! the kernel may still write, to the process's exit, when every thread
+//! is exiting: a ring closed by a thread that runs on can be handed,
+//! after the kernel's one abort of the queue, a request the kernel had
+//! queued for that thread as task work, and nothing ever fails or
+//! requeues that request. On 6.12 the device then stays live, never
+//! quiesced, and no next server can take it over (seen once in CI48:
+//! the next daemon waited in vain, the kernel's quiesce work sleeping in
+//! `ublk_wait_tagset_rqs_idle`). The memory is the process's last: a
+//! thread stops only as the daemon ends.
+//!
 //! # Failure
 //! A thread that cannot go on panics, and a panicking thread aborts the
 //! daemon (the binary's panic policy): a half-served device would hang
@@ -290,6 +304,13 @@ impl Thread {
             }
             if stop {
                 self.end(&counts);
+                if self.served.iter().any(Option::is_some) {
+                    // A released device's commands are still with the
+                    // kernel: the ring, and the queues whose memory the
+                    // kernel may still write, go only with the process
+                    // (see Release in the module docs).
+                    std::mem::forget(self);
+                }
                 return;
             }
             pace.turned(reaped.worked || answered);

@@ -9,7 +9,7 @@ use crate::daemon::test_dir;
 use crate::devices::{modprobe, run, wait_until, NullBlk};
 use crate::failover::{path_row, two_path_table};
 use crate::ublk::serve_ublk;
-use mpio_test_support::wait_within;
+use mpio_test_support::{output_within, wait_within};
 use std::path::Path;
 use std::time::Duration;
 
@@ -109,16 +109,16 @@ fn a_full_file_system_reaches_the_writer_as_enospc_and_fails_no_path() {
     let table = two_path_table(64 << 11, &paths[0], &paths[1]);
     let daemon = serve_ublk("ublk-enospc", &table, &["--ublk"]);
     let device = &daemon.devices[0];
-    let written = std::process::Command::new("dd")
-        .args([
+    let written = output_within(
+        std::process::Command::new("dd").args([
             "if=/dev/zero",
             &format!("of={device}"),
             "bs=1M",
             "count=16",
             "oflag=direct",
-        ])
-        .output()
-        .unwrap();
+        ]),
+        Duration::from_secs(300),
+    );
     let said = String::from_utf8_lossy(&written.stderr);
     assert!(!written.status.success(), "16 MiB fit in 4: {said}");
     assert!(

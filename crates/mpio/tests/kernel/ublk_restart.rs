@@ -12,7 +12,8 @@
 //! a numbered device at a stop; and a SIGTERM restart in the middle of
 //! an outage (every path's server gone): the device stays with its I/O
 //! waiting, the new daemon starts with its paths down, and once the
-//! server is back fio goes on clean.
+//! server is back fio goes on clean. And two dozen SIGTERM restarts in a
+//! row under fio, each taken over.
 
 use crate::daemon::{test_dir, Daemon, Nbdkit};
 use crate::devices::{modprobe, run, wait_until, Mount, NullBlk};
@@ -52,11 +53,7 @@ fn kept_for_two_seconds(name: &str, number: &str) -> (Daemon, String, NullBlk) {
 /// Kernel log lines that name `device` and an error.
 fn kernel_errors(device: &str) -> Vec<String> {
     let name = device.trim_start_matches("/dev/");
-    // Read to the end as it runs: the log may outgrow a pipe's buffer.
-    let output = std::process::Command::new("dmesg")
-        .output()
-        .expect("dmesg runs");
-    assert!(output.status.success(), "dmesg: {}", output.status);
+    let output = run("dmesg", &[], LIMIT);
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter(|line| line.contains(name) && line.to_lowercase().contains("error"))
@@ -125,6 +122,44 @@ fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
     terminate(&mut third);
     let stopped = third.log();
     assert!(stopped.contains("/dev/ublkb1011 removed"), "{stopped}");
+    assert!(!Path::new(&device).exists(), "{device} is still there");
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// SIGTERM restarts in a row, each as fio's writes flow: every stop
+/// leaves the device to the next daemon, and the kernel quiesces it, so
+/// every next daemon takes it over. A daemon whose threads closed their
+/// rings while they ran could be handed a request after the kernel's
+/// abort of the queue, and on 6.12 the device then stayed live for good
+/// (the next daemon never started); the more restarts, the likelier.
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn sigterm_restarts_in_a_row_under_fio_each_take_the_device_over() {
+    const RESTARTS: usize = 24;
+    modprobe(&["ublk_drv"]);
+    let mut disk = NullBlk::memory_backed("mpio-kt-ublk-restarts", 64);
+    let paths = disk.two_paths();
+    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
+    let args = ["--ublk", "1013"];
+    let mut daemon = serve_ublk("ublk-restarts-0", &table, &args);
+    let device = daemon.devices[0].clone();
+    let logs = test_dir("ublk-restarts-fio");
+    let mut fio =
+        FioVerify::start_until_stopped(Target::Block(&device), 32, logs.join("fio.log"), &[]);
+    for restart in 1..=RESTARTS {
+        wait_for_more_writes(&device, BACKLOG);
+        terminate(&mut daemon);
+        assert_kept(&daemon, &device);
+        assert!(fio.is_running(), "fio ended while no daemon ran");
+        // The last one removes the device as it stops.
+        let last = ["--ublk-on-stop", "remove"];
+        let args = [&args[..], if restart == RESTARTS { &last } else { &[] }].concat();
+        daemon = serve_ublk(&format!("ublk-restarts-{restart}"), &table, &args);
+    }
+    wait_for_more_writes(&device, BACKLOG);
+    fio.stop(Duration::from_secs(600)).assert_clean();
+    assert_eq!(kernel_errors(&device), Vec::<String>::new());
+    terminate(&mut daemon);
     assert!(!Path::new(&device).exists(), "{device} is still there");
     let _ = std::fs::remove_dir_all(&logs);
 }
