@@ -39,11 +39,10 @@
 //! is exiting: a ring closed by a thread that runs on can be handed,
 //! after the kernel's one abort of the queue, a request the kernel had
 //! queued for that thread as task work, and nothing ever fails or
-//! requeues that request. On 6.12 the device then stays live, never
-//! quiesced, and no next server can take it over (seen once in CI48:
-//! the next daemon waited in vain, the kernel's quiesce work sleeping in
-//! `ublk_wait_tagset_rqs_idle`). The memory is the process's last: a
-//! thread stops only as the daemon ends.
+//! requeues that request. On 6.12 the device then stays live for good,
+//! the kernel's quiesce work sleeping in `ublk_wait_tagset_rqs_idle`,
+//! and no next server can take it over. The memory is the process's
+//! last: a thread stops only as the daemon ends.
 //!
 //! # Failure
 //! A thread that cannot go on panics, and a panicking thread aborts the
