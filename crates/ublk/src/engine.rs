@@ -311,13 +311,6 @@ impl Engine {
                     return self.recover(&mut control, info, slot, known.as_ref());
                 }
                 Ok(info) if info.state == uapi::S_DEV_DEAD => control.delete(id)?,
-                Ok(info) if info.state == uapi::S_DEV_LIVE && !server_runs(info.ublksrv_pid) => {
-                    return Err(UblkError::NotQuiesced {
-                        id,
-                        server: info.ublksrv_pid,
-                        waited_s: SETTLE_WAIT.as_secs(),
-                    });
-                }
                 Ok(_) => return Err(UblkError::IdTaken { id }),
                 Err(error) if error.errno() == Some(libc::ENODEV) => {}
                 Err(error) => return Err(error),
@@ -708,17 +701,22 @@ impl Drop for Engine {
 /// removes it while this engine runs.
 ///
 /// # Errors
-/// As [`Control::info`].
+/// As [`Control::info`]; [`UblkError::NotQuiesced`] if the device is
+/// still live, its server ended, after [`SETTLE_WAIT`].
 fn settled_info(control: &mut Control, id: u32) -> Result<DevInfo, UblkError> {
     let started = Instant::now();
     let mut noticed = false;
     loop {
         let info = control.info(id)?;
-        if info.state != uapi::S_DEV_LIVE
-            || server_runs(info.ublksrv_pid)
-            || started.elapsed() >= SETTLE_WAIT
-        {
+        if info.state != uapi::S_DEV_LIVE || server_runs(info.ublksrv_pid) {
             return Ok(info);
+        }
+        if started.elapsed() >= SETTLE_WAIT {
+            return Err(UblkError::NotQuiesced {
+                id,
+                server: info.ublksrv_pid,
+                waited_s: SETTLE_WAIT.as_secs(),
+            });
         }
         if !noticed && started.elapsed() >= SETTLE_NOTICE {
             noticed = true;

@@ -34,20 +34,22 @@ fn assert_kept(daemon: &Daemon, device: &str) {
     assert!(Path::new(device).exists(), "{device} went at SIGTERM");
 }
 
-/// A daemon `name` serving a null_blk disk over two paths as
-/// `/dev/ublkb<number>`, which it keeps 2 s for the next daemon at a
-/// stop; with the map's table and the disk.
-fn kept_for_two_seconds(name: &str, number: &str) -> (Daemon, String, NullBlk) {
+/// A daemon `name` serving a null_blk disk of `mib` MiB over two paths
+/// as `/dev/ublkb<number>`, with `args` besides; with the map's table
+/// and the disk.
+fn numbered(name: &str, mib: u64, number: &str, args: &[&str]) -> (Daemon, String, NullBlk) {
     modprobe(&["ublk_drv"]);
-    let mut disk = NullBlk::memory_backed(&format!("mpio-kt-{name}"), 64);
+    let mut disk = NullBlk::memory_backed(&format!("mpio-kt-{name}"), mib);
     let paths = disk.two_paths();
     let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
-    let daemon = serve_ublk(
-        name,
-        &table,
-        &["--ublk", number, "--ublk-keep-timeout-ms", "2000"],
-    );
+    let daemon = serve_ublk(name, &table, &[&["--ublk", number], args].concat());
     (daemon, table, disk)
+}
+
+/// [`numbered`] over 64 MiB, keeping the device 2 s for the next daemon
+/// at a stop.
+fn kept_for_two_seconds(name: &str, number: &str) -> (Daemon, String, NullBlk) {
+    numbered(name, 64, number, &["--ublk-keep-timeout-ms", "2000"])
 }
 
 /// Kernel log lines that name `device` and an error.
@@ -64,13 +66,9 @@ fn kernel_errors(device: &str) -> Vec<String> {
 #[test]
 #[ignore = "kernel test: needs root, null_blk, ublk_drv and ext4; run scripts/kernel-test.sh"]
 fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
-    modprobe(&["ublk_drv"]);
     modprobe(&["ext4"]);
-    let mut disk = NullBlk::memory_backed("mpio-kt-ublk-restart", 256);
-    let paths = disk.two_paths();
-    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
+    let (mut daemon, table, _disk) = numbered("ublk-restart-1", 256, "1011", &[]);
     let args = ["--ublk", "1011"];
-    let mut daemon = serve_ublk("ublk-restart-1", &table, &args);
     let device = daemon.devices[0].clone();
     assert_eq!(device, "/dev/ublkb1011");
     let minutes = |count: u64| Duration::from_secs(60 * count);
@@ -136,12 +134,8 @@ fn sigterm_and_kill_9_restarts_keep_a_mounted_ext4_under_fio_verify() {
 #[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
 fn sigterm_restarts_in_a_row_under_fio_each_take_the_device_over() {
     const RESTARTS: usize = 24;
-    modprobe(&["ublk_drv"]);
-    let mut disk = NullBlk::memory_backed("mpio-kt-ublk-restarts", 64);
-    let paths = disk.two_paths();
-    let table = two_path_table(disk.sectors(), &paths[0], &paths[1]);
-    let args = ["--ublk", "1013"];
-    let mut daemon = serve_ublk("ublk-restarts-0", &table, &args);
+    let (mut daemon, table, _disk) = numbered("ublk-restarts-0", 64, "1014", &[]);
+    let args = ["--ublk", "1014"];
     let device = daemon.devices[0].clone();
     let logs = test_dir("ublk-restarts-fio");
     let mut fio =
