@@ -24,6 +24,12 @@
 #                   commit): every mpio-* configuration runs again with it,
 #                   as base-*, in the same round, so the two compare in
 #                   one run
+#   REFERENCE=      another ublk server's binary (e.g. an example server
+#                   of a ublk library), run as ref-ublk in each round: what
+#                   a ublk device costs whoever serves it. REFERENCE_ADD
+#                   are its arguments to make /dev/ublkb9 and serve it in
+#                   the foreground until SIGTERM, REFERENCE_DEL those that
+#                   remove the device after
 #   PROFILE=0       1: after the rounds, one more pass over the same
 #                   configurations in which each fio run is sampled with
 #                   perf (cpu-clock, every CPU, kernel call chains) and
@@ -36,6 +42,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/kernel-vm/host.sh
 
+if [ -n "${REFERENCE:-}" ]; then
+    if [ -z "${REFERENCE_ADD:-}" ] || [ -z "${REFERENCE_DEL:-}" ]; then
+        kvm_log "REFERENCE needs REFERENCE_ADD and REFERENCE_DEL (docs/TESTING.md)"
+        exit 2
+    fi
+    # bench.conf holds them in single quotes.
+    case $REFERENCE_ADD$REFERENCE_DEL in
+        *"'"*) kvm_log "REFERENCE_ADD and REFERENCE_DEL may not hold a quote"; exit 2 ;;
+    esac
+fi
 profile=${PROFILE:-0}
 [ "$profile" = 1 ] && KVM_TOOLS="$KVM_TOOLS perf"
 kvm_install_host_packages
@@ -48,6 +64,9 @@ programs=mpio
 if [ -n "${MPIO_BASE:-}" ]; then
     kvm_add_binary "$overlay" "$MPIO_BASE" mpio-base
     programs="mpio mpio-base"
+fi
+if [ -n "${REFERENCE:-}" ]; then
+    kvm_add_binary "$overlay" "$REFERENCE" ublk-reference
 fi
 install -D -m 755 scripts/kernel-vm/guest-bench.sh "$overlay/kvm/run"
 cat > "$overlay/kvm/bench.conf" <<CONF
@@ -62,6 +81,8 @@ CONFIGS='${CONFIGS:-*}'
 MPIO_SELECTORS='${MPIO_SELECTORS:-round-robin queue-length service-time}'
 NULLB_COMPLETION_NS=${NULLB_COMPLETION_NS:-0}
 PROGRAMS='$programs'
+REFERENCE_ADD='${REFERENCE:+$REFERENCE_ADD}'
+REFERENCE_DEL='${REFERENCE:+$REFERENCE_DEL}'
 PROFILE=$profile
 PROFILE_FREQ=${PROFILE_FREQ:-1000}
 PROFILE_TOP=${PROFILE_TOP:-40}

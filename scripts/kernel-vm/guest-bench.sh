@@ -25,6 +25,8 @@
 #                            every cost of mpio's but the path's own I/O
 #   mpio-nbd-1p              mpio serve over file:/dev/nullb0, attached by the kernel's nbd
 #   mpio-nbd-2p-<selector>   the same over nullb0 and nullb1
+#   ref-ublk                 another ublk server (kernel-bench.sh's REFERENCE) on
+#                            /dev/ublkb9: the device's cost to any server
 #   base-*                   each mpio-* configuration again with the binary
 #                            kernel-bench.sh was given as MPIO_BASE, in the
 #                            same round, after the mpio-* ones of its
@@ -278,10 +280,11 @@ mpio_table() {   # mpio_table SELECTOR DEVICE...: a device /dev/X is file:/dev/X
     done
     echo "0 $sectors multipath 0 0 1 1 $selector 0 $# 1$paths"
 }
-# mpio_counters PID: reads /dev/ublkb0 completed, then the context
-# switches and CPU time (clock ticks of 10 ms) of all of PID's threads.
-mpio_counters() {
-    ios=$(awk '{print $1}' /sys/block/ublkb0/stat)
+# server_counters PID DEVICE: reads DEVICE (ublkbN) completed, then the
+# context switches and CPU time (clock ticks of 10 ms) of all of PID's
+# threads.
+server_counters() {
+    ios=$(awk '{print $1}' "/sys/block/$2/stat")
     switches=0 user=0 system=0
     for task in /proc/"$1"/task/*; do
         switches=$((switches + $(awk '/ctxt_switches/ {sum += $2} END {print sum}' "$task/status")))
@@ -290,6 +293,29 @@ mpio_counters() {
     done
     echo "$ios $switches $user $system"
 }
+# measure_server CONFIGURATION PID DEVICE: measure, and note what the
+# server PID's threads took per I/O of DEVICE (ublkbN). Sets $ios.
+measure_server() {
+    before=$(server_counters "$2" "$3")
+    measure "$1" "/dev/$3"
+    after=$(server_counters "$2" "$3")
+    ios=$(echo "$before $after" | awk '{print $5 - $1}')
+    echo "$before $after" | awk -v name="$1${PROFILING:+ under perf}" '{
+        ios = $5 - $1
+        if (ios > 0) printf "NOTE|%s: per I/O, the server took %.2f context switches and %.1f us of CPU (%.1f user, %.1f kernel)\n",
+            name, ($6 - $2) / ios, ($7 + $8 - $3 - $4) * 10000 / ios, ($7 - $3) * 10000 / ios, ($8 - $4) * 10000 / ios }'
+}
+# stop_server PID: SIGTERM, and SIGKILL if it has not ended 30 s on, so
+# a server that ignores the first cannot hold the guest.
+stop_server() {
+    kill "$1" 2>/dev/null
+    for _ in $(seq 300); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$1" 2>/dev/null; then
+        note "server $1 still ran 30 s after SIGTERM: killed"
+        kill -9 "$1" 2>/dev/null
+    fi
+    wait "$1" 2>/dev/null
+}
 # Its own block device: a ublk queue per vCPU, fio on /dev/ublkbN.
 mpio_ublk_run() {   # mpio_ublk_run PROGRAM CONFIGURATION SELECTOR DEVICE...
     program=$1 name=$2; shift 2
@@ -297,21 +323,16 @@ mpio_ublk_run() {   # mpio_ublk_run PROGRAM CONFIGURATION SELECTOR DEVICE...
         --control /tmp/mpio/control.sock --log-level info > /tmp/mpio.out 2>&1 &
     pid=$!
     for _ in $(seq 100); do [ -b /dev/ublkb0 ] && break; sleep 0.1; done
+    ios=
     if [ -b /dev/ublkb0 ]; then
-        before=$(mpio_counters "$pid")
-        measure "$name" /dev/ublkb0
-        after=$(mpio_counters "$pid")
-        echo "$before $after" | awk -v name="$name${PROFILING:+ under perf}" '{
-            ios = $5 - $1
-            if (ios > 0) printf "NOTE|%s: per I/O, mpio took %.2f context switches and %.1f us of CPU (%.1f user, %.1f kernel)\n",
-                name, ($6 - $2) / ios, ($7 + $8 - $3 - $4) * 10000 / ios, ($7 - $3) * 10000 / ios, ($8 - $4) * 10000 / ios }'
+        measure_server "$name" "$pid" ublkb0
     else
         note "$name: no /dev/ublkb0: $(cat /tmp/mpio.out)"
     fi
-    kill "$pid"; wait "$pid" 2>/dev/null
+    stop_server "$pid"
     # Each I/O thread logs its turns as it ends (the whole run, ramp
     # included): wake-ups per I/O, and how many they served at once.
-    grep -a 'ublk thread ended' /tmp/mpio.out | awk -v name="$name${PROFILING:+ under perf}" -v ios="$(echo "$before $after" | awk '{print $5 - $1}')" '
+    grep -a 'ublk thread ended' /tmp/mpio.out | awk -v name="$name${PROFILING:+ under perf}" -v ios="${ios:-0}" '
         { for (i = 1; i <= NF; i++) { split($i, pair, "="); if (pair[2] != "") sum[pair[1]] += pair[2] } }
         END {
             turns = sum["idle"] + sum["rests"] + sum["ready"] + sum["spins"] + sum["busy_waits"]
@@ -335,7 +356,33 @@ mpio_nbd_run() {    # mpio_nbd_run PROGRAM CONFIGURATION SELECTOR DEVICE...
     else
         note "$name: nbd-client failed: $(cat /tmp/nbd.out)"
     fi
-    kill "$pid"; wait "$pid" 2>/dev/null
+    stop_server "$pid"
+}
+
+# ref_ublk_run: the reference server's device, /dev/ublkb9.
+ref_ublk_run() {
+    # Its arguments as kernel-bench.sh was given them: split, not globbed.
+    set -f
+    # A device an earlier run left would pass for the new server's.
+    # shellcheck disable=SC2086
+    [ -b /dev/ublkb9 ] && ublk-reference $REFERENCE_DEL > /dev/null 2>&1
+    # shellcheck disable=SC2086
+    ublk-reference $REFERENCE_ADD > /tmp/reference.out 2>&1 &
+    pid=$!
+    set +f
+    for _ in $(seq 100); do [ -b /dev/ublkb9 ] && break; sleep 0.1; done
+    if [ -b /dev/ublkb9 ] && kill -0 "$pid" 2>/dev/null; then
+        measure_server ref-ublk "$pid" ublkb9
+    else
+        note "ref-ublk: no /dev/ublkb9 served: $(head -c 300 /tmp/reference.out)"
+    fi
+    stop_server "$pid"
+    set -f
+    # shellcheck disable=SC2086
+    if [ -b /dev/ublkb9 ] && ! ublk-reference $REFERENCE_DEL > /dev/null 2>&1; then
+        note "ref-ublk: could not remove /dev/ublkb9"
+    fi
+    set +f
 }
 
 wanted() {       # wanted CONFIGURATION: does it match a pattern of $CONFIGS?
@@ -362,6 +409,7 @@ run_configurations() {
     for policy in numa round-robin queue-depth; do
         wanted "nvme-loop-2p-$policy" && nvme_run "nvme-loop-2p-$policy" 2 "$policy"
     done
+    [ -n "$REFERENCE_ADD" ] && wanted ref-ublk && ref_ublk_run
     for frontend in ublk nbd; do
         for program in $PROGRAMS; do
             case $program in mpio) prefix=mpio ;; *) prefix=base ;; esac
