@@ -9,7 +9,9 @@
 mod common;
 
 use common::{mpio_binary, Guard};
-use mpio_test_support::{output_within, require, wait_until, NbdServer, TempDir, HANG_BOUND};
+use mpio_test_support::{
+    cleanup_within, output_within, require, wait_until, NbdServer, TempDir, HANG_BOUND,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -64,11 +66,13 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.0)
-            .arg("kill-server")
-            .status();
+        cleanup_within(
+            Command::new("tmux")
+                .arg("-S")
+                .arg(&self.0)
+                .arg("kill-server"),
+            HANG_BOUND,
+        );
     }
 }
 

@@ -79,20 +79,81 @@ pub fn wait_within(child: &mut Child, limit: Duration, what: &str) -> ExitStatus
         .unwrap_or_else(|| panic!("{what} did not end within {limit:?}"))
 }
 
+/// Runs `command` to its end within `limit`, for a guard's clean-up as
+/// a test ends, passed or failed (unmounting, detaching a device,
+/// unloading a module): it never panics, since a panic while a failed
+/// test unwinds aborts the whole test binary. Its input and output are
+/// closed; what it says on standard error goes to the test's, with a
+/// line naming it if it fails. One that has not ended by then is killed
+/// as [`kill_within`] does, and named too. Its status, or `None` if it
+/// did not start or end.
+pub fn cleanup_within(command: &mut Command, limit: Duration) -> Option<ExitStatus> {
+    let what = describe(command);
+    let mut child = match command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(error) => {
+            eprintln!("clean-up: {what} does not start: {error}");
+            return None;
+        }
+    };
+    let status = ended_by(&mut child, Instant::now() + limit);
+    match status {
+        Some(status) if !status.success() => eprintln!("clean-up: {what}: {status}"),
+        Some(_) => {}
+        None => {
+            eprintln!("clean-up: {what} did not end within {limit:?}; killed");
+            kill_within(&mut child, KILL_GRACE);
+        }
+    }
+    status
+}
+
+/// Kills `child` (if it still runs) and reaps it, waiting at most
+/// `limit` for it to end, for a guard's clean-up: never panics. A
+/// process asleep in the kernel on a hung device ends only when the
+/// device answers, if ever; past `limit` it is left unreaped (standard
+/// error says so) rather than holding the test with it. Its status, or
+/// `None`.
+pub fn kill_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let _ = child.kill();
+    let status = ended_by(child, Instant::now() + limit);
+    if status.is_none() {
+        eprintln!(
+            "clean-up: process {} did not end within {limit:?} of SIGKILL; left unreaped",
+            child.id()
+        );
+    }
+    status
+}
+
+/// How long a killed program may take to end in a clean-up.
+const KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// The status of `child` once it ends before `deadline`, or `None`.
+fn ended_by(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+            Ok(None) | Err(_) => return None,
+        }
+    }
+}
+
 /// The status of `child` once it ends before `deadline`; `None` if it
 /// did not, when it was killed and reaped.
 fn wait_ended(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
-    loop {
-        if let Some(status) = child.try_wait().expect("the child can be waited for") {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(POLL);
+    let status = ended_by(child, deadline);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
     }
+    status
 }
 
 /// What a pipe gave, read to its end on a thread of its own.
@@ -147,6 +208,43 @@ mod tests {
             (output.stdout.len(), output.stderr.len()),
             (200_000, 100_000)
         );
+    }
+
+    #[test]
+    fn a_clean_up_gives_the_status_of_a_program_that_ends() {
+        let status = cleanup_within(
+            Command::new("sh").args(["-c", "exit 3"]),
+            Duration::from_secs(60),
+        );
+        assert_eq!(status.and_then(|status| status.code()), Some(3));
+        assert_eq!(
+            cleanup_within(
+                &mut Command::new("/nonexistent/program"),
+                Duration::from_secs(60)
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_clean_up_that_hangs_gives_none_without_a_panic() {
+        let limit = Duration::from_millis(200);
+        let started = Instant::now();
+        let status = cleanup_within(Command::new("sleep").arg("1000"), limit);
+        assert_eq!(status, None);
+        // It ran to its limit: a program that never started returns at once.
+        assert!(started.elapsed() >= limit);
+    }
+
+    #[test]
+    fn a_killed_process_is_reaped() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = Command::new("sleep").arg("1000").spawn().unwrap();
+        let process = std::path::Path::new("/proc").join(child.id().to_string());
+        let status = kill_within(&mut child, Duration::from_secs(60));
+        assert_eq!(status.and_then(|status| status.signal()), Some(9));
+        // Reaped: no process, not even a zombie, is left.
+        assert!(!process.exists(), "{} is still there", process.display());
     }
 
     #[test]

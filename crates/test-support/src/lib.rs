@@ -4,7 +4,8 @@
 //! ([`NbdServer`]: nbdkit, qemu-nbd), a scripted fake path for the
 //! core's queue ([`FakePath`]), the one-group table most tests map, and
 //! the wait for a condition ([`wait_until`]), programs run to their end
-//! within a bound ([`output_within`]), and the code's own log in a
+//! within a bound ([`output_within`]; in a guard's clean-up,
+//! [`cleanup_within`] and [`kill_within`]), and the code's own log in a
 //! test's output ([`log_to_test_output`]).
 //!
 //! # Waiting
@@ -25,7 +26,7 @@ mod child;
 mod fake_path;
 mod nbd_server;
 
-pub use child::{output_of, output_within, wait_within};
+pub use child::{cleanup_within, kill_within, output_of, output_within, wait_within};
 pub use fake_path::FakePath;
 pub use nbd_server::{pause_control, NbdServer};
 

@@ -13,9 +13,10 @@ mod file_common;
 use file_common::*;
 use mpio_core::io::{Buffer, Op};
 use mpio_core::map::MapOptions;
+use mpio_test_support::{cleanup_within, output_of, HANG_BOUND};
 use mpio_transport::Transports;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 const BYTES: u64 = 4 << 20;
 
@@ -26,11 +27,14 @@ struct Loop {
 
 impl Loop {
     fn attach(backing: &std::path::Path) -> Result<Loop, String> {
-        let output = Command::new("losetup")
+        let losetup = Command::new("losetup")
             .args(["--find", "--show"])
             .arg(backing)
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .map_err(|error| format!("losetup: {error}"))?;
+        let output = output_of(losetup, HANG_BOUND, "losetup --find --show");
         if !output.status.success() {
             return Err(format!(
                 "losetup: {}",
@@ -46,7 +50,10 @@ impl Loop {
 
 impl Drop for Loop {
     fn drop(&mut self) {
-        let _ = Command::new("losetup").arg("-d").arg(&self.device).status();
+        cleanup_within(
+            Command::new("losetup").arg("-d").arg(&self.device),
+            HANG_BOUND,
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this module
 
-use mpio_test_support::{output_within, HANG_BOUND};
+use mpio_test_support::{kill_within, output_within, HANG_BOUND};
 use std::process::{Child, Command, Output};
 
 /// The `mpio` binary under test: `$MPIO_BIN` where set (the kernel test
@@ -34,8 +34,7 @@ pub struct Guard(pub Child);
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        kill_within(&mut self.0, HANG_BOUND);
     }
 }
 

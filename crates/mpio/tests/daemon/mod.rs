@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own part of this module
 
 use crate::common::{mpio, mpio_binary, stderr, stdout};
+use mpio_test_support::kill_within;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -163,8 +164,7 @@ impl Drop for Daemon {
             // daemon no longer serves.
             let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_within(&mut self.child, Duration::from_secs(60));
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -3,7 +3,7 @@
 //! NBD attachments and mounts. Each is a guard that undoes itself when
 //! dropped, and every command they run is bounded in time.
 
-use mpio_test_support::output_within;
+use mpio_test_support::{cleanup_within, output_within};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -20,6 +20,14 @@ pub fn run(program: &str, args: &[&str], limit: Duration) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// Runs `program args` as a guard's clean-up: within a bound, and never
+/// a panic, which would abort a failed test's unwinding
+/// ([`cleanup_within`]); whether it ended and succeeded.
+pub fn clean_up(program: &str, args: &[&str]) -> bool {
+    cleanup_within(Command::new(program).args(args), Duration::from_secs(120))
+        .is_some_and(|status| status.success())
 }
 
 /// The running kernel's release (`uname -r`).
@@ -128,7 +136,11 @@ pub fn modprobe_fresh(module: &str, parameters: &[&str]) {
         Duration::from_secs(120),
         || {
             if loaded.exists() {
-                let _ = Command::new("modprobe").args(["-r", module]).output();
+                // Refused while the module is in use: tried again.
+                output_within(
+                    Command::new("modprobe").args(["-r", module]),
+                    Duration::from_secs(120),
+                );
             }
             !loaded.exists()
         },
@@ -271,9 +283,7 @@ impl NbdDevice {
 
 impl Drop for NbdDevice {
     fn drop(&mut self) {
-        let _ = Command::new("nbd-client")
-            .args(["-d", self.device.to_str().unwrap()])
-            .output();
+        clean_up("nbd-client", &["-d", self.device.to_str().unwrap()]);
     }
 }
 
@@ -310,7 +320,7 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         if self.mounted {
-            let _ = Command::new("umount").arg(&self.dir).output();
+            clean_up("umount", &[self.dir.to_str().unwrap()]);
         }
     }
 }

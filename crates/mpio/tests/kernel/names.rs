@@ -9,7 +9,9 @@
 //! and are gone once a SIGTERM removed it.
 
 use crate::daemon::{test_dir, Daemon};
-use crate::devices::{modprobe, modprobe_fresh, read_attribute, wait_until, write_attribute};
+use crate::devices::{
+    clean_up, modprobe, modprobe_fresh, read_attribute, wait_until, write_attribute,
+};
 use crate::failover::LIMIT;
 use crate::scsi::disks_where;
 use crate::ublk::terminate;
@@ -46,9 +48,7 @@ impl TwoLuns {
 
 impl Drop for TwoLuns {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("modprobe")
-            .args(["-r", "scsi_debug"])
-            .output();
+        clean_up("modprobe", &["-r", "scsi_debug"]);
     }
 }
 

@@ -6,8 +6,10 @@
 //! 1 state is set through nvmet's configfs; a port can be taken away and
 //! given back. Undone when dropped.
 
-use crate::devices::{modprobe, read_attribute, run, wait_until, write_attribute, NullBlk};
+use crate::devices::{clean_up, modprobe, read_attribute, wait_until, write_attribute, NullBlk};
+use mpio_test_support::output_within;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 const NVMET: &str = "/sys/kernel/config/nvmet";
@@ -41,9 +43,11 @@ impl NvmeLoop {
         let wanted = if native { "Y" } else { "N" };
         let parameter = "/sys/module/nvme_core/parameters/multipath";
         if read_attribute(parameter).is_some_and(|now| now != wanted) {
-            let _ = std::process::Command::new("modprobe")
-                .args(["-r", "nvme_loop", "nvme_fabrics", "nvme_core"])
-                .output();
+            // Refused while in use: the check of the parameter below says so.
+            output_within(
+                Command::new("modprobe").args(["-r", "nvme_loop", "nvme_fabrics", "nvme_core"]),
+                Duration::from_secs(120),
+            );
         }
         modprobe(&["nvme_core", &format!("multipath={wanted}")]);
         assert_eq!(
@@ -216,7 +220,7 @@ impl Drop for NvmeLoop {
         let _ = std::fs::write(subsystem.join("namespaces/1/enable"), "0");
         let _ = std::fs::remove_dir(subsystem.join("namespaces/1"));
         let _ = std::fs::remove_dir(subsystem);
-        let _ = run("sync", &[], Duration::from_secs(60));
+        clean_up("sync", &[]);
     }
 }
 

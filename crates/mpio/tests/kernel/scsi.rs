@@ -6,7 +6,7 @@
 //! with a medium error. Each is undone when dropped.
 
 use crate::devices::{
-    modprobe, modprobe_fresh, read_attribute, wait_until, write_attribute, NullBlk,
+    clean_up, modprobe, modprobe_fresh, read_attribute, wait_until, write_attribute, NullBlk,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -181,8 +181,6 @@ impl ScsiDebug {
 
 impl Drop for ScsiDebug {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("modprobe")
-            .args(["-r", "scsi_debug"])
-            .output();
+        clean_up("modprobe", &["-r", "scsi_debug"]);
     }
 }

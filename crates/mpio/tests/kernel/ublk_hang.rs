@@ -8,7 +8,7 @@
 //! succeeds, and the newest acknowledged data is what the disk holds.
 
 use crate::daemon::{test_dir, Daemon};
-use crate::devices::{modprobe, run, wait_until, NullBlk};
+use crate::devices::{clean_up, modprobe, run, wait_until, NullBlk};
 use crate::failover::{path_row, LIMIT};
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
@@ -34,16 +34,8 @@ struct Linear;
 
 impl Drop for Linear {
     fn drop(&mut self) {
-        let _ = run(
-            "dmsetup",
-            &["--noudevsync", "resume", HUNG],
-            Duration::from_secs(60),
-        );
-        let _ = run(
-            "dmsetup",
-            &["--noudevsync", "remove", HUNG],
-            Duration::from_secs(60),
-        );
+        clean_up("dmsetup", &["--noudevsync", "resume", HUNG]);
+        clean_up("dmsetup", &["--noudevsync", "remove", HUNG]);
     }
 }
 

@@ -11,6 +11,7 @@ use crate::failover::{path_row, two_path_table};
 use crate::ublk::serve_ublk;
 use mpio_test_support::{output_within, wait_within};
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 /// `/sys/block/DEVICE/queue/ATTRIBUTE` of a `/dev/...` node.
@@ -137,10 +138,9 @@ fn a_full_file_system_reaches_the_writer_as_enospc_and_fails_no_path() {
     let status = wait_within(&mut daemon.child, limit, "mpio serve");
     assert!(status.success(), "mpio serve exited with {status}");
     wait_until("the small file system unmounts", limit, || {
-        std::process::Command::new("umount")
-            .arg(&mount)
-            .status()
-            .is_ok_and(|status| status.success())
+        output_within(Command::new("umount").arg(&mount), limit)
+            .status
+            .success()
     });
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,7 +13,7 @@
 //! the targets, whose disks it held open.
 
 use crate::daemon::{test_dir, Daemon};
-use crate::devices::{block_stat, modprobe, read_attribute, wait_until};
+use crate::devices::{block_stat, clean_up, modprobe, read_attribute, wait_until};
 use crate::failover::LIMIT;
 use crate::nvme::NvmeLoop;
 use crate::scsi::LioLoop;
@@ -299,9 +299,7 @@ impl Drop for Rig {
         if let Some(daemon) = &self.daemon {
             // SIGTERM first: the daemon removes its devices; the guard's
             // own drop kills what is left.
-            let _ = std::process::Command::new("kill")
-                .args(["-TERM", &daemon.child.id().to_string()])
-                .output();
+            clean_up("kill", &["-TERM", &daemon.child.id().to_string()]);
             if let Some(daemon) = self.daemon.as_mut() {
                 let deadline = std::time::Instant::now() + Duration::from_secs(60);
                 while daemon.child.try_wait().ok().flatten().is_none()

@@ -16,7 +16,7 @@
 //! are those of files whose write and fsync succeeded.
 
 use crate::fio::FioResult;
-use mpio_test_support::wait_within;
+use mpio_test_support::{kill_within, wait_within};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -234,8 +234,7 @@ impl Job {
 impl Drop for Job {
     fn drop(&mut self) {
         // A test that failed leaves no fio behind for the next one.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_within(&mut self.child, Duration::from_secs(60));
     }
 }
 
