@@ -246,6 +246,11 @@ pub enum TargetError {
     /// The request itself is malformed (buffer length, alignment).
     #[error("invalid request")]
     Invalid,
+    /// A persistent reservation held by another host refused the I/O
+    /// (SCSI RESERVATION CONFLICT, the kernel's `BLK_STS_RESV_CONFLICT`):
+    /// this host is fenced from the storage, on every path alike.
+    #[error("reservation conflict")]
+    ReservationConflict,
 }
 
 impl TargetError {
@@ -256,6 +261,7 @@ impl TargetError {
             TargetError::NoSpace => 28,                           // ENOSPC
             TargetError::Medium | TargetError::Protection => 5,   // EIO
             TargetError::NotSupported => 95,                      // EOPNOTSUPP
+            TargetError::ReservationConflict => 52,               // EBADE
         }
     }
 }
@@ -342,5 +348,23 @@ mod tests {
         buf.resize(5000);
         assert_eq!(buf.as_slice()[4999], 7, "shrinking keeps storage");
         assert!(Buffer::empty().is_empty());
+    }
+
+    /// A target error reaches the caller as the errno the kernel's block
+    /// status of the same kind carries (`blk_status_to_errno`).
+    #[test]
+    fn target_errors_carry_the_kernels_errnos() {
+        let errnos = [
+            (TargetError::OutOfRange, libc::EINVAL),
+            (TargetError::NoSpace, libc::ENOSPC),
+            (TargetError::Medium, libc::EIO),
+            (TargetError::Protection, libc::EIO),
+            (TargetError::NotSupported, libc::EOPNOTSUPP),
+            (TargetError::Invalid, libc::EINVAL),
+            (TargetError::ReservationConflict, libc::EBADE),
+        ];
+        for (error, errno) in errnos {
+            assert_eq!(IoError::Target(error).errno(), errno, "{error}");
+        }
     }
 }

@@ -104,5 +104,10 @@ mod tests {
             ENOTSUP
         );
         assert_eq!(nbd_error(IoError::Target(TargetError::Medium)), EIO);
+        // NBD has no reservation conflict: EIO, as for any other error.
+        assert_eq!(
+            nbd_error(IoError::Target(TargetError::ReservationConflict)),
+            EIO
+        );
     }
 }

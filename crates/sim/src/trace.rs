@@ -160,6 +160,7 @@ pub(crate) fn outcome_word(outcome: PathOutcome) -> &'static str {
         PathOutcome::Target(TargetError::Protection) => "protection-error",
         PathOutcome::Target(TargetError::NotSupported) => "not-supported",
         PathOutcome::Target(TargetError::Invalid) => "invalid",
+        PathOutcome::Target(TargetError::ReservationConflict) => "reservation-conflict",
         PathOutcome::Busy => "busy",
     }
 }

@@ -219,7 +219,7 @@ pub struct PortControl {
     fua_completed: AtomicU64,
 }
 
-const OUTCOMES: [PathOutcome; 11] = [
+const OUTCOMES: [PathOutcome; 12] = [
     PathOutcome::Path(PathError::Transport),
     PathOutcome::Path(PathError::Timeout),
     PathOutcome::Path(PathError::ConnectionLost),
@@ -230,6 +230,7 @@ const OUTCOMES: [PathOutcome; 11] = [
     PathOutcome::Target(TargetError::Protection),
     PathOutcome::Target(TargetError::NotSupported),
     PathOutcome::Target(TargetError::Invalid),
+    PathOutcome::Target(TargetError::ReservationConflict),
     PathOutcome::Busy,
 ];
 

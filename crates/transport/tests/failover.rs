@@ -213,21 +213,29 @@ fn hung_port_is_failed_after_the_io_timeout() {
     rig.port("a").heal();
 }
 
+/// A medium error, and a reservation conflict (another host holds the
+/// LUN's persistent reservation, which refuses every path of this one
+/// alike), go back to the caller as they came, as dm's
+/// `blk_path_error` has them: no path failed, no retry.
 #[test]
 fn target_errors_go_back_unchanged_and_keep_the_path() {
-    let mut rig = Rig::new(&[&["a", "b"]], false, MapOptions::default());
-    rig.port("a").fail(PathOutcome::Target(TargetError::Medium));
-    rig.port("b").fail(PathOutcome::Target(TargetError::Medium));
-    for block in 0..4 {
-        rig.submit(block, Op::Read, block, 0);
+    for error in [TargetError::Medium, TargetError::ReservationConflict] {
+        let mut rig = Rig::new(&[&["a", "b"]], false, MapOptions::default());
+        rig.port("a").fail(PathOutcome::Target(error));
+        rig.port("b").fail(PathOutcome::Target(error));
+        for block in 0..4 {
+            rig.submit(block, Op::Read, block, 0);
+        }
+        let done = rig.collect(4, 1_000);
+        assert!(
+            done.iter()
+                .all(|completion| completion.result == Err(IoError::Target(error))),
+            "{error}: {done:?}"
+        );
+        assert_eq!(rig.path_state(0, 0), PathState::Active, "{error}");
+        assert_eq!(rig.path_state(0, 1), PathState::Active, "{error}");
+        assert_eq!(rig.queue.stats().retries, 0, "{error}");
     }
-    let done = rig.collect(4, 1_000);
-    assert!(done
-        .iter()
-        .all(|completion| completion.result == Err(IoError::Target(TargetError::Medium))));
-    assert_eq!(rig.path_state(0, 0), PathState::Active);
-    assert_eq!(rig.path_state(0, 1), PathState::Active);
-    assert_eq!(rig.queue.stats().retries, 0);
 }
 
 /// A resource shortage (the kernel's ENOMEM, EBUSY, EAGAIN) retries the

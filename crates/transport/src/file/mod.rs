@@ -45,13 +45,14 @@
 //!
 //! | errno | kernel status | class | what happens |
 //! |---|---|---|---|
-//! | `EIO`, `ENOLINK`, `EBADE` | `IOERR`, `TRANSPORT`, `NEXUS` | path error (transport) | path failed, I/O retried on another path |
+//! | `EIO`, `ENOLINK` | `IOERR`, `TRANSPORT` | path error (transport) | path failed, I/O retried on another path |
 //! | `ETIMEDOUT` | `TIMEOUT` | path error (timeout) | same |
 //! | `ENODEV`, `ENXIO`, `EBADF` | `OFFLINE`, the device gone, a revoked file | path error (connection lost) | same |
 //! | any other errno | unknown | path error (unknown) | same |
 //! | `ENOMEM`, `EBUSY`, `EAGAIN`, `EINTR` | `RESOURCE`, `AGAIN` | busy | retried (the same path may take it), the path kept; within the map's attempt limit |
 //! | `EREMOTEIO`, `ENODATA` | `TARGET`, `MEDIUM` | target error (medium) | back to the caller (EIO), no path failed |
 //! | `EILSEQ` | `PROTECTION` | target error (protection) | same (EIO) |
+//! | `EBADE` | `RESV_CONFLICT` (`NEXUS` before 6.5) | target error (reservation conflict: another host holds the LUN's reservation, so every path is refused alike) | same (EBADE) |
 //! | `ENOSPC`, `EDQUOT` | `NOSPC` | target error (no space) | same (ENOSPC) |
 //! | `EOPNOTSUPP`, `EROFS`, `EPERM`, `EACCES` | `NOTSUPP` | target error (not supported) | same (EOPNOTSUPP) |
 //! | `EINVAL` | the request is malformed | target error (invalid) | same (EINVAL) |
@@ -448,6 +449,7 @@ pub(crate) fn classify_errno(errno: i32) -> PathOutcome {
         libc::ENOSPC | libc::EDQUOT => PathOutcome::Target(TargetError::NoSpace),
         libc::ENODATA | libc::EREMOTEIO => PathOutcome::Target(TargetError::Medium),
         libc::EILSEQ => PathOutcome::Target(TargetError::Protection),
+        libc::EBADE => PathOutcome::Target(TargetError::ReservationConflict),
         // EFAULT: the I/O's memory is not there (a zero-copy request's
         // pages the kernel already let go, its tag ended): the caller's.
         libc::EINVAL | libc::EFAULT => PathOutcome::Target(TargetError::Invalid),
@@ -456,7 +458,7 @@ pub(crate) fn classify_errno(errno: i32) -> PathOutcome {
         libc::ENOMEM | libc::EBUSY | libc::EAGAIN | libc::EINTR => PathOutcome::Busy,
         libc::ETIMEDOUT => PathOutcome::Path(PathError::Timeout),
         libc::EBADF | libc::ENODEV | libc::ENXIO => vanished(),
-        libc::EIO | libc::ENOLINK | libc::EBADE => PathOutcome::Path(PathError::Transport),
+        libc::EIO | libc::ENOLINK => PathOutcome::Path(PathError::Transport),
         _ => PathOutcome::Path(PathError::Unknown),
     }
 }
@@ -549,7 +551,7 @@ mod tests {
         let table = [
             (libc::EIO, Path(PathError::Transport)),
             (libc::ENOLINK, Path(PathError::Transport)),
-            (libc::EBADE, Path(PathError::Transport)),
+            (libc::EBADE, Target(TargetError::ReservationConflict)),
             (libc::ETIMEDOUT, Path(PathError::Timeout)),
             (libc::ENODEV, Path(PathError::ConnectionLost)),
             (libc::ENXIO, Path(PathError::ConnectionLost)),
