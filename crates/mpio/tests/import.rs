@@ -34,7 +34,8 @@ fn a_multipath_conf_prints_as_an_mpio_config() {
         "[blacklist_exceptions]\nwwid = [\n    \"^3600a0980\",  # line 11\n",
         "name = \"data\"  # line 16\nwwid = \"3600a098038303053\"  # line 15\n",
         "queue_if_no_path = true  # line 17\n",
-        "selector = \"service-time\"  # line 18\n[[map.export]]\nublk = true",
+        "selector = \"service-time\"  # line 18\n[[map.export]]\nublk = 0  # /dev/ublkb0",
+        "[[map.export]]\nublk = 1  # /dev/ublkb1",
         "name = \"naa.600a098038303054\"\nwwid = \"naa.600a098038303054\"  # line 21\n",
     ] {
         assert!(text.contains(key), "{key:?} in\n{text}");

@@ -60,7 +60,7 @@ pub(super) fn toml(mapped: &Mapped, notes: &[Note]) -> String {
              # `mpio discover --config` writes one per LUN of this host.\n",
         );
     }
-    for map in &mapped.maps {
+    for (number, map) in mapped.maps.iter().enumerate() {
         let from = |index: usize| {
             map.lines
                 .get(index)
@@ -73,7 +73,14 @@ pub(super) fn toml(mapped: &Mapped, notes: &[Note]) -> String {
         }
         let _ = writeln!(out, "wwid = {}{}", quote(&map.wwid), from(0));
         settings(&mut out, &map.settings, "map");
-        out.push_str("[[map.export]]\nublk = true  # the block device, as /dev/mapper/NAME\n");
+        // A number of its own, so that a restart keeps the device (and
+        // whatever is mounted on it) as multipathd's restart keeps a map;
+        // a device the kernel numbered is removed at a stop.
+        let _ = writeln!(
+            out,
+            "[[map.export]]\nublk = {number}  # /dev/ublkb{number}: kept across restarts, \
+             taken over by this number (keep it for this map)"
+        );
     }
     out
 }
