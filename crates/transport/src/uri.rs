@@ -8,6 +8,13 @@
 //!   itself may not contain `?`).
 //! - `nbd://host[:port]/export`, `nbd+unix:///export?socket=/path`: an
 //!   NBD server's export (see `crate::nbd::address`).
+//! - dm's own path words, so that a `dmsetup table` line serves as it
+//!   is: an absolute path (`/dev/sdb`) is `file:` that path (options
+//!   and label included), and a
+//!   device number (`8:16`) is `file:/dev/block/8:16`, the device's
+//!   udev link (opened through sysfs where udev made none, see
+//!   `crate::blockdev::node_of`). The word itself names the path, as
+//!   dm's table prints it.
 //!
 //! A path word is in a table once (its word names the path in status,
 //! messages, reloads and metrics), so several paths to one endpoint (the
@@ -102,6 +109,17 @@ impl Endpoint {
             word: word.to_string(),
             reason,
         };
+        if word.starts_with('/') {
+            // `file:` with its options and label; errors name the word.
+            return Endpoint::parse(&format!("file:{word}")).map_err(|file| error(file.reason));
+        }
+        if let Some(numbers) = device_number(word) {
+            let (major, minor) = numbers.map_err(error)?;
+            return Ok(Endpoint::File {
+                path: format!("/dev/block/{major}:{minor}"),
+                direct: true,
+            });
+        }
         let (scheme, rest) = word.split_once(':').ok_or_else(|| {
             error("not a transport URI (null:<size>, memory:<disk>#<port>, file:<path>)".into())
         })?;
@@ -185,6 +203,28 @@ impl Endpoint {
     }
 }
 
+/// `MAJOR:MINOR` as dm writes a device's numbers (`8:16`), if the word
+/// has that form; an error if the numbers are past what the kernel's
+/// device numbers hold (12 bits of major, 20 of minor), as dm refuses
+/// them.
+fn device_number(word: &str) -> Option<Result<(u32, u32), String>> {
+    let (major, minor) = word.split_once(':')?;
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit());
+    if !digits(major) || !digits(minor) {
+        return None;
+    }
+    let fits = |text: &str, bits: u32| {
+        text.parse::<u32>()
+            .ok()
+            .filter(|number| *number >> bits == 0)
+    };
+    Some(
+        fits(major, 12)
+            .zip(fits(minor, 20))
+            .ok_or_else(|| "a device number past 4095:1048575".to_string()),
+    )
+}
+
 /// A disk, port or label name: letters, digits, `-`, `_` and `.`.
 fn is_name(name: &str) -> bool {
     !name.is_empty()
@@ -235,6 +275,29 @@ mod tests {
                 direct: false
             })
         );
+        // dm's words: a device's path, or its numbers.
+        assert_eq!(
+            Endpoint::parse("/dev/sdb"),
+            Ok(Endpoint::File {
+                path: "/dev/sdb".into(),
+                direct: true
+            })
+        );
+        assert_eq!(
+            Endpoint::parse("8:16"),
+            Ok(Endpoint::File {
+                path: "/dev/block/8:16".into(),
+                direct: true
+            })
+        );
+        // A bare path takes `file:`'s options and label.
+        assert_eq!(
+            Endpoint::parse("/dev/sdb?direct=0#a"),
+            Ok(Endpoint::File {
+                path: "/dev/sdb".into(),
+                direct: false
+            })
+        );
         // A label names the path and leads where the word without it does.
         for (labelled, plain) in [
             ("null:4G#1", "null:4G"),
@@ -261,7 +324,13 @@ mod tests {
             "file:",
             "file:/x?direct=2",
             "file:/x?sync=1",
-            "8:16",
+            "8:",
+            ":16",
+            "8:16a",
+            "99999999999:1",
+            "4096:0",
+            "8:1048576",
+            "/dev/sdb?sync=1",
             "null:",
             "null:0",
             "null:1M?x=1",

@@ -78,6 +78,28 @@ fn writes_through_two_paths_read_back_byte_exact_through_each() {
     );
 }
 
+/// dm's path word for a device or file, its bare path, is a `file:`
+/// path: a `dmsetup table` line serves as it is, and status names the
+/// path by the word.
+#[test]
+fn a_bare_absolute_path_is_a_file_path() {
+    let dir = direct_dir();
+    let file = pattern_file(dir.path(), "lun", BYTES);
+    let word = file.display().to_string();
+    let device = Transports::new()
+        .build(
+            &table(BYTES, std::slice::from_ref(&word)),
+            MapOptions::default(),
+        )
+        .unwrap();
+    let mut queue = device.queue(32, 0);
+    for completion in run(&mut queue, write_all(4)) {
+        assert_eq!(completion.result, Ok(()), "I/O {}", completion.user_data);
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), expected(4));
+    assert_eq!(device.map.status().groups[0].paths[0].name, word);
+}
+
 #[test]
 fn a_revoked_path_fails_over_and_returns_after_restore() {
     let dir = direct_dir();

@@ -2,7 +2,8 @@
 //! nodes, so two file descriptions, as two HBAs to one LUN), exported by
 //! `mpio serve`, under fio verify while each path is failed and
 //! reinstated in turn; blocks written through both paths read back
-//! through one; and the canary that proves that check can fail: blocks
+//! through one, also with the paths named as dm names them; and the
+//! canary that proves that check can fail: blocks
 //! written to one disk and read back from another must be caught.
 
 use crate::daemon::{test_dir, Daemon};
@@ -21,9 +22,14 @@ fn fio_verify_holds_while_null_blk_paths_fail_and_return() {
     verify_while_paths_fail(&daemon, Target::Nbd(&daemon.uris[0]), &paths, &[]);
 }
 
-/// Writes `size_mib` MiB through both paths of `table`'s map, fails
-/// `first`, and verifies everything through the other path alone.
-fn write_then_verify_through_one_path(name: &str, table: &str, first: &str) -> FioResult {
+/// Writes through both paths of `table`'s map (`first` and `second`,
+/// each of which must carry some of it), fails `first`, and verifies
+/// everything through the other path alone.
+fn write_then_verify_through_one_path(
+    name: &str,
+    table: &str,
+    [first, second]: [&str; 2],
+) -> FioResult {
     let daemon = Daemon::with_table(name, table);
     let uri = &daemon.uris[0];
     let run = |phase, log: &str| {
@@ -31,6 +37,9 @@ fn write_then_verify_through_one_path(name: &str, table: &str, first: &str) -> F
             .finish(Duration::from_secs(600))
     };
     run(Phase::Write, "write.log").assert_clean();
+    for path in [first, second] {
+        assert!(path_ios(&daemon, path) > 0, "{path} carried none of it");
+    }
     daemon.ok(&["message", "mpatha", "fail_path", first]);
     run(Phase::Verify, "verify.log")
 }
@@ -41,7 +50,35 @@ fn blocks_written_through_both_paths_read_back_through_one() {
     let mut disk = NullBlk::memory_backed("mpio-kt-one-path", 64);
     let [first, second] = disk.two_paths();
     let table = two_path_table(disk.sectors(), &first, &second);
-    write_then_verify_through_one_path("kernel-one-path", &table, &first).assert_clean();
+    write_then_verify_through_one_path("kernel-one-path", &table, [&first, &second]).assert_clean();
+}
+
+/// dm's own path words, as `dmsetup table` prints them: the disk's
+/// numbers (`MAJ:MIN`, which this guest, without udev, has no
+/// `/dev/block` link for: mpio finds the node through sysfs) and a bare
+/// device path. Both carry data, and the numbers name the path in
+/// messages as in dm.
+#[test]
+#[ignore = "kernel test: needs root and null_blk; run scripts/kernel-test.sh"]
+fn dm_path_words_serve_as_dmsetup_prints_them() {
+    let mut disk = NullBlk::memory_backed("mpio-kt-dm-words", 64);
+    let name = disk
+        .device
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let numbers = std::fs::read_to_string(format!("/sys/block/{name}/dev")).unwrap();
+    let numbers = numbers.trim().to_string();
+    assert!(
+        !std::path::Path::new("/dev/block").join(&numbers).exists(),
+        "this guest has no udev links: the numbers must be found through sysfs"
+    );
+    let second = disk.second_node().display().to_string();
+    let table = two_path_table(disk.sectors(), &numbers, &second);
+    write_then_verify_through_one_path("kernel-dm-words", &table, [&numbers, &second])
+        .assert_clean();
 }
 
 /// The canary: fio verify must catch two paths that reach *different*

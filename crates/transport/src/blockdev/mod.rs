@@ -88,10 +88,42 @@ pub fn current_access(device: &BlockDevice) -> Option<AccessState> {
     })
 }
 
+/// The node to open for a `file:` path: the path itself, unless it is
+/// a device number's udev link (`/dev/block/MAJ:MIN`, what a dm path
+/// word `MAJ:MIN` names) on a host where udev made none, whose device is
+/// then `/dev/NAME` by the kernel's name for those numbers (devtmpfs
+/// makes that node; a `!` in the name is a directory, `cciss!c0d0` at
+/// `/dev/cciss/c0d0`). A device that is not there (yet) keeps the link's
+/// path, which fails to open naming it.
+pub(crate) fn node_of(path: &Path) -> std::borrow::Cow<'_, Path> {
+    match device_numbers(path) {
+        Some((major, minor)) if !path.exists() => Sysfs::host()
+            .name_of(major, minor)
+            .map_or(path.into(), |name| {
+                Path::new("/dev").join(name.replace('!', "/")).into()
+            }),
+        _ => path.into(),
+    }
+}
+
+/// The numbers of a device number's udev link, `/dev/block/MAJ:MIN`.
+fn device_numbers(path: &Path) -> Option<(u32, u32)> {
+    let (major, minor) = path
+        .strip_prefix("/dev/block")
+        .ok()?
+        .to_str()?
+        .split_once(':')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
 /// The sysfs name of the block device at `node` (`/dev/sdb`, or any
-/// node with its numbers), if it is one.
+/// node with its numbers, or a device number's udev link whether or not
+/// udev made it), if it is one.
 pub fn name_of_node(sysfs: &Sysfs, node: &Path) -> Option<String> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    if let Some((major, minor)) = device_numbers(node) {
+        return sysfs.name_of(major, minor);
+    }
     let metadata = std::fs::metadata(node).ok()?;
     if !metadata.file_type().is_block_device() {
         return None;

@@ -95,6 +95,17 @@ fn scsi_facts_come_from_the_device_and_its_adapter() {
     assert_eq!(device.dev, "8:16");
     assert_eq!(fake.sysfs().name_of(8, 16).as_deref(), Some("sdb"));
     assert_eq!(fake.sysfs().name_of(8, 32), None);
+    // A dm path word `8:16` is the link `/dev/block/8:16`: its numbers
+    // name the device, whether or not udev made the link.
+    let by_numbers = Path::new("/dev/block/8:16");
+    assert_eq!(
+        name_of_node(&fake.sysfs(), by_numbers).as_deref(),
+        Some("sdb")
+    );
+    assert_eq!(
+        name_of_node(&fake.sysfs(), Path::new("/dev/block/8:32")),
+        None
+    );
 }
 
 /// Without `device/wwid` the WWID comes from VPD page 0x83.

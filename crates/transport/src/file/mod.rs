@@ -83,6 +83,7 @@ mod limits;
 mod ring;
 mod ring_share;
 
+use crate::blockdev::node_of;
 use crate::limits::{Limits, ServedAs};
 use crate::unready::Unready;
 use mpio_core::io::{Buffer, Op, PathError, PathOutcome, TargetError, BUFFER_ALIGN};
@@ -184,7 +185,7 @@ impl Opened {
         let refused = || FileError::DirectRefused {
             path: path.to_path_buf(),
         };
-        let file = options.open(path).map_err(|source| {
+        let file = options.open(node_of(path)).map_err(|source| {
             if direct && source.raw_os_error() == Some(libc::EINVAL) {
                 refused()
             } else {
