@@ -64,17 +64,11 @@ impl Connection {
                 None => self.stream.read(&mut self.recv[..discard]),
             };
             match result {
-                Ok(0) => {
-                    self.server_closed = true;
-                    return Err(Broken("the server closed the connection".into()));
-                }
+                Ok(0) => return Err(self.read_ended(None)),
                 Ok(read) => break read,
                 Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(None),
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
-                Err(error) => {
-                    self.server_closed = true;
-                    return Err(Broken(format!("receiving: {error}")));
-                }
+                Err(error) => return Err(self.read_ended(Some(error))),
             }
         };
         let data = read.min(left);

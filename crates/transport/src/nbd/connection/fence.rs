@@ -1,8 +1,8 @@
 //! Ending a connection without letting a write land late: how its I/O
 //! comes back depends on whether the server can still apply it.
 //!
-//! Once the server's side is seen closed (end of file, a receive error)
-//! nothing can, and [`Connection::sever`] hands everything back as a path
+//! Once the server's side is seen closed (end of file, a reset) nothing
+//! can, and [`Connection::sever`] hands everything back as a path
 //! error; otherwise the caller [`Connection::cut`]s it — our sending side
 //! shut, reads handed back at once, every other request kept until its
 //! reply or the server's close (read, or after a protocol error read and

@@ -92,9 +92,13 @@ pub(crate) struct Connection {
     /// Emptied `covered` lists of finished reads, reused so that steady
     /// state allocates nothing.
     spare_covered: Vec<Vec<(u32, u32)>>,
-    /// The server's side was seen closed (end of file or a receive
-    /// error): nothing sent on this connection can take effect any more.
+    /// The server's side was seen closed (end of file or a reset): nothing
+    /// sent on this connection can take effect any more.
     server_closed: bool,
+    /// A read failed on our side (a TCP timeout, say): the server may
+    /// still run, and a later end of file is not its close
+    /// ([`Connection::read_ended`]).
+    failed_locally: bool,
     /// Our sending side is shut down (see [`Connection::cut`]).
     cut: bool,
     /// The server broke the protocol after the cut: what it sends is read
@@ -129,6 +133,7 @@ impl Connection {
             // allocate.
             spare_covered: (0..depth).map(|_| Vec::with_capacity(2)).collect(),
             server_closed: false,
+            failed_locally: false,
             cut: false,
             discarding: false,
         })

@@ -1,8 +1,9 @@
 //! Receiving: [`Connection::poll`] sends what waits, then reads the
 //! socket into the receive buffer (or a read's own buffer, `direct.rs`)
 //! and parses the replies that completed (`reply.rs`). The end of file or
-//! a failed read marks the server's side closed, the fence `fence.rs`
-//! waits for.
+//! a reset marks the server's side closed, the fence `fence.rs` waits
+//! for; another failed read is our side's verdict and fences nothing
+//! ([`Connection::read_ended`]).
 //!
 //! # Budget
 //! One [`Connection::poll`] parses at most [`POLL_BUDGET_REPLIES`] replies
@@ -79,23 +80,68 @@ impl Connection {
 
     /// Reads from the socket into the receive buffer from `at` on: the
     /// bytes read, or `None` if the socket holds nothing now. An
-    /// interrupted read is tried again; the server closing the connection
-    /// or a failed read is an error (and marks the server closed).
+    /// interrupted read is tried again; the end of file or a failed read
+    /// is an error ([`Connection::read_ended`]).
     pub(super) fn read_into(&mut self, at: usize) -> Result<Option<usize>, Broken> {
         loop {
             match self.stream.read(&mut self.recv[at..]) {
-                Ok(0) => {
-                    self.server_closed = true;
-                    return Err(Broken("the server closed the connection".into()));
-                }
+                Ok(0) => return Err(self.read_ended(None)),
                 Ok(read) => return Ok(Some(read)),
                 Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(None),
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
-                Err(error) => {
-                    self.server_closed = true;
-                    return Err(Broken(format!("receiving: {error}")));
-                }
+                Err(error) => return Err(self.read_ended(Some(error))),
             }
+        }
+    }
+
+    /// What a read that found the end of file (`None`) or failed says of
+    /// the server. The end of file, and a reset (the server's host tore
+    /// the connection down), mean its side is closed: nothing it was sent
+    /// can take effect any more (the fence). Any other error (TCP's
+    /// retransmission timeout, an unreachable host) is our side giving up
+    /// on a server that may well still run and apply what it holds, so it
+    /// fences nothing, and neither does an end of file read after it (or
+    /// after a send that failed so, [`Connection::send_failed`]), which
+    /// is our socket's, not the server's: a held write then waits for the
+    /// core's fence timeout.
+    pub(crate) fn read_ended(&mut self, error: Option<std::io::Error>) -> Broken {
+        if let Some(error) = &error {
+            self.note_failure(error);
+        }
+        match error {
+            None => {
+                self.server_closed |= !self.failed_locally;
+                Broken("the server closed the connection".into())
+            }
+            Some(error) if !self.failed_locally => {
+                self.server_closed = true;
+                Broken(format!("receiving: {error}"))
+            }
+            Some(error) => Broken(format!(
+                "receiving: {error} (the server may still apply what it holds)"
+            )),
+        }
+    }
+
+    /// A failed send, which [`Connection::note_failure`] reads as
+    /// [`Connection::read_ended`] reads a failed read: the kernel reports
+    /// TCP's timeout once, to whichever call comes first, so a send that
+    /// got it must keep the next read's end of file from passing for the
+    /// server's close.
+    pub(crate) fn send_failed(&mut self, error: std::io::Error) -> Broken {
+        self.note_failure(&error);
+        Broken(format!("sending: {error}"))
+    }
+
+    /// Marks a failed read or send that was our side's verdict, not the
+    /// server's close: anything but a reset (the server's host tore the
+    /// connection down) or a broken pipe (it closed its side).
+    fn note_failure(&mut self, error: &std::io::Error) {
+        if !matches!(
+            error.kind(),
+            ErrorKind::ConnectionReset | ErrorKind::BrokenPipe
+        ) {
+            self.failed_locally = true;
         }
     }
 

@@ -150,7 +150,7 @@ impl Connection {
                 Ok(written) => self.advance(written),
                 Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
-                Err(error) => return Err(Broken(format!("sending: {error}"))),
+                Err(error) => return Err(self.send_failed(error)),
             }
         }
     }

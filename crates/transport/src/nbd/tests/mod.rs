@@ -558,6 +558,43 @@ fn a_held_write_comes_back_only_when_the_server_closes() {
     assert!(connection.server_closed());
 }
 
+/// A receive or send error of our own side's (TCP's retransmission
+/// timeout, which the kernel reports once, to whichever call comes
+/// first) is no fence: the server may still apply the write. It stays
+/// held even once the socket reads as ended (ours, not the server's
+/// close), until the core abandons it; a reset, the server's host
+/// tearing the connection down, is a fence.
+#[test]
+fn an_error_of_our_own_side_fences_nothing() {
+    let timed_out = || std::io::Error::from_raw_os_error(libc::ETIMEDOUT);
+    for on_send in [false, true] {
+        let (mut connection, mut server) = pair(true);
+        connection
+            .send(CMD_WRITE, io(1, Op::Write, 0, 512))
+            .unwrap();
+        read_request(&mut server);
+        let _ = if on_send {
+            connection.send_failed(timed_out())
+        } else {
+            connection.read_ended(Some(timed_out()))
+        };
+        let mut done = Vec::new();
+        connection.cut(&mut done);
+        drop(server);
+        for _ in 0..3 {
+            assert!(
+                !connection.poll_cut(&mut done),
+                "still held (on send: {on_send})"
+            );
+        }
+        assert!(done.is_empty() && !connection.server_closed());
+        assert_eq!(connection.abandon(1).map(|io| io.tag), Some(1));
+    }
+    let (mut connection, _server) = pair(true);
+    let _ = connection.read_ended(Some(std::io::Error::from_raw_os_error(libc::ECONNRESET)));
+    assert!(connection.server_closed());
+}
+
 #[test]
 fn an_abandoned_request_gives_its_buffer_back_and_its_reply_is_dropped() {
     let (mut connection, mut server) = pair(true);
