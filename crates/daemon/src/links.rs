@@ -19,6 +19,9 @@
 //!   kernel for a `change` uevent of the device, so that udev, whose `add`
 //!   event came before the record, makes its links too; `remove` deletes
 //!   the record. Elsewhere (a test's directory) there is no udev to tell.
+//! - The record outlives a daemon that keeps its device, so it also says
+//!   whose the kept device is: [`kept_for_another`] refuses it to a map
+//!   that is not the one it served (its waiting writes are that map's).
 //!
 //! # Errors
 //! Nothing here stops a device: every step that fails is returned as a
@@ -173,6 +176,62 @@ fn make_link(link: &Path, target: &Path) -> std::io::Result<()> {
     })
 }
 
+/// Why map `name` (by `wwid`, in either form) may not take over ublk
+/// device `id`: the record the daemon that made it left (see the module
+/// docs) names another map, whose writes are waiting in it. The same map
+/// is the same WWID where both have one, else the same name (a map's
+/// table may change between two daemons, as a dm reload changes it).
+/// `None` when there is no such device, no record (links off, or a
+/// device made before the record was), or the record is this map's.
+pub(crate) fn kept_for_another(id: u32, name: &str, wwid: Option<&str>) -> Option<String> {
+    kept_for_another_in(
+        Path::new(UDEV_RECORDS),
+        Path::new("/sys/class/block"),
+        id,
+        name,
+        wwid,
+    )
+}
+
+/// [`kept_for_another`] with the records under `records` and the block
+/// devices under `sys`.
+fn kept_for_another_in(
+    records: &Path,
+    sys: &Path,
+    id: u32,
+    name: &str,
+    wwid: Option<&str>,
+) -> Option<String> {
+    let device = format!("ublkb{id}");
+    if !sys.join(&device).exists() {
+        return None;
+    }
+    let record = std::fs::read_to_string(records.join(&device)).ok()?;
+    let field = |key: &str| {
+        record
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .map(str::trim)
+    };
+    let (kept_name, kept_wwid) = (field("MPIO_NAME="), field("MPIO_WWID="));
+    let ours = wwid.map(|wwid| link_word(&multipath_form(wwid)));
+    let same = match (kept_wwid, ours.as_deref()) {
+        (Some(kept), Some(ours)) => kept == ours,
+        _ => kept_name == Some(name),
+    };
+    (!same).then(|| {
+        format!(
+            "/dev/{device} is map {:?}'s{}, with its writes waiting: not taken over by \
+             map {name:?}; give this map another number (the device goes once its \
+             keeper's time is up, its waiting I/O failed)",
+            kept_name.unwrap_or("?"),
+            kept_wwid
+                .map(|wwid| format!(" (WWID {wwid})"))
+                .unwrap_or_default()
+        )
+    })
+}
+
 /// `wwid` as a link's name may hold it: characters other than letters,
 /// digits and `#+-.:=@_` become `_`, as udev makes them in a `SYMLINK`.
 fn link_word(wwid: &str) -> String {
@@ -315,6 +374,40 @@ mod tests {
             .is_symlink());
         assert!(links.remove().is_empty());
         assert!(!records.join("ublkb3").exists());
+    }
+
+    /// A kept device's record says whose it is: the same map (by WWID
+    /// where both have one, else by name) takes it over, another does
+    /// not; without a device or a record nothing is refused.
+    #[test]
+    fn a_kept_device_is_refused_to_another_map() {
+        let root = tempfile::tempdir().unwrap();
+        let (records, sys) = (root.path().join("run"), root.path().join("sys"));
+        let refused =
+            |name: &str, wwid: Option<&str>| kept_for_another_in(&records, &sys, 3, name, wwid);
+        assert_eq!(refused("other", None), None, "no device");
+        std::fs::create_dir_all(sys.join("ublkb3")).unwrap();
+        assert_eq!(refused("other", None), None, "no record");
+        let wwid = multipath_form("naa.600a0980");
+        let links = DeviceLinks::under(
+            &root.path().join("dev"),
+            Some((records.clone(), sys.clone())),
+            "ublkb3",
+            "mpatha",
+            Some(&wwid),
+        );
+        assert!(links.make().is_empty());
+        assert_eq!(refused("mpatha", Some("3600a0980")), None, "its own");
+        assert_eq!(refused("renamed", Some("naa.600a0980")), None, "by WWID");
+        let why = refused("mpatha", Some("3600a0981")).expect("another LUN");
+        assert!(why.contains("map \"mpatha\"'s (WWID 3600a0980)"), "{why}");
+        assert!(refused("mpathb", None).is_some(), "another name, no WWID");
+        links.remove();
+        assert_eq!(
+            refused("mpathb", None),
+            None,
+            "the record went with the device"
+        );
     }
 
     #[test]

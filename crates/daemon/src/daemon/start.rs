@@ -13,7 +13,8 @@ use super::error::DaemonError;
 use super::settings::ServerSettings;
 use super::state::State;
 use crate::config::MapConfig;
-use crate::links::DeviceLinks;
+use crate::config::UblkNumber;
+use crate::links::{kept_for_another, DeviceLinks};
 use crate::running::{RunningMap, RunningUblk};
 use mpio_server::{Server, ServerConfig, ServerError};
 use mpio_transport::probe::SlotChecker;
@@ -60,7 +61,17 @@ pub(super) fn start_map(
     let mut ublk_devices = Vec::new();
     for export in &config.exports {
         if let Some(number) = export.ublk {
-            match ublk.add(&slot, number, export.read_only) {
+            let kept = match number {
+                UblkNumber::Fixed(id) => kept_for_another(id, &config.name, config.wwid.as_deref()),
+                UblkNumber::Any => None,
+            };
+            let made = match kept {
+                Some(why) => Err(why),
+                None => ublk
+                    .add(&slot, number, export.read_only)
+                    .map_err(|error| error.to_string()),
+            };
+            match made {
                 Ok(device) => {
                     tracing::info!(
                         map = %config.name,

@@ -13,7 +13,8 @@
 //! an outage (every path's server gone): the device stays with its I/O
 //! waiting, the new daemon starts with its paths down, and once the
 //! server is back fio goes on clean. And two dozen SIGTERM restarts in a
-//! row under fio, each taken over.
+//! row under fio, each taken over; and a kept device another map asks
+//! for by its number, which only its own map takes over.
 
 use crate::daemon::{test_dir, Daemon, Nbdkit};
 use crate::devices::{modprobe, run, wait_until, Mount, NullBlk};
@@ -187,6 +188,46 @@ fn a_kept_device_no_daemon_takes_over_fails_its_io_after_the_keep_timeout() {
     let result = fio.finish(LIMIT);
     assert!(!result.is_clean(), "fio saw no error:\n{}", result.log);
     let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// A kept device is its map's: a daemon whose map of another name asks
+/// for its number does not take it over (the writes waiting in it are
+/// not that map's), and says why; the map it served then does.
+#[test]
+#[ignore = "kernel test: needs root, null_blk and ublk_drv; run scripts/kernel-test.sh"]
+fn a_kept_device_is_taken_over_by_its_own_map_only() {
+    let (mut daemon, table, _disk) = numbered("ublk-own-map", 64, "1019", &["--map", "alpha"]);
+    let device = daemon.devices[0].clone();
+    terminate(&mut daemon);
+    assert_kept(&daemon, &device);
+    let beta = ["--table", &table, "--ublk", "1019", "--map", "beta"];
+    let mut other = Daemon::start(test_dir("ublk-own-map-beta"), &beta);
+    assert!(other.devices.is_empty(), "beta took {:?}", other.devices);
+    let log = other.log();
+    assert!(
+        log.contains("/dev/ublkb1019 is map \"alpha\"'s") && log.contains("no ublk device"),
+        "{log}"
+    );
+    terminate(&mut other);
+    assert!(Path::new(&device).exists(), "{device} went with beta");
+    // The map it served takes it over, and removes it as it stops.
+    let alpha = [
+        "--ublk",
+        "1019",
+        "--map",
+        "alpha",
+        "--ublk-on-stop",
+        "remove",
+    ];
+    let mut own = serve_ublk("ublk-own-map-alpha", &table, &alpha);
+    assert_eq!(own.devices, std::slice::from_ref(&device));
+    wait_until("the keeper sees alpha take it over", LIMIT, || {
+        daemon
+            .log()
+            .contains("/dev/ublkb1019 taken over by the next daemon")
+    });
+    terminate(&mut own);
+    assert!(!Path::new(&device).exists(), "{device} is still there");
 }
 
 #[test]
