@@ -300,8 +300,7 @@ measure_server() {
     measure "$1" "/dev/$3"
     after=$(server_counters "$2" "$3")
     ios=$(echo "$before $after" | awk '{print $5 - $1}')
-    echo "$before $after" | awk -v name="$1${PROFILING:+ under perf}" '{
-        ios = $5 - $1
+    echo "$before $after" | awk -v name="$1${PROFILING:+ under perf}" -v ios="$ios" '{
         if (ios > 0) printf "NOTE|%s: per I/O, the server took %.2f context switches and %.1f us of CPU (%.1f user, %.1f kernel)\n",
             name, ($6 - $2) / ios, ($7 + $8 - $3 - $4) * 10000 / ios, ($7 - $3) * 10000 / ios, ($8 - $4) * 10000 / ios }'
 }

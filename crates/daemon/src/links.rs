@@ -35,6 +35,10 @@ use std::path::{Path, PathBuf};
 /// (`IMPORT{file}="/run/mpio/udev/%k"` in `dist/udev/99-mpio.rules`).
 pub(crate) const UDEV_RECORDS: &str = "/run/mpio/udev";
 
+/// The udev record's keys: the map's name, and its WWID as the link has it.
+const RECORD_NAME: &str = "MPIO_NAME=";
+const RECORD_WWID: &str = "MPIO_WWID=";
+
 /// The directory udev owns; only links made there are udev's business.
 const UDEV_DEV_DIR: &str = "/dev";
 
@@ -85,9 +89,9 @@ impl DeviceLinks {
             ));
         }
         let udev = udev.map(|(records, sys)| {
-            let mut record = format!("MPIO_NAME={name}\n");
+            let mut record = format!("{RECORD_NAME}{name}\n");
             if let Some(wwid) = &wwid {
-                record.push_str(&format!("MPIO_WWID={wwid}\n"));
+                record.push_str(&format!("{RECORD_WWID}{wwid}\n"));
             }
             (
                 records.join(device),
@@ -213,7 +217,7 @@ fn kept_for_another_in(
             .find_map(|line| line.strip_prefix(key))
             .map(str::trim)
     };
-    let (kept_name, kept_wwid) = (field("MPIO_NAME="), field("MPIO_WWID="));
+    let (kept_name, kept_wwid) = (field(RECORD_NAME), field(RECORD_WWID));
     let ours = wwid.map(|wwid| link_word(&multipath_form(wwid)));
     let same = match (kept_wwid, ours.as_deref()) {
         (Some(kept), Some(ours)) => kept == ours,

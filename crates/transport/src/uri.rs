@@ -261,43 +261,24 @@ mod tests {
                 port: "port1".into()
             })
         );
-        assert_eq!(
-            Endpoint::parse("file:/srv/lun.img"),
-            Ok(Endpoint::File {
-                path: "/srv/lun.img".into(),
-                direct: true
-            })
-        );
-        assert_eq!(
-            Endpoint::parse("file:/dev/shm/x?direct=0"),
-            Ok(Endpoint::File {
-                path: "/dev/shm/x".into(),
-                direct: false
-            })
-        );
-        // dm's words: a device's path, or its numbers.
-        assert_eq!(
-            Endpoint::parse("/dev/sdb"),
-            Ok(Endpoint::File {
-                path: "/dev/sdb".into(),
-                direct: true
-            })
-        );
-        assert_eq!(
-            Endpoint::parse("8:16"),
-            Ok(Endpoint::File {
-                path: "/dev/block/8:16".into(),
-                direct: true
-            })
-        );
-        // A bare path takes `file:`'s options and label.
-        assert_eq!(
-            Endpoint::parse("/dev/sdb?direct=0#a"),
-            Ok(Endpoint::File {
-                path: "/dev/sdb".into(),
-                direct: false
-            })
-        );
+        // `file:` words, and dm's words for a device (its path, or its
+        // numbers); a bare path takes `file:`'s options and label.
+        for (word, path, direct) in [
+            ("file:/srv/lun.img", "/srv/lun.img", true),
+            ("file:/dev/shm/x?direct=0", "/dev/shm/x", false),
+            ("/dev/sdb", "/dev/sdb", true),
+            ("8:16", "/dev/block/8:16", true),
+            ("/dev/sdb?direct=0#a", "/dev/sdb", false),
+        ] {
+            assert_eq!(
+                Endpoint::parse(word),
+                Ok(Endpoint::File {
+                    path: path.into(),
+                    direct
+                }),
+                "{word}"
+            );
+        }
         // A label names the path and leads where the word without it does.
         for (labelled, plain) in [
             ("null:4G#1", "null:4G"),

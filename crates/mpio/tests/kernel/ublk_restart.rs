@@ -203,11 +203,10 @@ fn a_kept_device_is_taken_over_by_its_own_map_only() {
     let beta = ["--table", &table, "--ublk", "1019", "--map", "beta"];
     let mut other = Daemon::start(test_dir("ublk-own-map-beta"), &beta);
     assert!(other.devices.is_empty(), "beta took {:?}", other.devices);
-    let log = other.log();
-    assert!(
-        log.contains("/dev/ublkb1019 is map \"alpha\"'s") && log.contains("no ublk device"),
-        "{log}"
-    );
+    wait_until("beta says whose the device is", LIMIT, || {
+        let log = other.log();
+        log.contains("/dev/ublkb1019 is map \"alpha\"'s") && log.contains("no ublk device")
+    });
     terminate(&mut other);
     assert!(Path::new(&device).exists(), "{device} went with beta");
     // The map it served takes it over, and removes it as it stops.

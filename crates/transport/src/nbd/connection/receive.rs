@@ -108,19 +108,12 @@ impl Connection {
         if let Some(error) = &error {
             self.note_failure(error);
         }
-        match error {
-            None => {
-                self.server_closed |= !self.failed_locally;
-                Broken("the server closed the connection".into())
-            }
-            Some(error) if !self.failed_locally => {
-                self.server_closed = true;
-                Broken(format!("receiving: {error}"))
-            }
-            Some(error) => Broken(format!(
-                "receiving: {error} (the server may still apply what it holds)"
-            )),
-        }
+        self.server_closed |= !self.failed_locally;
+        Broken(match error {
+            None => "the server closed the connection".into(),
+            Some(error) if self.server_closed => format!("receiving: {error}"),
+            Some(error) => format!("receiving: {error} (the server may still apply what it holds)"),
+        })
     }
 
     /// A failed send, which [`Connection::note_failure`] reads as
